@@ -1,0 +1,43 @@
+"""bayes_loco: low-rank contextual preference learning and pessimistic policies.
+
+The frequentist road of the LoCo-RLHF paper (MLE → FGD → RTV → PRS) and the
+common pessimistic policy solver that every uncertainty set feeds.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from . import simulate
+from .data import Population, PreferenceData
+from .evaluate import optimal_value, policy_value, suboptimality
+from .exceptions import (
+    BayesLocoWarning,
+    ConvergenceWarning,
+    IllConditionedWarning,
+    SamplerWarning,
+    SeparationWarning,
+)
+from .frequentist import (
+    LowRankResult,
+    MLEResult,
+    PRSResult,
+    RTVBasis,
+    fit_low_rank,
+    fit_mle,
+    fit_prs,
+    rtv_basis,
+)
+from .policy import Certificate, Policy, PolicyStatus, greedy_policy, pessimistic_policy, pessimistic_value
+from .uncertainty import EllipsoidSet, UncertaintySet, VecCoordinates
+
+try:
+    __version__ = version("bayes_loco")
+except PackageNotFoundError:  # running from a source tree that is not installed
+    __version__ = "0+unknown"
+
+__all__ = [
+    "BayesLocoWarning", "Certificate", "ConvergenceWarning", "EllipsoidSet", "IllConditionedWarning",
+    "LowRankResult", "MLEResult", "PRSResult", "Policy", "PolicyStatus", "Population", "PreferenceData",
+    "RTVBasis", "SamplerWarning", "SeparationWarning", "UncertaintySet", "VecCoordinates", "fit_low_rank",
+    "fit_mle", "fit_prs", "greedy_policy", "optimal_value", "pessimistic_policy", "pessimistic_value",
+    "policy_value", "rtv_basis", "simulate", "suboptimality",
+]

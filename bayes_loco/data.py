@@ -1,0 +1,220 @@
+"""Offline pairwise preference data (x_t, φ(s_t, a_t0), φ(s_t, a_t1), y_t).
+
+The contextual Bradley–Terry–Luce model sees the features of the two answers only
+through their difference Δφ_t = φ(s_t, a_t1) − φ(s_t, a_t0), so that is what
+``PreferenceData`` stores; ``y_t = 1`` means answer ``a_t1`` was preferred.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ._validation import as_float_array, check_int
+
+
+@dataclass(frozen=True, eq=False)
+class PreferenceData:
+    """Validated pairwise feedback.
+
+    Build it with :meth:`from_arrays` or :meth:`from_frame`; the constructor
+    validates too, so every instance is consistent.
+
+    Attributes
+    ----------
+    contexts : ndarray, shape (N, d_x)
+        Person contexts x_t.
+    differences : ndarray, shape (N, d_φ)
+        Feature differences Δφ_t = φ(s_t, a_t1) − φ(s_t, a_t0).
+    labels : ndarray of int8, shape (N,)
+        y_t ∈ {0, 1}; 1 means a_t1 was preferred.
+    actions : ndarray of int, shape (N, 2), optional
+        Action ids (a_t0, a_t1), kept for diagnostics (coverage of actions).
+    """
+
+    contexts: np.ndarray
+    differences: np.ndarray
+    labels: np.ndarray
+    actions: np.ndarray | None = field(default=None)
+
+    def __post_init__(self):
+        contexts = as_float_array(self.contexts, "contexts", 2)
+        differences = as_float_array(self.differences, "differences", 2)
+        labels = np.asarray(self.labels)
+        if labels.ndim != 1:
+            raise ValueError(f"labels must be 1-dimensional, got shape {labels.shape}")
+        n = contexts.shape[0]
+        if differences.shape[0] != n:
+            raise ValueError(f"contexts has {n} rows, differences has {differences.shape[0]}")
+        if labels.shape[0] != n:
+            raise ValueError(f"contexts has {n} rows, labels has {labels.shape[0]}")
+        bad = ~np.isin(labels, (0, 1))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise ValueError(f"labels[{i}] = {labels[i]!r}, expected 0 or 1")
+        actions = self.actions
+        if actions is not None:
+            actions = np.asarray(actions)
+            if actions.shape != (n, 2) or not np.issubdtype(actions.dtype, np.integer):
+                raise ValueError(f"actions must be an integer array of shape ({n}, 2), "
+                                 f"got {actions.dtype} {actions.shape}")
+            actions = actions.copy()
+            actions.setflags(write=False)
+        for name, arr in (("contexts", contexts), ("differences", differences)):
+            arr = arr.copy()  # never freeze the caller's array
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
+        labels = labels.astype(np.int8)
+        labels.setflags(write=False)
+        object.__setattr__(self, "labels", labels)
+        object.__setattr__(self, "actions", actions)
+
+    @classmethod
+    def from_arrays(cls, contexts, labels, *, features_1=None, features_0=None,
+                    differences=None, actions=None) -> PreferenceData:
+        """Build from arrays: either ``differences`` or both ``features_1`` and ``features_0``.
+
+        Parameters
+        ----------
+        contexts : array_like, shape (N, d_x)
+        labels : array_like, shape (N,)
+            1 where the answer with ``features_1`` was preferred.
+        features_1, features_0 : array_like, shape (N, d_φ)
+            φ(s_t, a_t1) and φ(s_t, a_t0).
+        differences : array_like, shape (N, d_φ)
+            Δφ_t directly, instead of the two feature arrays.
+        actions : array_like of int, shape (N, 2), optional
+        """
+        if differences is not None:
+            if features_1 is not None or features_0 is not None:
+                raise ValueError("give either differences or features_1 and features_0, not both")
+            return cls(contexts, differences, labels, actions)
+        if features_1 is None or features_0 is None:
+            raise ValueError("features_1 and features_0 are both required when differences is not given")
+        f1 = as_float_array(features_1, "features_1", 2)
+        f0 = as_float_array(features_0, "features_0", 2)
+        if f1.shape != f0.shape:
+            raise ValueError(f"features_1 has shape {f1.shape}, features_0 has shape {f0.shape}")
+        return cls(contexts, f1 - f0, labels, actions)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, *, context_columns, difference_columns,
+                   label_column: str = "y") -> PreferenceData:
+        """Build from a tidy DataFrame with one row per comparison.
+
+        Parameters
+        ----------
+        frame : pandas.DataFrame
+        context_columns, difference_columns : sequence of str
+            Columns holding x_t and Δφ_t, in order.
+        label_column : str
+            Column holding y_t.
+        """
+        if not isinstance(frame, pd.DataFrame):
+            raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
+        wanted = [*context_columns, *difference_columns, label_column]
+        missing = [c for c in wanted if c not in frame.columns]
+        if missing:
+            raise ValueError(f"frame is missing columns {missing}")
+        return cls(frame[list(context_columns)].to_numpy(),
+                   frame[list(difference_columns)].to_numpy(),
+                   frame[label_column].to_numpy())
+
+    @property
+    def n(self) -> int:
+        """Number of comparisons N."""
+        return self.contexts.shape[0]
+
+    @property
+    def d_x(self) -> int:
+        return self.contexts.shape[1]
+
+    @property
+    def d_phi(self) -> int:
+        return self.differences.shape[1]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __repr__(self) -> str:
+        return (f"PreferenceData(N={self.n}, d_x={self.d_x}, d_phi={self.d_phi}, "
+                f"mean(y)={self.labels.mean():.3f})")
+
+    def subset(self, index) -> PreferenceData:
+        """Rows ``index`` (slice, integer or boolean array) as a new ``PreferenceData``."""
+        idx = np.arange(self.n)[index]
+        if np.ndim(idx) == 0:
+            idx = np.atleast_1d(idx)
+        actions = None if self.actions is None else self.actions[idx]
+        return PreferenceData(self.contexts[idx], self.differences[idx], self.labels[idx], actions)
+
+    def split(self, n_initial: int | None) -> tuple[PreferenceData, PreferenceData]:
+        """Split into the first N₀ rows and the rest (the paper's data split).
+
+        ``n_initial=None`` means no split: both parts are the whole data, as in the
+        paper's main experiments.
+        """
+        if n_initial is None:
+            return self, self
+        n0 = check_int(n_initial, "n_initial", 1, self.n - 1)
+        return self.subset(slice(0, n0)), self.subset(slice(n0, None))
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per comparison: ``x0..``, ``dphi0..``, ``y``."""
+        cols = {f"x{j}": self.contexts[:, j] for j in range(self.d_x)}
+        cols |= {f"dphi{j}": self.differences[:, j] for j in range(self.d_phi)}
+        cols["y"] = self.labels
+        return pd.DataFrame(cols)
+
+
+@dataclass(frozen=True, eq=False)
+class Population:
+    """An evaluation population ρ: contexts, states and the candidate actions' features.
+
+    Attributes
+    ----------
+    contexts : ndarray, shape (n, d_x)
+        x_i.
+    features : ndarray, shape (n, A, d_φ)
+        φ(s_i, a) for every candidate action a = 0..A−1.
+    groups : ndarray of int, shape (n,)
+        State id of each row; rows with the same id share s. A global policy π(s)
+        acts per group and averages the reward over x | s within it.
+    """
+
+    contexts: np.ndarray
+    features: np.ndarray
+    groups: np.ndarray
+
+    def __post_init__(self):
+        contexts = as_float_array(self.contexts, "contexts", 2)
+        features = as_float_array(self.features, "features", 3)
+        groups = np.asarray(self.groups)
+        n = contexts.shape[0]
+        if features.shape[0] != n:
+            raise ValueError(f"contexts has {n} rows, features has {features.shape[0]}")
+        if groups.shape != (n,) or not np.issubdtype(groups.dtype, np.integer):
+            raise ValueError(f"groups must be an integer array of shape ({n},), "
+                             f"got {groups.dtype} {groups.shape}")
+        _, groups = np.unique(groups, return_inverse=True)
+        object.__setattr__(self, "contexts", contexts)
+        object.__setattr__(self, "features", features)
+        object.__setattr__(self, "groups", groups.astype(np.intp))
+
+    @property
+    def n(self) -> int:
+        return self.contexts.shape[0]
+
+    @property
+    def n_actions(self) -> int:
+        return self.features.shape[1]
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.groups.max()) + 1
+
+    def __repr__(self) -> str:
+        return (f"Population(n={self.n}, states={self.n_groups}, actions={self.n_actions}, "
+                f"d_x={self.contexts.shape[1]}, d_phi={self.features.shape[2]})")

@@ -1,0 +1,9 @@
+"""The paper's frequentist road: MLE → FGD → RTV → PRS, and GIC rank selection."""
+
+from .fgd import LowRankResult, fit_low_rank
+from .mle import MLEResult, fit_mle
+from .prs import PRSResult, fit_prs
+from .rtv import RTVBasis, rtv_basis
+
+__all__ = ["LowRankResult", "MLEResult", "PRSResult", "RTVBasis", "fit_low_rank", "fit_mle", "fit_prs",
+           "rtv_basis"]

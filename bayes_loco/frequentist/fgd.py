@@ -1,0 +1,214 @@
+"""Factored gradient descent (the paper's Algorithm 1) for the rank-r MLE.
+
+Minimises F(U, V) = L(UVᵀ) + (λ/2)‖UVᵀ‖²_F + ⅛‖UᵀU − VᵀV‖²_F over U (d_x × r)
+and V (d_φ × r), started from the rank-r SVD of the unconstrained MLE; L is the
+total negative log-likelihood. The balancing term removes the scale ridge
+U → UA, V → VA⁻ᵀ; it vanishes at every stationary point, so it does not move the
+estimate Θ̂ = UVᵀ. Against the total (not the mean) likelihood its weight is
+comparable to the loss curvature: with the mean, FGD needed >3000 iterations on
+the paper's simulation, with the total about a hundred.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import minimize
+
+from .._validation import check_int, check_option, check_rank, check_real
+from ..data import PreferenceData
+from ..exceptions import ConvergenceWarning
+from ..model import nll_and_gradient
+from .mle import MLEResult, fit_mle
+
+ARMIJO = 1e-4
+METHODS = ("lbfgs", "alternating")
+
+
+@dataclass(frozen=True, eq=False)
+class LowRankResult:
+    """Rank-r estimate Θ̂ = U Vᵀ from FGD.
+
+    Attributes
+    ----------
+    theta : ndarray, shape (d_x, d_φ)
+        Θ̂ = U Vᵀ.
+    left, right : ndarray, shapes (d_x, r), (d_φ, r)
+        The balanced factors U, V.
+    rank : int
+        r.
+    nll : float
+        Negative log-likelihood at Θ̂.
+    objective : float
+        Final value of F (total NLL + ridge + balancing term).
+    n_iter, converged, message
+        FGD diagnostics; ``grad_norm`` is the final ‖∇F‖.
+    initial : MLEResult
+        The unconstrained MLE FGD started from.
+    """
+
+    theta: np.ndarray
+    left: np.ndarray
+    right: np.ndarray
+    rank: int
+    nll: float
+    objective: float
+    n_iter: int
+    converged: bool
+    grad_norm: float
+    message: str
+    initial: MLEResult
+
+    @property
+    def singular_values(self) -> np.ndarray:
+        return np.linalg.svd(self.theta, compute_uv=False)[: self.rank]
+
+    @property
+    def n_params(self) -> int:
+        """k = (d_x + d_φ) r − r², the dimension of the rank-r manifold."""
+        dx, dp = self.theta.shape
+        return (dx + dp) * self.rank - self.rank**2
+
+    def __repr__(self) -> str:
+        sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
+        return (f"LowRankResult(rank={self.rank}, σ = [{sv}], loglik={-self.nll:.4g}, "
+                f"converged={self.converged}, n_iter={self.n_iter}, grad_norm={self.grad_norm:.2e})")
+
+
+def _objective(u, v, x, dphi, y, ridge):
+    """F(U, V) and the gradient of its loss part with respect to Θ."""
+    theta = u @ v.T
+    nll, grad = nll_and_gradient(theta, x, dphi, y)
+    diff = u.T @ u - v.T @ v
+    value = nll + 0.5 * ridge * np.sum(theta * theta) + 0.125 * np.sum(diff * diff)
+    return value, grad + ridge * theta, diff, nll
+
+
+def _factor_gradients(u, v, grad_theta, diff):
+    """∇_U F = ∇L·V + ½U(UᵀU − VᵀV) and ∇_V F = ∇Lᵀ·U − ½V(UᵀU − VᵀV)."""
+    return grad_theta @ v + 0.5 * u @ diff, grad_theta.T @ u - 0.5 * v @ diff
+
+
+def _block_step(value, grad_block, step, evaluate):
+    """One Armijo backtracking step along −grad_block; returns the accepted point and step."""
+    sq = float(np.sum(grad_block * grad_block))
+    while step > 1e-12:
+        trial = evaluate(step)
+        if trial[0] <= value - ARMIJO * step * sq:
+            return trial, step
+        step *= 0.5
+    return None, step
+
+
+def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method: str = "lbfgs",
+                 max_iter: int = 5000, tol: float = 1e-8,
+                 initial: MLEResult | None = None) -> LowRankResult:
+    """Rank-r MLE Θ̂ by factored gradient descent (Burer–Monteiro, Algorithm 1).
+
+    Both methods minimise the same F(U, V) and decrease it at every step
+    (DESIGN.md, convention 4: a fixed η = c/σ₁ can diverge):
+
+    - ``"alternating"`` is Algorithm 1: U and V are updated alternately, each by
+      a gradient step whose length is chosen by Armijo backtracking from a
+      Barzilai–Borwein guess.
+    - ``"lbfgs"`` (default) takes quasi-Newton steps on (U, V) jointly with a
+      strong-Wolfe line search; it reaches the same Θ̂ in 5–15× less time on the
+      paper's simulation (146 vs 2318 iterations at N = 10,000).
+
+    Parameters
+    ----------
+    data : PreferenceData
+    rank : int
+        r, 1 ≤ r ≤ min(d_x, d_φ).
+    ridge : float
+        λ of (λ/2)‖Θ‖²_F, also passed to the initial MLE.
+    method : {"lbfgs", "alternating"}
+    max_iter : int
+        Iterations (for ``"alternating"``, each updates U, then V).
+    tol : float
+        Stop when ‖∇F‖_F / N ≤ tol·max(1, ‖Θ̂‖_F).
+    initial : MLEResult, optional
+        A precomputed MLE to start from (Θ₀); fitted here if not given.
+    """
+    if not isinstance(data, PreferenceData):
+        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    rank = check_rank(rank, data.d_x, data.d_phi)
+    ridge = check_real(ridge, "ridge", 0.0)
+    max_iter = check_int(max_iter, "max_iter", 1)
+    tol = check_real(tol, "tol", 0.0, low_open=True)
+    check_option(method, "method", METHODS)
+    if initial is None:
+        initial = fit_mle(data, ridge=ridge)
+    x, dphi, y = data.contexts, data.differences, data.labels
+
+    p, s, qt = np.linalg.svd(initial.theta, full_matrices=False)
+    root = np.sqrt(s[:rank])
+    u, v = p[:, :rank] * root, qt[:rank].T * root
+    solve = _lbfgs if method == "lbfgs" else _alternating
+    u, v, it, converged, message = solve(u, v, x, dphi, y, ridge, max_iter, tol)
+    value, grad_theta, diff, nll = _objective(u, v, x, dphi, y, ridge)
+    gu, gv = _factor_gradients(u, v, grad_theta, diff)
+    grad_norm = float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv)))
+    if not converged:
+        warnings.warn(f"fit_low_rank: FGD stopped after {it} iterations with ‖∇F‖ = {grad_norm:.2e} "
+                      f"(tol {tol:g}): {message}. Increase max_iter, or pass a small ridge if the "
+                      "initial MLE was separated.", ConvergenceWarning, stacklevel=2)
+    return LowRankResult(u @ v.T, u, v, rank, float(nll), float(value), it, converged, grad_norm,
+                         message, initial)
+
+
+def _converged(grad_norm, u, v, y, tol):
+    """‖∇F‖ per comparison below tol·max(1, ‖Θ̂‖_F)."""
+    return grad_norm / y.shape[0] <= tol * max(1.0, float(np.linalg.norm(u @ v.T)))
+
+
+def _lbfgs(u, v, x, dphi, y, ridge, max_iter, tol):
+    dx, r = u.shape
+
+    def fun(w):
+        uu, vv = w[: dx * r].reshape(dx, r), w[dx * r:].reshape(-1, r)
+        value, g, diff, _ = _objective(uu, vv, x, dphi, y, ridge)
+        gu, gv = _factor_gradients(uu, vv, g, diff)
+        return value, np.concatenate([gu.ravel(), gv.ravel()])
+
+    res = minimize(fun, np.concatenate([u.ravel(), v.ravel()]), jac=True, method="L-BFGS-B",
+                   options={"maxiter": max_iter, "gtol": 0.0, "ftol": 1e-15, "maxcor": 20})
+    u, v = res.x[: dx * r].reshape(dx, r), res.x[dx * r:].reshape(-1, r)
+    converged = _converged(float(np.linalg.norm(res.jac)), u, v, y, tol)
+    message = "gradient norm below tolerance" if converged else str(res.message)
+    return u, v, int(res.nit), converged, message
+
+
+def _alternating(u, v, x, dphi, y, ridge, max_iter, tol):
+    value, grad_theta, diff, _ = _objective(u, v, x, dphi, y, ridge)
+    steps = [1.0, 1.0]
+    previous: list = [None, None]
+    it = 0
+    for it in range(1, max_iter + 1):
+        moved = False
+        for block in (0, 1):
+            g = _factor_gradients(u, v, grad_theta, diff)[block]
+            point = (u, v)[block]
+            if previous[block] is not None:
+                dp, dg = point - previous[block][0], g - previous[block][1]
+                curv = float(np.sum(dp * dg))
+                if curv > 0:
+                    steps[block] = float(np.sum(dp * dp)) / curv
+            previous[block] = (point, g)
+
+            def evaluate(step, block=block, g=g, u=u, v=v):
+                uu, vv = (u - step * g, v) if block == 0 else (u, v - step * g)
+                return (*_objective(uu, vv, x, dphi, y, ridge), uu, vv)
+
+            trial, steps[block] = _block_step(value, g, steps[block], evaluate)
+            if trial is not None:
+                moved = True
+                value, grad_theta, diff, _, u, v = trial
+        gu, gv = _factor_gradients(u, v, grad_theta, diff)
+        if _converged(float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv))), u, v, y, tol):
+            return u, v, it, True, "gradient norm below tolerance"
+        if not moved:
+            return u, v, it, False, "line search failed in both blocks"
+    return u, v, it, False, "maximum number of iterations reached"

@@ -1,0 +1,63 @@
+"""The contextual Bradley–Terry–Luce model with a bilinear reward.
+
+r(x, s, a) = xᵀ Θ φ(s, a) and P(y = 1) = σ(xᵀ Θ Δφ). Every function here works
+with GEMMs on X (N × d_x) and ΔΦ (N × d_φ) and never forms the N × d_x·d_φ
+Kronecker design (DESIGN.md, convention 7).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit, log_expit
+
+
+def margins(theta: np.ndarray, contexts: np.ndarray, differences: np.ndarray) -> np.ndarray:
+    """Linear predictors η_t = x_tᵀ Θ Δφ_t as a row-wise dot of XΘ with ΔΦ."""
+    return np.einsum("ij,ij->i", contexts @ theta, differences)
+
+
+def rewards(theta: np.ndarray, contexts: np.ndarray, features: np.ndarray) -> np.ndarray:
+    """Rewards r(x_i, s_i, a) = x_iᵀ Θ φ(s_i, a) of every candidate action.
+
+    Parameters
+    ----------
+    theta : ndarray, shape (d_x, d_φ)
+    contexts : ndarray, shape (n, d_x)
+    features : ndarray, shape (n, A, d_φ)
+        φ(s_i, a) for the A candidate actions of row i.
+
+    Returns
+    -------
+    ndarray, shape (n, A)
+    """
+    return np.einsum("ik,iak->ia", contexts @ theta, features)
+
+
+def neg_log_likelihood(eta: np.ndarray, labels: np.ndarray) -> float:
+    """Σ_t −log P(y_t | η_t) for the Bernoulli-logit likelihood, computed stably."""
+    signed = np.where(labels == 1, eta, -eta)
+    return float(-log_expit(signed).sum())
+
+
+def residuals(eta: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """∂NLL/∂η_t = σ(η_t) − y_t."""
+    return expit(eta) - labels
+
+
+def score_matrix(weights: np.ndarray, contexts: np.ndarray, differences: np.ndarray) -> np.ndarray:
+    """Σ_t w_t x_t Δφ_tᵀ = Xᵀ diag(w) ΔΦ, the gradient of Σ_t f(η_t) for w_t = f'(η_t)."""
+    return contexts.T @ (weights[:, None] * differences)
+
+
+def nll_and_gradient(theta: np.ndarray, contexts: np.ndarray, differences: np.ndarray,
+                     labels: np.ndarray) -> tuple[float, np.ndarray]:
+    """Negative log-likelihood of Θ and its gradient (d_x × d_φ)."""
+    eta = margins(theta, contexts, differences)
+    return (neg_log_likelihood(eta, labels),
+            score_matrix(residuals(eta, labels), contexts, differences))
+
+
+def fisher_weights(eta: np.ndarray) -> np.ndarray:
+    """p(1 − p) at η: the Bernoulli-logit curvature, the weights of the Fisher information."""
+    p = expit(eta)
+    return p * (1.0 - p)

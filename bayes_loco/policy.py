@@ -1,0 +1,391 @@
+"""The one pessimistic policy solver that every uncertainty set feeds.
+
+Actions are scored relative to a reference action a_ref (DESIGN.md, convention 1):
+z(x, s, a) is the set's coordinate map applied to φ(s, a) − φ(s, a_ref), so the
+reference scores 0 under every θ and the state features that no comparison
+identifies cancel.
+
+Two objectives:
+
+``"relaxed"`` (the paper's appendix)
+    Pessimism pointwise: each (x, s) — or, for a global policy, each s with the
+    average over x | s — picks argmax_a min_{θ ∈ set} θᵀz, a different worst-case
+    θ for every unit. For an ellipsoid that is θ̂ᵀz − C‖z‖_{W⁻¹}.
+``"exact"``
+    max_π min_{θ ∈ set} θᵀ m(π), m(π) = E_ρ Σ_a π(a) z: one worst case for the
+    whole policy. By minimax duality over stochastic policies and a convex
+    compact set this equals min_{θ ∈ set} V(θ), V(θ) = E_ρ max_a θᵀz (personalised)
+    or E_s max_a E_{x|s} θᵀz (global), a k-dimensional convex problem. The policy
+    is greedy under the minimiser, mixed over ties, and comes with a certificate:
+    V at the returned θ bounds the optimum from above, the policy's own
+    pessimistic value from below.
+"""
+
+from __future__ import annotations
+
+import enum
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import linalg, sparse
+from scipy.special import logsumexp, softmax
+
+from ._validation import check_int, check_option, check_real
+from .data import Population
+from .exceptions import ConvergenceWarning
+from .model import rewards
+from .uncertainty import EllipsoidSet, UncertaintySet
+
+OBJECTIVES = ("relaxed", "exact")
+SCOPES = ("personalised", "global")
+
+
+class PolicyStatus(enum.Enum):
+    """Outcome of the solver."""
+
+    SOLVED = "solved"
+    GAP_NOT_REACHED = "gap_not_reached"
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """Bounds on the optimal pessimistic value: lower ≤ optimum ≤ upper."""
+
+    lower: float
+    upper: float
+
+    @property
+    def gap(self) -> float:
+        return self.upper - self.lower
+
+    @property
+    def relative_gap(self) -> float:
+        return self.gap / max(abs(self.upper), abs(self.lower), np.finfo(float).tiny)
+
+
+@dataclass(frozen=True, eq=False)
+class Policy:
+    """A (possibly stochastic) policy over a population.
+
+    Attributes
+    ----------
+    probabilities : ndarray, shape (n_units, A)
+        π(a | unit); a unit is a row (x, s) for a personalised policy and a state
+        for a global one.
+    groups : ndarray of int, shape (n,)
+        Unit of each population row.
+    scope : {"personalised", "global"}
+    objective : {"greedy", "relaxed", "exact"}
+    reference_action : int
+    pessimistic_value : float
+        min_{θ ∈ set} θᵀ m(π): the policy's worst-case value over the set,
+        relative to always playing the reference action (NaN for greedy).
+    objective_value : float
+        The value of the objective that was maximised (relaxed: the mean of
+        pointwise lower bounds; exact: equals ``pessimistic_value``).
+    theta : ndarray or None
+        Exact objective: the minimising θ (set coordinates); the policy is greedy
+        under it, which is how it acts on contexts outside the population.
+    certificate : Certificate or None
+        Exact objective: bounds on the optimal pessimistic value.
+    rounded_value : float or None
+        Exact objective: the pessimistic value of the deterministic policy that
+        plays each unit's most probable action; ``pessimistic_value −
+        rounded_value`` is what rounding loses.
+    status : PolicyStatus
+    message : str
+    """
+
+    probabilities: np.ndarray
+    groups: np.ndarray
+    scope: str
+    objective: str
+    reference_action: int
+    pessimistic_value: float
+    objective_value: float
+    theta: np.ndarray | None = None
+    certificate: Certificate | None = None
+    rounded_value: float | None = None
+    status: PolicyStatus = PolicyStatus.SOLVED
+    message: str = ""
+
+    @property
+    def row_probabilities(self) -> np.ndarray:
+        """π(a | x_i, s_i) for every population row, shape (n, A)."""
+        return self.probabilities[self.groups]
+
+    @property
+    def actions(self) -> np.ndarray:
+        """The most probable action of every population row."""
+        return self.row_probabilities.argmax(axis=1)
+
+    @property
+    def n_mixed(self) -> int:
+        """Units whose action is random (largest probability below 1 − 1e-9)."""
+        return int((self.probabilities.max(axis=1) < 1 - 1e-9).sum())
+
+    def __repr__(self) -> str:
+        cert = "" if self.certificate is None else f", relative gap={self.certificate.relative_gap:.2e}"
+        return (f"Policy(scope={self.scope!r}, objective={self.objective!r}, "
+                f"units={len(self.probabilities)}, "
+                f"mixed={self.n_mixed}, pessimistic_value={self.pessimistic_value:.4g}{cert}, "
+                f"status={self.status.value})")
+
+
+def _units(population: Population, scope: str) -> tuple[np.ndarray, sparse.csr_array, np.ndarray]:
+    """Unit of each row, the row-averaging matrix (units × rows) and unit weights."""
+    n = population.n
+    groups = np.arange(n) if scope == "personalised" else population.groups
+    n_units = int(groups.max()) + 1
+    counts = np.bincount(groups, minlength=n_units).astype(float)
+    average = sparse.csr_array((1.0 / counts[groups], (groups, np.arange(n))), shape=(n_units, n))
+    return groups, average, counts / n
+
+
+def _check_common(population, scope, reference_action):
+    if not isinstance(population, Population):
+        raise TypeError(f"population must be a Population, got {type(population).__name__}")
+    check_option(scope, "scope", SCOPES)
+    return check_int(reference_action, "reference_action", 0, population.n_actions - 1)
+
+
+def candidate_features(uncertainty_set: UncertaintySet, population: Population,
+                       reference_action: int = 0) -> np.ndarray:
+    """z(x_i, s_i, a) = coordinates of x_i (φ(s_i, a) − φ(s_i, a_ref))ᵀ, shape (n, A, k)."""
+    feats = population.features
+    return uncertainty_set.coordinates.transform(
+        population.contexts, feats - feats[:, reference_action: reference_action + 1, :])
+
+
+def _average(average: sparse.csr_array, values: np.ndarray) -> np.ndarray:
+    flat = values.reshape(values.shape[0], -1)
+    return (average @ flat).reshape(average.shape[0], *values.shape[1:])
+
+
+def greedy_policy(theta: np.ndarray, population: Population, *, scope: str = "personalised") -> Policy:
+    """argmax_a of the estimated reward xᵀΘ̂φ(s, a) (averaged over x | s for ``scope="global"``).
+
+    MLE-Greedy is ``greedy_policy(fit_mle(data).theta, population)``.
+    """
+    _check_common(population, scope, 0)
+    groups, average, weights = _units(population, scope)
+    scores = _average(average, rewards(np.asarray(theta, float), population.contexts, population.features))
+    probs = np.eye(population.n_actions)[scores.argmax(axis=1)]
+    value = float(weights @ scores.max(axis=1))
+    return Policy(probs, groups, scope, "greedy", 0, np.nan, value)
+
+
+def pessimistic_value(uncertainty_set: UncertaintySet, population: Population, probabilities: np.ndarray,
+                      *, scope: str = "personalised", reference_action: int = 0) -> float:
+    """min_{θ ∈ set} θᵀ m(π) with m(π) = E_ρ Σ_a π(a) z: a policy's worst case over the set.
+
+    ``probabilities`` has one row per unit (row or state, as ``scope`` says).
+    """
+    reference_action = _check_common(population, scope, reference_action)
+    _, average, weights = _units(population, scope)
+    z = _average(average, candidate_features(uncertainty_set, population, reference_action))
+    return _policy_worst_case(uncertainty_set, z, weights, np.asarray(probabilities, float))
+
+
+def _policy_worst_case(uncertainty_set, z, weights, probs) -> float:
+    m = np.einsum("u,ua,uak->k", weights, probs, z)
+    return float(uncertainty_set.lower_bound(m))
+
+
+def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, *,
+                       objective: str = "relaxed", scope: str = "personalised",
+                       reference_action: int = 0, tol: float = 1e-4, max_iter: int = 60) -> Policy:
+    """The pessimistic policy of ``population`` under ``uncertainty_set``.
+
+    Parameters
+    ----------
+    uncertainty_set : UncertaintySet
+        Any set with ``coordinates`` and ``lower_bound`` (PRS's ellipsoid, the
+        MLE baselines' ellipsoids, Wald sets, posterior credible sets).
+    population : Population
+        The evaluation population ρ with every candidate action's features.
+    objective : {"relaxed", "exact"}
+        The paper's pointwise objective (default) or the exact minimax one; see
+        the module docstring. ``"exact"`` needs a convex set (an ellipsoid).
+    scope : {"personalised", "global"}
+        π(x, s) per row, or π(s) per state (rows sharing ``population.groups``).
+    reference_action : int
+        a_ref: rewards are compared with this action's (default 0, the paper's
+        baseline answer). It never has a worse worst case than itself, so every
+        pessimistic policy's ``pessimistic_value`` is ≥ 0.
+    tol : float
+        Exact objective: target relative gap of the certificate.
+    max_iter : int
+        Exact objective: Newton iterations per inner solve.
+    """
+    reference_action = _check_common(population, scope, reference_action)
+    check_option(objective, "objective", OBJECTIVES)
+    tol = check_real(tol, "tol", 0.0, low_open=True)
+    max_iter = check_int(max_iter, "max_iter", 1)
+    if not isinstance(uncertainty_set, UncertaintySet):
+        raise TypeError("uncertainty_set must have `coordinates` and `lower_bound(z)`, "
+                        f"got {type(uncertainty_set).__name__}")
+    groups, average, weights = _units(population, scope)
+    z = candidate_features(uncertainty_set, population, reference_action)
+    common = dict(groups=groups, scope=scope, reference_action=reference_action)
+    if objective == "relaxed":
+        scores = _average(average, uncertainty_set.lower_bound(z))
+        probs = np.eye(population.n_actions)[scores.argmax(axis=1)]
+        zu = _average(average, z)
+        return Policy(probs, objective="relaxed",
+                      pessimistic_value=_policy_worst_case(uncertainty_set, zu, weights, probs),
+                      objective_value=float(weights @ scores.max(axis=1)), **common)
+    if not isinstance(uncertainty_set, EllipsoidSet):
+        raise TypeError("objective='exact' needs a convex set: an EllipsoidSet (kinds gram, wald, "
+                        f"credible); got {type(uncertainty_set).__name__}. Use objective='relaxed' for it.")
+    zu = _average(average, z)
+    solution = _exact_ellipsoid(uncertainty_set, zu, weights, tol, max_iter)
+    if solution.status is PolicyStatus.GAP_NOT_REACHED:
+        warnings.warn(f"pessimistic_policy: {solution.message}", ConvergenceWarning, stacklevel=2)
+    rounded = np.eye(population.n_actions)[solution.probabilities.argmax(axis=1)]
+    return Policy(solution.probabilities, objective="exact",
+                  pessimistic_value=solution.certificate.lower,
+                  objective_value=solution.certificate.lower, theta=solution.theta,
+                  certificate=solution.certificate,
+                  rounded_value=_policy_worst_case(uncertainty_set, zu, weights, rounded),
+                  status=solution.status, message=solution.message, **common)
+
+
+@dataclass(frozen=True)
+class _ExactSolution:
+    probabilities: np.ndarray
+    theta: np.ndarray
+    certificate: Certificate
+    status: PolicyStatus
+    message: str
+
+
+def _exact_ellipsoid(eset: EllipsoidSet, z: np.ndarray, weights: np.ndarray, tol: float,
+                     max_iter: int) -> _ExactSolution:
+    """min_{‖u‖ ≤ 1} V(θ̂ + R L u) by smoothing and Newton, with a duality certificate.
+
+    V(θ̂ + R L u) = Σ_i w_i max_a (c_ia + g_iaᵀ u) with c = θ̂ᵀz and g = R Lᵀz. The max
+    is smoothed by μ·logsumexp(·/μ); for each μ, Newton solves
+    min F_μ(u) + (λ/2)‖u‖² and a secant search on λ puts u on the unit sphere
+    (the KKT point of the ball-constrained problem). At that point the softmax
+    weights π are a stochastic policy whose pessimistic value is within μ·(mean
+    entropy of π) of F_μ(u) ≥ V(u), so μ is cut until the certificate closes.
+    Candidates with a component outside range(W) have an unbounded worst case
+    and get probability 0.
+    """
+    valid = eset.identified(z)
+    c = np.where(valid, z @ eset.center, -np.inf)
+    g = eset.radius * (z @ eset.factor)
+    g[~valid] = 0.0
+    m = g.shape[-1]
+    scale = float(max(np.abs(c[valid]).max(initial=0.0), np.linalg.norm(g, axis=-1).max(initial=0.0)))
+    if scale == 0.0 or m == 0:
+        probs = np.eye(z.shape[1])[c.argmax(axis=1)]
+        value = float(weights @ c.max(axis=1))
+        return _ExactSolution(probs, eset.center.copy(), Certificate(value, value), PolicyStatus.SOLVED,
+                              "set is a point: greedy policy")
+
+    def certify(u, probs):
+        u = u / max(1.0, float(np.linalg.norm(u)))
+        upper = float(weights @ (c + g @ u).max(axis=1))
+        lower = _policy_worst_case(eset, z, weights, probs)
+        return Certificate(lower, upper), u
+
+    u = np.zeros(m)
+    lam = None
+    best = None
+    mu = 0.05 * scale
+    for _ in range(12):
+        u, lam, probs = _smoothed_ball_minimum(c, g, weights, mu, u, lam, max_iter)
+        cert, u_feasible = certify(u, probs)
+        if best is None or cert.gap < best[0].gap:
+            best = (cert, u_feasible, probs)
+        if cert.gap <= tol * max(abs(cert.upper), abs(cert.lower)) + 1e-12 * scale:
+            break
+        mu *= 0.1
+    cert, u, probs = best
+    theta = eset.center + eset.radius * (eset.factor @ u)
+    if cert.gap <= tol * max(abs(cert.upper), abs(cert.lower)) + 1e-12 * scale:
+        return _ExactSolution(probs, theta, cert, PolicyStatus.SOLVED,
+                              f"certified: relative gap {cert.relative_gap:.2e} <= {tol:g}")
+    return _ExactSolution(probs, theta, cert, PolicyStatus.GAP_NOT_REACHED,
+                          f"exact solver reached a relative gap of {cert.relative_gap:.2e}, "
+                          f"above tol={tol:g} "
+                          f"(bounds {cert.lower:.6g} .. {cert.upper:.6g}); the policy is feasible and its "
+                          "pessimistic value is the lower bound. Raise max_iter or tol.")
+
+
+def _smoothed_values(c, g, weights, mu, u):
+    s = (c + g @ u) / mu
+    lse = logsumexp(s, axis=1)
+    return mu * float(weights @ lse), softmax(s, axis=1)
+
+
+def _newton(c, g, weights, mu, lam, u, max_iter):
+    """Minimise F_μ(u) + (λ/2)‖u‖² by damped Newton; only mixed units add curvature."""
+    m = u.shape[0]
+    value, probs = _smoothed_values(c, g, weights, mu, u)
+    for _ in range(max_iter):
+        grad = np.einsum("ua,uam->m", weights[:, None] * probs, g) + lam * u
+        mixed = probs.max(axis=1) < 1.0 - 1e-13
+        hess = lam * np.eye(m)
+        if mixed.any():
+            p = weights[mixed, None] * probs[mixed]
+            gm = g[mixed]
+            gbar = np.einsum("ua,uam->um", probs[mixed], gm)
+            a = (np.sqrt(p)[..., None] * gm).reshape(-1, m)
+            b = np.sqrt(weights[mixed])[:, None] * gbar
+            hess += (a.T @ a - b.T @ b) / mu
+        try:
+            step = -linalg.solve(hess, grad, assume_a="pos")
+        except (linalg.LinAlgError, ValueError):
+            step = -linalg.lstsq(hess, grad)[0]
+        decrement = -float(grad @ step)
+        if decrement <= 1e-15 * max(1.0, abs(value)):
+            break
+        objective = value + 0.5 * lam * u @ u
+        t = 1.0
+        while t > 1e-10:
+            trial = u + t * step
+            trial_value, trial_probs = _smoothed_values(c, g, weights, mu, trial)
+            if trial_value + 0.5 * lam * trial @ trial <= objective - 1e-4 * t * decrement:
+                break
+            t *= 0.5
+        else:
+            break
+        u, value, probs = trial, trial_value, trial_probs
+    return u, probs
+
+
+def _smoothed_ball_minimum(c, g, weights, mu, u, lam, max_iter):
+    """Minimise F_μ over ‖u‖ ≤ 1: find λ ≥ 0 with ‖u(λ)‖ = 1 (or λ → 0 inside)."""
+    if lam is None:
+        _, probs = _smoothed_values(c, g, weights, mu, np.zeros_like(u))
+        lam = max(float(np.linalg.norm(np.einsum("ua,uam->m", weights[:, None] * probs, g))), 1e-12)
+    lo = hi = None  # lo: ‖u‖ > 1 (λ too small); hi: ‖u‖ < 1
+    best = None
+    for _ in range(60):
+        u_lam, probs = _newton(c, g, weights, mu, lam, u, max_iter)
+        norm = float(np.linalg.norm(u_lam))
+        if norm <= 1.0:
+            best = (u_lam, lam, probs)
+        if abs(norm - 1.0) <= 1e-9 or (norm < 1.0 and lam <= 1e-14):
+            return u_lam, lam, probs
+        if norm > 1.0:
+            lo = (lam, norm)
+        else:
+            hi = (lam, norm)
+        u = u_lam
+        # ‖u(λ)‖ ≈ κ/λ for a piecewise-linear F, so 1/‖u‖ is nearly linear in λ: secant on it.
+        if lo is not None and hi is not None:
+            (l1, n1), (l2, n2) = lo, hi
+            new = l1 + (1.0 - 1.0 / n1) * (l2 - l1) / (1.0 / n2 - 1.0 / n1)
+            lam = new if min(l1, l2) < new < max(l1, l2) else 0.5 * (l1 + l2)
+        else:
+            lam = lam * norm
+    if best is None:
+        u_lam = u_lam / norm
+        _, probs = _smoothed_values(c, g, weights, mu, u_lam)
+        best = (u_lam, lam, probs)
+    return best

@@ -1,0 +1,175 @@
+"""The paper's simulation (LoCo-RLHF §5.1) and its evaluation populations.
+
+x, s ~ Unif[−1, 1]; φ(s, a) = (one-hot(a) for a ≥ 1 and zeros for a = 0, 0.1·M s)
+with M's entries Unif[−1, 1] and ‖M‖_F = 1, so d_φ = d_a − 1 + d_s. Θ's action
+columns are 2·v_k, v_k = w_k/‖w_k‖ with w_k = (1/k, …, 1/(k+r−1), 0, …), and its
+state columns are zero. Every comparison is (0, a₁): a fraction 1/q has a₁
+uniform over the non-zero actions, the rest a₁ = 1 (imbalance q).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+from ._validation import check_int, check_option, check_real, rng_from
+from .data import Population, PreferenceData
+from .model import margins, rewards
+
+THETA_KINDS = ("paper", "diagonal")
+CONTEXT_LAWS = ("uniform", "shifted")
+
+
+def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") -> np.ndarray:
+    """The true Θ* (d_x × d_φ) of §5.1 (``kind="paper"``) or of the rank appendix.
+
+    ``kind="diagonal"`` is the rank-selection appendix's Θ: Θ_ii = 2 for i ≤ r on
+    the action columns. The §5.1 Θ has nearly parallel columns (singular values
+    5.96, 0.65, 0.038 for r = 3), so its effective rank is below its nominal rank
+    (DESIGN.md, convention 8).
+    """
+    check_option(kind, "kind", THETA_KINDS)
+    theta = np.zeros((d_x, d_a - 1 + d_s))
+    if kind == "paper":
+        for k in range(1, d_a):
+            w = np.zeros(d_x)
+            w[:rank] = 1.0 / np.arange(k, k + rank)
+            theta[:, k - 1] = 2.0 * w / np.linalg.norm(w)
+    else:
+        if rank > d_a - 1:
+            raise ValueError(f"rank must be <= d_a - 1 = {d_a - 1} for kind='diagonal', got {rank}")
+        theta[np.arange(rank), np.arange(rank)] = 2.0
+    return theta
+
+
+def effective_rank(theta: np.ndarray, rtol: float = 0.01) -> int:
+    """Number of singular values of Θ at least ``rtol`` times the largest."""
+    sv = np.linalg.svd(theta, compute_uv=False)
+    return int((sv >= rtol * sv[0]).sum()) if sv[0] > 0 else 0
+
+
+@dataclass(frozen=True, eq=False)
+class PaperProblem:
+    """A fixed instance of the §5.1 simulation: the truth Θ*, M and the data law.
+
+    Build with :func:`paper_problem`. ``d_phi = d_a − 1 + d_s + noise_dims``.
+    """
+
+    d_s: int
+    d_a: int
+    d_x: int
+    rank: int
+    imbalance: float
+    theta_kind: str
+    noise_dims: int
+    theta: np.ndarray
+    state_map: np.ndarray
+
+    @property
+    def d_phi(self) -> int:
+        return self.theta.shape[1]
+
+    @property
+    def singular_values(self) -> np.ndarray:
+        return np.linalg.svd(self.theta, compute_uv=False)[: self.rank]
+
+    def __repr__(self) -> str:
+        sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
+        return (f"PaperProblem(d_x={self.d_x}, d_a={self.d_a}, d_s={self.d_s}, d_phi={self.d_phi}, "
+                f"rank={self.rank} (effective {effective_rank(self.theta)}; σ = {sv}), "
+                f"imbalance={self.imbalance:g}, theta_kind={self.theta_kind!r})")
+
+    def features(self, states: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """φ(s, a) for matching arrays of states (…, d_s) and actions (…); noise dims from ``rng``."""
+        onehot = np.zeros((*actions.shape, self.d_a - 1))
+        nz = actions > 0
+        onehot[nz, actions[nz] - 1] = 1.0
+        parts = [onehot, 0.1 * states @ self.state_map.T]
+        if self.noise_dims:
+            parts.append(rng.uniform(-1.0, 1.0, size=(*actions.shape, self.noise_dims)))
+        return np.concatenate(parts, axis=-1)
+
+    def sample(self, n: int, seed) -> PreferenceData:
+        """N comparisons with BTL labels from Θ*."""
+        n = check_int(n, "n", 1)
+        rng = rng_from(seed)
+        x = rng.uniform(-1.0, 1.0, size=(n, self.d_x))
+        s = rng.uniform(-1.0, 1.0, size=(n, self.d_s))
+        a1 = np.ones(n, dtype=np.int64)
+        spread = rng.random(n) < 1.0 / self.imbalance
+        a1[spread] = rng.integers(1, self.d_a, size=int(spread.sum()))
+        a0 = np.zeros(n, dtype=np.int64)
+        f1 = self.features(s, a1, rng)
+        f0 = self.features(s, a0, rng)
+        eta = margins(self.theta, x, f1 - f0)
+        y = (rng.random(n) < expit(eta)).astype(np.int8)
+        return PreferenceData.from_arrays(x, y, features_1=f1, features_0=f0,
+                                          actions=np.stack([a0, a1], axis=1))
+
+    def population(self, n_states: int, seed, *, contexts_per_state: int = 1,
+                   context_law: str = "uniform") -> Population:
+        """An evaluation population ρ with every action as a candidate.
+
+        Parameters
+        ----------
+        n_states : int
+            Number of states s.
+        contexts_per_state : int
+            Contexts x drawn for each state; 1 gives the paper's i.i.d. (x, s) pairs.
+            A global policy π(s) needs several (DESIGN.md, pessimism point 6).
+        context_law : {"uniform", "shifted"}
+            x ~ Unif[−1, 1]^{d_x} (the paper's ρ) or Unif[0, 1]^{d_x}. Under the
+            paper's law E_{x|s} r(x, s, a) = 0 for every action, so a global policy
+            is only meaningful under the shifted law.
+        """
+        n_states = check_int(n_states, "n_states", 1)
+        m = check_int(contexts_per_state, "contexts_per_state", 1)
+        check_option(context_law, "context_law", CONTEXT_LAWS)
+        rng = rng_from(seed)
+        low = -1.0 if context_law == "uniform" else 0.0
+        x = rng.uniform(low, 1.0, size=(n_states * m, self.d_x))
+        s = np.repeat(rng.uniform(-1.0, 1.0, size=(n_states, self.d_s)), m, axis=0)
+        actions = np.broadcast_to(np.arange(self.d_a), (n_states * m, self.d_a))
+        feats = self.features(s[:, None, :].repeat(self.d_a, axis=1), actions, rng)
+        return Population(x, feats, np.repeat(np.arange(n_states), m))
+
+    def rewards(self, population: Population) -> np.ndarray:
+        """True rewards r*(x_i, s_i, a) = x_iᵀ Θ* φ(s_i, a), shape (n, A)."""
+        return rewards(self.theta, population.contexts, population.features)
+
+
+def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, imbalance: float = 1.0,
+                  seed=0, *, theta_kind: str = "paper", noise_dims: int = 0) -> PaperProblem:
+    """The §5.1 simulation problem.
+
+    Parameters
+    ----------
+    d_s, d_a, d_x : int
+        State dimension, number of actions (a = 0 … d_a − 1) and context dimension.
+    rank : int
+        Nominal rank r of Θ*.
+    imbalance : float
+        q ≥ 1: a fraction 1/q of comparisons spread over all actions, the rest are (0, 1).
+    seed : int
+        Seed of M (and of nothing else: data and populations take their own seeds).
+    theta_kind : {"paper", "diagonal"}
+        See :func:`paper_theta`.
+    noise_dims : int
+        Pure-noise feature dimensions appended to φ (zero columns of Θ*), the
+        paper's robustness study.
+    """
+    d_s = check_int(d_s, "d_s", 1)
+    d_a = check_int(d_a, "d_a", 2)
+    d_x = check_int(d_x, "d_x", 1)
+    rank = check_int(rank, "rank", 1, d_x)
+    imbalance = check_real(imbalance, "imbalance", 1.0)
+    noise_dims = check_int(noise_dims, "noise_dims", 0)
+    rng = rng_from(seed)
+    m = rng.uniform(-1.0, 1.0, size=(d_s, d_s))
+    m /= np.linalg.norm(m)
+    theta = paper_theta(d_x, d_a, d_s, rank, theta_kind)
+    if noise_dims:
+        theta = np.hstack([theta, np.zeros((d_x, noise_dims))])
+    return PaperProblem(d_s, d_a, d_x, rank, imbalance, theta_kind, noise_dims, theta, m)
