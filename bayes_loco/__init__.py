@@ -20,11 +20,13 @@ from .frequentist import (
     LowRankResult,
     MLEResult,
     PRSResult,
+    RankSelection,
     RTVBasis,
     fit_low_rank,
     fit_mle,
     fit_prs,
     rtv_basis,
+    select_rank,
 )
 from .policy import Certificate, Policy, PolicyStatus, greedy_policy, pessimistic_policy, pessimistic_value
 from .uncertainty import EllipsoidSet, UncertaintySet, VecCoordinates
@@ -37,7 +39,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 __all__ = [
     "BayesLocoWarning", "Certificate", "ConvergenceWarning", "EllipsoidSet", "IllConditionedWarning",
     "LowRankResult", "MLEResult", "PRSResult", "Policy", "PolicyStatus", "Population", "PreferenceData",
-    "RTVBasis", "SamplerWarning", "SeparationWarning", "UncertaintySet", "VecCoordinates", "fit_low_rank",
+    "RTVBasis", "RankSelection", "SamplerWarning", "SeparationWarning", "UncertaintySet", "VecCoordinates",
+    "fit_low_rank",
     "fit_mle", "fit_prs", "greedy_policy", "optimal_value", "pessimistic_policy", "pessimistic_value",
-    "policy_value", "rtv_basis", "simulate", "suboptimality",
+    "policy_value", "rtv_basis", "select_rank", "simulate", "suboptimality",
 ]
