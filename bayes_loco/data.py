@@ -53,7 +53,7 @@ class PreferenceData:
         bad = ~np.isin(labels, (0, 1))
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"labels[{i}] = {labels[i]!r}, expected 0 or 1")
+            raise ValueError(f"labels[{i}] = {labels[i].item()}, expected 0 or 1")
         actions = self.actions
         if actions is not None:
             actions = np.asarray(actions)
@@ -97,6 +97,9 @@ class PreferenceData:
         f0 = as_float_array(features_0, "features_0", 2)
         if f1.shape != f0.shape:
             raise ValueError(f"features_1 has shape {f1.shape}, features_0 has shape {f0.shape}")
+        n = np.shape(contexts)[0] if np.ndim(contexts) else 0
+        if f1.shape[0] != n:
+            raise ValueError(f"contexts has {n} rows, features_1 has {f1.shape[0]}")
         return cls(contexts, f1 - f0, labels, actions)
 
     @classmethod

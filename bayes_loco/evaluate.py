@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._validation import check_option
 from .data import Population
 from .model import rewards
-from .policy import Policy, _units
+from .policy import SCOPES, Policy, _units
 
 
 def _true_rewards(truth, population: Population) -> np.ndarray:
@@ -28,6 +29,7 @@ def policy_value(policy: Policy, truth, population: Population) -> float:
 
 def optimal_value(truth, population: Population, scope: str = "personalised") -> float:
     """Value of the best policy of ``scope``: E_ρ max_a r* or E_s max_a E_{x|s} r*."""
+    check_option(scope, "scope", SCOPES)
     r = _true_rewards(truth, population)
     _, average, weights = _units(population, scope)
     return float(weights @ (average @ r).max(axis=1))

@@ -31,6 +31,10 @@ def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") ->
     (DESIGN.md, convention 8).
     """
     check_option(kind, "kind", THETA_KINDS)
+    d_x = check_int(d_x, "d_x", 1)
+    d_a = check_int(d_a, "d_a", 2)
+    d_s = check_int(d_s, "d_s", 1)
+    rank = check_int(rank, "rank", 1, d_x)
     theta = np.zeros((d_x, d_a - 1 + d_s))
     if kind == "paper":
         for k in range(1, d_a):
@@ -166,6 +170,7 @@ def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, im
     rank = check_int(rank, "rank", 1, d_x)
     imbalance = check_real(imbalance, "imbalance", 1.0)
     noise_dims = check_int(noise_dims, "noise_dims", 0)
+    check_option(theta_kind, "theta_kind", THETA_KINDS)
     rng = rng_from(seed)
     m = rng.uniform(-1.0, 1.0, size=(d_s, d_s))
     m /= np.linalg.norm(m)

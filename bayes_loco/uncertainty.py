@@ -107,11 +107,16 @@ class EllipsoidSet:
             raise ValueError(f"shape must be ({k}, {k}) to match center, got {self.shape.shape}")
         if not np.isfinite(self.radius) or self.radius < 0:
             raise ValueError(f"radius must be finite and >= 0, got {self.radius}")
+        self._eigen  # noqa: B018 - validates that W is positive semi-definite
 
     @cached_property
     def _eigen(self) -> tuple[np.ndarray, np.ndarray]:
         vals, vecs = np.linalg.eigh(0.5 * (self.shape + self.shape.T))
-        keep = vals > RANGE_RTOL * max(vals.max(), np.finfo(float).tiny)
+        top = max(vals.max(), np.finfo(float).tiny)
+        if vals.min() < -1e-8 * top:
+            raise ValueError(f"shape (W) must be positive semi-definite; its smallest eigenvalue is "
+                             f"{vals.min():.3g} against a largest of {top:.3g}")
+        keep = vals > RANGE_RTOL * top
         return vals[keep], vecs[:, keep]
 
     @property
@@ -141,11 +146,9 @@ class EllipsoidSet:
         return np.linalg.norm(z @ self.factor, axis=-1)
 
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
-        """θ̂ᵀz − R‖z‖_{W⁻¹}; −inf where z leaves range(W) and R > 0."""
+        """θ̂ᵀz − R‖z‖_{W⁻¹}; −inf where z leaves range(W) (the set is unbounded along null(W))."""
         value = z @ self.center - self.radius * self.dual_norm(z)
-        if self.radius > 0:
-            value = np.where(self.identified(z), value, -np.inf)
-        return value
+        return np.where(self.identified(z), value, -np.inf)
 
     def distance(self, theta: np.ndarray) -> np.ndarray:
         """‖θ − θ̂‖_W for θ of shape (…, k)."""

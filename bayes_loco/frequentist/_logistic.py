@@ -20,6 +20,9 @@ from ..model import fisher_weights, neg_log_likelihood, residuals
 # |η| above this means a fitted probability within 1e-13 of 0 or 1: the hallmark of
 # (quasi-)separation, where the unpenalised likelihood has no finite maximiser.
 SEPARATION_MARGIN = 30.0
+# Separation test by recession: re-solving with a 1e4 times tighter gradient tolerance moves a
+# finite maximiser by ~tol/curvature, but a separated fit runs on (‖θ‖ grows like log(1/tol)).
+RECESSION_RTOL = 1e-2
 
 
 @dataclass(frozen=True)
@@ -70,15 +73,23 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
     # trust-ncg reports "failure to predict improvement" once rounding dominates the model's
     # prediction; that is convergence when the gradient is already near the tolerance.
     converged = bool(res.success) or float(np.linalg.norm(res.jac)) <= 10 * tol
+    receding = False
+    if converged:
+        tight = minimize(fun, res.x, jac=True, hessp=hessp, method="trust-ncg",
+                         options={"gtol": tol * 1e-4, "maxiter": max_iter})
+        scale = max(1.0, float(np.linalg.norm(res.x)))
+        receding = float(np.linalg.norm(tight.x - res.x)) > RECESSION_RTOL * scale
     n_extreme = int((np.abs(eta) > SEPARATION_MARGIN).sum())
+    if receding:
+        n_extreme = max(n_extreme, int((np.abs(forward(tight.x)) > np.abs(eta) + 1.0).sum()), 1)
     fit = LogisticFit(res.x, float(neg_log_likelihood(eta, labels)), int(res.nit), converged,
                       str(res.message), float(np.abs(eta).max()), n_extreme)
     if fit.separated:
         warnings.warn(
-            f"{what}: {n_extreme} of {n} comparisons are fitted with probability within 1e-13 of 0 or 1 "
-            f"(max |η| = {fit.max_abs_margin:.3g}); the data look separable, so the unpenalised MLE does "
-            "not exist and this fit is not trustworthy. Pass a small ridge (e.g. ridge=1.0) or use more "
-            "data for rarely compared actions.", SeparationWarning, stacklevel=3)
+            f"{what}: the data look separable: {n_extreme} of {n} comparisons are fitted ever closer to "
+            f"probability 0 or 1 as the tolerance tightens (max |η| = {fit.max_abs_margin:.3g}), so the "
+            "unpenalised MLE does not exist and this fit is not trustworthy. Pass a small ridge (e.g. "
+            "ridge=1.0) or use more data for rarely compared actions.", SeparationWarning, stacklevel=3)
     elif not fit.converged:
         warnings.warn(f"{what}: Newton-CG stopped after {fit.n_iter} iterations without reaching "
                       f"gtol={tol:g} ({fit.message}). Increase max_iter or pass a small ridge.",

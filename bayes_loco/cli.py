@@ -1,0 +1,148 @@
+"""The ``bayes-loco`` command line: run studies, compare methods, redraw figures.
+
+Exit codes: 0 success, 2 bad arguments (argparse), 3 a study or input file problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from .experiments import METHODS, STUDIES, plot_results, run_study, summarise
+from .experiments.runner import StudyConfigError
+from .experiments.studies import Study
+
+EXIT_INPUT = 3
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _print_table(results: pd.DataFrame, by: list[str]) -> None:
+    table = summarise(results, by)
+    with pd.option_context("display.width", 160, "display.max_rows", 500,
+                           "display.float_format", "{:.4f}".format):
+        print(table.to_string(index=False))
+
+
+def _finish(study: Study, results: pd.DataFrame, out: Path) -> None:
+    by = [c for c in ("scope", "n", study.panel, "method") if c in results]
+    _print_table(results, by)
+    for scope in results["scope"].unique():
+        figure = out / f"{study.name}_{scope}"
+        plot_results(results, x=study.x, panel=study.panel, scope=scope,
+                     title=f"{study.name}: {study.description}", out=figure)
+        print(f"figure: {figure}.png")
+    print(f"results: {out / (study.name + '.csv')}")
+
+
+def _cmd_run(args) -> int:
+    study = STUDIES[args.study]
+    overrides = {"population": args.population} if args.population else None
+    executor = None
+    if args.scheduler:
+        from distributed import Client
+
+        executor = Client(args.scheduler).get_executor()
+    results = run_study(study, args.out, reps=args.reps, seed=args.seed, executor=executor,
+                        workers=args.workers, progress=not args.quiet, overrides=overrides)
+    _finish(study, results, Path(args.out))
+    return 0
+
+
+def _cmd_demo(args) -> int:
+    args.study = "demo"
+    args.scheduler = None
+    args.population = None
+    args.reps = None
+    return _cmd_run(args)
+
+
+def _cmd_compare(args) -> int:
+    study = Study(f"compare_n{args.n}_q{args.q:g}_r{args.rank}",
+                  ({"n": args.n, "imbalance": args.q, "rank": args.rank},), methods=tuple(args.methods),
+                  reps=args.reps)
+    results = run_study(study, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet)
+    table = summarise(results, ["scope", "method", "objective", "set_kind", "level"])
+    if args.format == "json":
+        print(json.dumps(table.to_dict(orient="records"), indent=2, default=float))
+    else:
+        _print_table(results, ["scope", "method", "objective", "set_kind"])
+    return 0
+
+
+def _cmd_plot(args) -> int:
+    path = Path(args.csv)
+    if not path.exists():
+        print(f"error: {path} does not exist", file=sys.stderr)
+        return EXIT_INPUT
+    results = pd.read_csv(path)
+    study = STUDIES.get(str(results["study"].iloc[0]))
+    x, panel = (study.x, study.panel) if study else ("n", None)
+    for scope in results["scope"].unique():
+        out = path.with_name(f"{path.stem}_{scope}")
+        plot_results(results, x=x, panel=panel, scope=scope, out=out)
+        print(f"figure: {out}.png")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="bayes-loco", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def common(p, out_default):
+        p.add_argument("--out", default=out_default, help="folder for CSV, JSON and figures")
+        p.add_argument("--seed", type=int, default=0, help="base seed (task seeds derive from it)")
+        p.add_argument("--workers", type=_positive_int, default=None, help="local worker processes")
+        p.add_argument("--quiet", action="store_true", help="no progress bar")
+
+    demo = sub.add_parser("demo", help="quick: one setting, the main methods, a table and a figure")
+    common(demo, "bayes_loco_demo")
+    demo.set_defaults(func=_cmd_demo)
+
+    run = sub.add_parser("run", help="run (or resume) a study")
+    run.add_argument("study", choices=sorted(STUDIES), help="study name")
+    run.add_argument("--reps", type=_positive_int, default=None, help="replications per cell")
+    run.add_argument("--population", type=_positive_int, default=None, help="evaluation population size")
+    run.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786)")
+    common(run, "results")
+    run.set_defaults(func=_cmd_run)
+
+    compare = sub.add_parser("compare", help="sub-optimality of each method at one setting")
+    compare.add_argument("--n", type=_positive_int, default=3000, help="comparisons N")
+    compare.add_argument("--q", type=float, default=3.0, help="imbalance q >= 1")
+    compare.add_argument("--rank", type=_positive_int, default=3, help="rank r")
+    compare.add_argument("--reps", type=_positive_int, default=3, help="replications")
+    compare.add_argument("--methods", nargs="+", default=list(METHODS)[:4], choices=list(METHODS))
+    compare.add_argument("--format", choices=["table", "json"], default="table")
+    common(compare, "results_compare")
+    compare.set_defaults(func=_cmd_compare)
+
+    plot = sub.add_parser("plot", help="redraw a study's figures from its CSV")
+    plot.add_argument("csv", help="results CSV written by `run`")
+    plot.set_defaults(func=_cmd_plot)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "q", 1.0) < 1.0:
+        print(f"error: --q must be >= 1, got {args.q}", file=sys.stderr)
+        return 2
+    try:
+        return args.func(args)
+    except StudyConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INPUT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

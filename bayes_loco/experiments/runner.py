@@ -1,0 +1,164 @@
+"""Run a study's (cell, replication) tasks on any Executor, resumably, with derived seeds.
+
+Seeds come from ``SeedSequence(seed, spawn_key=(crc32(study), cell, rep))``, so a
+rerun, a parallel run or a cluster run gives the same numbers. Each finished task
+appends its rows to ``<out>/<study>.csv``; a rerun skips the tasks already there.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import time
+import warnings
+import zlib
+from collections.abc import Iterable
+from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from ..simulate import paper_problem
+from .methods import run_methods
+from .studies import Study
+
+PROBLEM_KEYS = ("d_s", "d_a", "d_x", "rank", "imbalance", "theta_kind", "noise_dims")
+DEFAULTS = {"d_s": 20, "d_a": 10, "d_x": 20, "rank": 3, "imbalance": 1.0, "theta_kind": "paper",
+            "noise_dims": 0, "c2": 5.0, "level": 0.9, "ridge": 1.0, "n_initial_fraction": None,
+            "population": 2000, "global_states": 200, "contexts_per_state": 10}
+
+
+class StudyConfigError(ValueError):
+    """An output folder holds results of the same study run with another configuration."""
+
+
+def task_seed(seed: int, study: str, cell: int, rep: int) -> np.random.SeedSequence:
+    """The seed of one task, derived from (study, cell, replication) only."""
+    return np.random.SeedSequence(seed, spawn_key=(zlib.crc32(study.encode()), cell, rep))
+
+
+def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
+             methods: Iterable[str]) -> list[dict]:
+    """One replication of one cell: simulate, fit every method, evaluate both scopes."""
+    s = DEFAULTS | settings
+    problem_seed, data_seed, pop_seed, global_seed = task_seed(seed, study, cell_index, rep).spawn(4)
+    problem = paper_problem(**{k: s[k] for k in PROBLEM_KEYS}, seed=problem_seed)
+    data = problem.sample(int(s["n"]), seed=data_seed)
+    populations = {"personalised": problem.population(int(s["population"]), seed=pop_seed)}
+    if s["global_states"]:
+        # The paper's ρ makes every action's E_{x|s} reward 0 (DESIGN.md, pessimism point 6), so the
+        # global policy is studied under a shifted context law with several contexts per state.
+        populations["global"] = problem.population(int(s["global_states"]), seed=global_seed,
+                                                   contexts_per_state=int(s["contexts_per_state"]),
+                                                   context_law="shifted")
+    frac = s["n_initial_fraction"]
+    n_initial = None if frac is None or pd.isna(frac) else round(frac * data.n)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        rows = run_methods(problem, data, populations, list(methods), rank=int(s["rank"]), c2=float(s["c2"]),
+                           level=float(s["level"]), ridge=float(s["ridge"]), n_initial=n_initial)
+    notes = "; ".join(sorted({f"{w.category.__name__}: {str(w.message)[:80]}" for w in caught}))
+    for row in rows:
+        row.update({"study": study, "cell": cell_index, "rep": rep, **settings, "warnings": notes})
+    return rows
+
+
+def _done(path: Path) -> set[tuple[int, int]]:
+    if not path.exists():
+        return set()
+    done = pd.read_csv(path, usecols=["cell", "rep"])
+    return set(zip(done["cell"], done["rep"], strict=True))
+
+
+def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: int = 0,
+              executor: Executor | None = None, workers: int | None = None,
+              progress: bool = True, overrides: dict | None = None) -> pd.DataFrame:
+    """Run (or resume) ``study`` and return its tidy results (one row per method × scope × task).
+
+    Parameters
+    ----------
+    study : Study
+    out : path
+        Folder for ``<name>.csv`` (appended per task) and ``<name>.json`` (metadata).
+    reps : int, optional
+        Replications per cell (default: the study's).
+    seed : int
+        Base seed; task seeds derive from it, the study, the cell and the replication.
+    executor : concurrent.futures.Executor, optional
+        Where tasks run: a Dask ``distributed.Client().get_executor()`` for a cluster;
+        by default a local process pool of ``workers`` processes.
+    overrides : dict, optional
+        Settings applied to every cell (e.g. ``{"population": 500}``).
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    reps = study.reps if reps is None else int(reps)
+    csv, meta_path = out / f"{study.name}.csv", out / f"{study.name}.json"
+    config = json.loads(json.dumps(
+        {"study": study.name, "seed": seed, "methods": list(study.methods),
+         "cells": [dict(c) for c in study.cells], "fixed": study.fixed, "overrides": overrides or {},
+         "defaults": DEFAULTS}, default=str))
+    if csv.exists() and meta_path.exists():
+        previous = json.loads(meta_path.read_text()).get("config")
+        if previous != config:
+            raise StudyConfigError(f"{csv} holds results of study {study.name!r} run with another "
+                                   "configuration (seed, methods, cells or settings); use another "
+                                   "output folder or delete it to start afresh")
+    done = _done(csv)
+    tasks = [(i, {**study.fixed, **cell, **(overrides or {})}, rep)
+             for i, cell in enumerate(study.cells) for rep in range(reps) if (i, rep) not in done]
+    meta = {"config": config, "description": study.description, "reps": reps, "versions": _versions(),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    meta_path.write_text(json.dumps(meta, indent=2, default=str))
+    own = executor is None and len(tasks) > 1 and (workers or 2) > 1
+    pool = ProcessPoolExecutor(max_workers=workers) if own else executor
+    bar = tqdm(total=len(tasks), desc=study.name, disable=not progress, unit="task")
+    try:
+        if pool is None:
+            for i, settings, rep in tasks:
+                _append(csv, run_task(study.name, i, settings, rep, seed, study.methods))
+                bar.update()
+        else:
+            futures = [pool.submit(run_task, study.name, i, settings, rep, seed, study.methods)
+                       for i, settings, rep in tasks]
+            for future in as_completed(futures):
+                _append(csv, future.result())
+                bar.update()
+    finally:
+        bar.close()
+        if own:
+            pool.shutdown(cancel_futures=True)
+    return pd.read_csv(csv).sort_values(["cell", "rep", "method", "scope"], ignore_index=True)
+
+
+def _append(csv: Path, rows: list[dict]) -> None:
+    frame = pd.DataFrame(rows)
+    if csv.exists():
+        columns = pd.read_csv(csv, nrows=0).columns
+        frame = frame.reindex(columns=columns)
+    frame.to_csv(csv, mode="a", header=not csv.exists(), index=False)
+
+
+def _versions() -> dict:
+    import importlib.metadata as md
+
+    names = ("bayes_loco", "numpy", "scipy", "pandas", "pymc", "arviz")
+    out = {"python": platform.python_version()}
+    for name in names:
+        try:
+            out[name] = md.version(name)
+        except md.PackageNotFoundError:
+            out[name] = None
+    return out
+
+
+def summarise(results: pd.DataFrame, by: Iterable[str]) -> pd.DataFrame:
+    """Mean, standard error and replication count of sub-optimality, and coverage, per group."""
+    grouped = results.groupby(list(by), dropna=False)
+    table = grouped["suboptimality"].agg(mean="mean", se=lambda v: v.std(ddof=1) / np.sqrt(len(v)),
+                                         reps="count")
+    table["coverage"] = grouped["covered"].mean()
+    table["theta_error"] = grouped["theta_error"].mean()
+    return table.reset_index()

@@ -1,0 +1,54 @@
+"""Study definitions: a grid of cells, the methods and the evaluation populations."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+
+from .methods import DEFAULT_METHODS
+
+
+@dataclass(frozen=True)
+class Study:
+    """A grid of simulation settings; every (cell, replication) is one independent task.
+
+    ``cells`` holds the varying settings (keys of :func:`..simulate.paper_problem`
+    plus ``n`` and ``n_initial_fraction``); ``fixed`` the rest. ``x`` and ``panel``
+    name the figure's axis and panel variables.
+    """
+
+    name: str
+    cells: tuple[dict, ...]
+    methods: tuple[str, ...] = DEFAULT_METHODS
+    fixed: dict = field(default_factory=dict)
+    x: str = "n"
+    panel: str = "imbalance"
+    reps: int = 20
+    description: str = ""
+
+
+def _grid(**axes) -> tuple[dict, ...]:
+    keys = list(axes)
+    return tuple(dict(zip(keys, values, strict=True)) for values in itertools.product(*axes.values()))
+
+
+ALL_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald", "PRS-relaxed-Wald", "PRS-exact-Gram")
+
+STUDIES: dict[str, Study] = {
+    "demo": Study("demo", _grid(n=[3000], imbalance=[3]), reps=3,
+                  description="one setting, the four main methods, personalised and global policies"),
+    "table": Study("table", _grid(n=[1000, 3000, 10000], imbalance=[1, 3, 10]), methods=ALL_METHODS,
+                   description="issue #2/#10 table: N x q x method, r = 3"),
+    "imbalance": Study("imbalance", _grid(n=[1000, 2000, 3000, 5000, 10000], imbalance=[1, 3, 10]),
+                       description="paper Figure: sub-optimality vs N per imbalance q, r = 3"),
+    "rank": Study("rank", _grid(n=[1000, 2000, 3000, 5000, 10000], rank=[1, 3, 5]),
+                  fixed={"imbalance": 3}, panel="rank",
+                  description="paper Figure: sub-optimality vs N per rank r, q = 3"),
+    "split": Study("split", _grid(n=[1000, 3000, 10000], n_initial_fraction=[0.2, 0.5, 0.8, None]),
+                   fixed={"imbalance": 3}, methods=("PRS",), panel="n_initial_fraction",
+                   description="appendix: data split N0/N"),
+    "c2": Study("c2", _grid(n=[1000, 3000, 10000], c2=[1.0, 5.0, 10.0]), fixed={"imbalance": 3},
+                methods=("PRS", "MLE-Pessimistic"), panel="c2", description="appendix: C2 sensitivity"),
+    "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
+                   panel="noise_dims", description="appendix: pure-noise feature dimensions"),
+}

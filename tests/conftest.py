@@ -1,0 +1,112 @@
+"""Shared fixtures: simulated problems that carry their ground truth, and trusted helpers.
+
+Every generator is seeded. Expensive fits of the paper's simulation are session
+scoped so that test_fgd.py and test_prs.py share them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+import bayes_loco as bl
+from bayes_loco import simulate
+
+
+@dataclass(frozen=True)
+class RandomProblem:
+    """Data drawn from the contextual BTL model with a known Θ*."""
+
+    data: bl.PreferenceData
+    theta: np.ndarray
+
+
+def make_random_problem(d_x: int, d_phi: int, n: int, seed: int, *, rank: int | None = None,
+                        scale: float = 0.4) -> RandomProblem:
+    """Gaussian contexts and feature differences, labels from BTL with a random Θ*.
+
+    ``rank=None`` gives a full-rank Θ* with i.i.d. N(0, scale²) entries; otherwise
+    Θ* = A Bᵀ with A (d_x × rank), B (d_φ × rank) scaled so that its entries have
+    about the same size. Either way η = xᵀΘ*Δφ has standard deviation ≈ ‖Θ*‖_F,
+    so the fitted probabilities stay well inside (0, 1).
+    """
+    rng = np.random.default_rng(seed)
+    if rank is None:
+        theta = scale * rng.standard_normal((d_x, d_phi))
+    else:
+        a = rng.standard_normal((d_x, rank))
+        b = rng.standard_normal((d_phi, rank))
+        theta = scale * (a @ b.T) / np.sqrt(rank)
+    x = rng.standard_normal((n, d_x))
+    dphi = rng.standard_normal((n, d_phi))
+    eta = np.sum((x @ theta) * dphi, axis=1)
+    y = (rng.random(n) < expit(eta)).astype(np.int64)
+    return RandomProblem(bl.PreferenceData(x, dphi, y), theta)
+
+
+def kron_design(contexts: np.ndarray, differences: np.ndarray) -> np.ndarray:
+    """The explicit N × d_x·d_φ design, row t = kron(x_t, Δφ_t) = vec(x_t Δφ_tᵀ) (row-major).
+
+    Built row by row with ``np.kron`` — deliberately not the package's einsum — so it
+    is an independent reference for the Kronecker convention.
+    """
+    return np.stack([np.kron(xt, dt) for xt, dt in zip(contexts, differences, strict=True)])
+
+
+@pytest.fixture(scope="session")
+def random_problem_factory():
+    """``make_random_problem(d_x, d_phi, n, seed, *, rank=None, scale=0.4)``."""
+    return make_random_problem
+
+
+@pytest.fixture(scope="session")
+def kron():
+    """``kron_design(contexts, differences)``: the explicit Kronecker design."""
+    return kron_design
+
+
+@pytest.fixture(scope="session")
+def random_problem() -> RandomProblem:
+    """Well-conditioned full-rank problem: d_x = 4, d_φ = 5, N = 4000."""
+    return make_random_problem(4, 5, 4000, seed=20240601)
+
+
+@pytest.fixture(scope="session")
+def random_low_rank_problem() -> RandomProblem:
+    """Well-conditioned rank-2 problem: d_x = 4, d_φ = 5, N = 4000 (W of PRS is full rank)."""
+    return make_random_problem(4, 5, 4000, seed=7, rank=2, scale=0.6)
+
+
+@dataclass(frozen=True)
+class PaperFit:
+    problem: simulate.PaperProblem
+    data: bl.PreferenceData
+    mle: bl.MLEResult
+    low_rank: bl.LowRankResult
+
+
+@pytest.fixture(scope="session")
+def paper_q3() -> PaperFit:
+    """Paper §5.1 simulation, r = 3, imbalance q = 3, N = 3000; MLE and FGD (L-BFGS) fits."""
+    problem = simulate.paper_problem(rank=3, imbalance=3)
+    data = problem.sample(3000, seed=11)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bl.BayesLocoWarning)  # a warning here is a failure
+        mle = bl.fit_mle(data)
+        low_rank = bl.fit_low_rank(data, 3, initial=mle)
+    return PaperFit(problem, data, mle, low_rank)
+
+
+@pytest.fixture(scope="session")
+def paper_q1_prs():
+    """Paper §5.1 simulation (d_x = 20, d_a = 10, d_s = 20, r = 3, q = 1), N = 3000, and its PRS fit."""
+    problem = simulate.paper_problem(rank=3, imbalance=1)
+    data = problem.sample(3000, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bl.BayesLocoWarning)
+        prs = bl.fit_prs(data, 3)
+    return problem, data, prs

@@ -1,0 +1,191 @@
+"""Rotation–truncation–vectorization: the coordinate identity, round trips and invariances."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bayes_loco import RTVBasis, rtv_basis
+from bayes_loco.uncertainty import Coordinates
+
+SHAPES = [(4, 5, 1), (4, 5, 2), (6, 3, 2), (5, 5, 5), (20, 29, 3)]
+
+
+def _low_rank(rng, d_x, d_phi, r, spread=(3.0, 2.0, 1.5, 1.0, 0.5)):
+    """A rank-r matrix with distinct singular values, so its SVD is unique up to signs."""
+    u, _ = np.linalg.qr(rng.standard_normal((d_x, r)))
+    v, _ = np.linalg.qr(rng.standard_normal((d_phi, r)))
+    return u @ np.diag(spread[:r]) @ v.T
+
+
+def _zero_22(basis, rng):
+    """Θ = Û [[A, B], [C, 0]] V̂ᵀ with random A, B, C."""
+    r, dx, dp = basis.rank, basis.d_x, basis.d_phi
+    rotated = rng.standard_normal((dx, dp))
+    rotated[r:, r:] = 0.0
+    return basis.left @ rotated @ basis.right.T
+
+
+def _basis(seed, d_x, d_phi, r):
+    rng = np.random.default_rng(seed)
+    theta_hat = _low_rank(rng, d_x, d_phi, r)
+    return rng, theta_hat, rtv_basis(theta_hat, r)
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "r"), SHAPES)
+def test_basis_is_the_svd(d_x, d_phi, r):
+    _, theta_hat, basis = _basis(0, d_x, d_phi, r)
+    assert isinstance(basis, RTVBasis) and isinstance(basis, Coordinates)
+    assert (basis.d_x, basis.d_phi, basis.rank) == (d_x, d_phi, r)
+    assert basis.dim == (d_x + d_phi) * r - r * r
+    np.testing.assert_allclose(basis.left.T @ basis.left, np.eye(d_x), atol=1e-12)
+    np.testing.assert_allclose(basis.right.T @ basis.right, np.eye(d_phi), atol=1e-12)
+    rotated = basis.rotate(theta_hat)
+    sv = np.linalg.svd(theta_hat, compute_uv=False)[:r]
+    expected = np.zeros((d_x, d_phi))
+    expected[:r, :r] = np.diag(sv)
+    np.testing.assert_allclose(rotated, expected, atol=1e-12)
+    np.testing.assert_allclose(basis.block22(theta_hat), 0.0, atol=1e-12)
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "r"), SHAPES)
+def test_coordinate_identity(d_x, d_phi, r):
+    """⟨Z, Θ⟩ = ⟨z_rtv, θ_rtv⟩ + ⟨Z'₂₂, Θ'₂₂⟩ for Z = x φᵀ and any Θ."""
+    rng, _, basis = _basis(1, d_x, d_phi, r)
+    theta = rng.standard_normal((d_x, d_phi))
+    x = rng.standard_normal((30, d_x))
+    phi = rng.standard_normal((30, d_phi))
+    z = basis.transform(x, phi)
+    assert z.shape == (30, basis.dim)
+    theta_rtv = basis.to_coordinates(theta)
+    assert theta_rtv.shape == (basis.dim,)
+    outer = x[:, :, None] * phi[:, None, :]
+    lhs = np.einsum("nij,ij->n", outer, theta)
+    rest = np.einsum("nij,ij->n", basis.block22(outer), basis.block22(theta))
+    np.testing.assert_allclose(z @ theta_rtv + rest, lhs, rtol=1e-10, atol=1e-10)
+    if r < min(d_x, d_phi):
+        assert np.abs(rest).max() > 1e-3  # the truncated term is really there for a generic Θ
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "r"), SHAPES)
+def test_coordinate_identity_batched_features(d_x, d_phi, r):
+    rng, _, basis = _basis(2, d_x, d_phi, r)
+    theta = _zero_22(basis, rng)
+    x = rng.standard_normal((7, d_x))
+    feats = rng.standard_normal((7, 4, d_phi))
+    z = basis.transform(x, feats)
+    assert z.shape == (7, 4, basis.dim)
+    rewards = np.einsum("ni,ij,naj->na", x, theta, feats)
+    np.testing.assert_allclose(z @ basis.to_coordinates(theta), rewards, rtol=1e-10, atol=1e-10)
+    for a in range(4):
+        np.testing.assert_allclose(z[:, a], basis.transform(x, feats[:, a]), rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "r"), SHAPES)
+def test_transform_equals_coordinates_of_the_outer_product(d_x, d_phi, r):
+    rng, _, basis = _basis(3, d_x, d_phi, r)
+    x = rng.standard_normal((9, d_x))
+    phi = rng.standard_normal((9, d_phi))
+    expected = np.stack([basis.to_coordinates(np.outer(xt, ft)) for xt, ft in zip(x, phi, strict=True)])
+    np.testing.assert_allclose(basis.transform(x, phi), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "r"), SHAPES)
+def test_round_trips(d_x, d_phi, r):
+    rng, theta_hat, basis = _basis(4, d_x, d_phi, r)
+    # Θ with a zero rotated 22-block survives to_coordinates then to_theta
+    for theta in (theta_hat, _zero_22(basis, rng), 2.5 * theta_hat - _zero_22(basis, rng)):
+        np.testing.assert_allclose(basis.to_theta(basis.to_coordinates(theta)), theta, rtol=1e-11,
+                                   atol=1e-11)
+    # any θ_rtv survives to_theta then to_coordinates
+    theta_rtv = rng.standard_normal(basis.dim)
+    np.testing.assert_allclose(basis.to_coordinates(basis.to_theta(theta_rtv)), theta_rtv, rtol=1e-11,
+                               atol=1e-11)
+    np.testing.assert_allclose(basis.block22(basis.to_theta(theta_rtv)), 0.0, atol=1e-11)
+    # batched: (…, k) ↔ (…, d_x, d_φ)
+    batch = rng.standard_normal((3, 2, basis.dim))
+    thetas = basis.to_theta(batch)
+    assert thetas.shape == (3, 2, d_x, d_phi)
+    np.testing.assert_allclose(thetas[1, 0], basis.to_theta(batch[1, 0]), rtol=1e-13, atol=1e-13)
+    np.testing.assert_allclose(basis.to_coordinates(thetas), batch, rtol=1e-11, atol=1e-11)
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "r"), [s for s in SHAPES if s[2] < min(s[0], s[1])])
+def test_truncation_drops_exactly_the_22_block(d_x, d_phi, r):
+    rng, _, basis = _basis(5, d_x, d_phi, r)
+    theta = rng.standard_normal((d_x, d_phi))
+    dropped = theta - basis.to_theta(basis.to_coordinates(theta))
+    r2 = basis.block22(theta)
+    np.testing.assert_allclose(dropped, basis.left[:, r:] @ r2 @ basis.right[:, r:].T, rtol=1e-10,
+                               atol=1e-10)
+    assert np.linalg.norm(r2) > 0.1
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "r"), [s for s in SHAPES if s[2] < min(s[0], s[1])])
+def test_rank_r_matrices_have_the_chart_22_block(d_x, d_phi, r):
+    """For rank-r Θ with invertible Θ'₁₁: Θ'₂₂ = Θ'₂₁ Θ'₁₁⁻¹ Θ'₁₂, second order in the distance to Θ̂."""
+    rng, theta_hat, basis = _basis(6, d_x, d_phi, r)
+    u, s, vt = np.linalg.svd(theta_hat, full_matrices=False)
+    d_left, d_right = rng.standard_normal((d_x, r)), rng.standard_normal((d_phi, r))
+    sizes = []
+    for eps in (1e-2, 1e-3):
+        left = u[:, :r] * s[:r] + eps * d_left
+        right = vt[:r].T + eps * d_right
+        theta = left @ right.T
+        rot = basis.rotate(theta)
+        chart = rot[r:, :r] @ np.linalg.solve(rot[:r, :r], rot[:r, r:])
+        np.testing.assert_allclose(basis.block22(theta), chart, rtol=1e-8, atol=1e-13)
+        sizes.append(np.linalg.norm(basis.block22(theta)))
+    # Θ'₂₂ = ε² Û₂ᵀ dU dVᵀ V̂₂ exactly: ε → ε/10 shrinks it 100×
+    assert sizes[0] / sizes[1] == pytest.approx(100.0, rel=1e-6)
+
+
+def _signed_and_rotated(basis, rng):
+    """The same Θ̂ decomposed differently: flip signs of matched singular-vector pairs and rotate
+    the (arbitrary) bases of the complements."""
+    r = basis.rank
+    signs = rng.choice([-1.0, 1.0], size=r)
+    q_left, _ = np.linalg.qr(rng.standard_normal((basis.d_x - r, basis.d_x - r)))
+    q_right, _ = np.linalg.qr(rng.standard_normal((basis.d_phi - r, basis.d_phi - r)))
+    left = np.hstack([basis.left[:, :r] * signs, basis.left[:, r:] @ q_left])
+    right = np.hstack([basis.right[:, :r] * signs, basis.right[:, r:] @ q_right])
+    return RTVBasis(left, right, r)
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "r"), [(4, 5, 2), (6, 3, 2), (20, 29, 3)])
+def test_invariance_to_the_choice_of_decomposition(d_x, d_phi, r):
+    rng, theta_hat, basis = _basis(7, d_x, d_phi, r)
+    scaled = rtv_basis(3.7 * theta_hat, r)
+    other = _signed_and_rotated(basis, rng)
+    assert not np.allclose(other.left, basis.left)  # really a different parametrisation
+    theta = 2.0 * theta_hat + _zero_22(basis, rng)  # zero 22-block in every one of these bases
+    x = rng.standard_normal((60, d_x))
+    phi = rng.standard_normal((60, d_phi))
+    truth = np.einsum("ni,ij,nj->n", x, theta, phi)
+    z0 = basis.transform(x, phi)
+    gram_inv_norm = np.einsum("nk,kl,nl->n", z0, np.linalg.pinv(z0.T @ z0), z0)
+    for b in (scaled, other):
+        np.testing.assert_allclose(b.block22(theta), 0.0, atol=1e-10)
+        z = b.transform(x, phi)
+        np.testing.assert_allclose(z @ b.to_coordinates(theta), truth, rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(b.to_theta(b.to_coordinates(theta)), theta, rtol=1e-10, atol=1e-10)
+        # norms of the coordinates and the leverage zᵀ(ZᵀZ)⁺z do not depend on the basis
+        assert np.linalg.norm(b.to_coordinates(theta)) == pytest.approx(
+            np.linalg.norm(basis.to_coordinates(theta)), rel=1e-10)
+        np.testing.assert_allclose(np.einsum("nk,kl,nl->n", z, np.linalg.pinv(z.T @ z), z), gram_inv_norm,
+                                   rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("rank", [0, 5, 7])
+def test_rank_out_of_range_is_named(rank):
+    with pytest.raises(ValueError, match=r"^rank must be in \[1, 4\]"):
+        rtv_basis(np.ones((4, 6)), rank)
+
+
+def test_theta_hat_is_validated():
+    bad = np.ones((4, 6))
+    bad[2, 3] = np.nan
+    with pytest.raises(ValueError, match=r"theta_hat contains NaN or infinity.*theta_hat\[\(?2, 3\)?\]"):
+        rtv_basis(bad, 2)
+    with pytest.raises(ValueError, match="theta_hat must be 2-dimensional"):
+        rtv_basis(np.ones(6), 1)
