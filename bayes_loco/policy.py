@@ -335,20 +335,16 @@ def _smoothed_values(c, g, weights, mu, u):
 
 
 def _newton(c, g, weights, mu, lam, u, max_iter):
-    """Minimise F_μ(u) + (λ/2)‖u‖² by damped Newton; only mixed units add curvature."""
+    """Minimise F_μ(u) + (λ/2)‖u‖² by damped Newton; only mixed units add curvature.
+
+    Returns the minimiser, its softmax policy and the Hessian there (for the λ search).
+    """
     m = u.shape[0]
     value, probs = _smoothed_values(c, g, weights, mu, u)
+    hess = None
     for _ in range(max_iter):
         grad = np.einsum("ua,uam->m", weights[:, None] * probs, g) + lam * u
-        mixed = probs.max(axis=1) < 1.0 - 1e-13
-        hess = lam * np.eye(m)
-        if mixed.any():
-            p = weights[mixed, None] * probs[mixed]
-            gm = g[mixed]
-            gbar = np.einsum("ua,uam->um", probs[mixed], gm)
-            a = (np.sqrt(p)[..., None] * gm).reshape(-1, m)
-            b = np.sqrt(weights[mixed])[:, None] * gbar
-            hess += (a.T @ a - b.T @ b) / mu
+        hess = _hessian(g, weights, probs, mu) + lam * np.eye(m)
         try:
             step = -linalg.solve(hess, grad, assume_a="pos")
         except (linalg.LinAlgError, ValueError):
@@ -367,37 +363,51 @@ def _newton(c, g, weights, mu, lam, u, max_iter):
         else:
             break
         u, value, probs = trial, trial_value, trial_probs
-    return u, probs
+    return u, probs, hess
+
+
+def _hessian(g, weights, probs, mu):
+    """∇²F_μ = (1/μ) Σ_i w_i Cov_{π_i}(g_i·); units with a (numerically) pure π add nothing."""
+    m = g.shape[-1]
+    mixed = probs.max(axis=1) < 1.0 - 1e-12
+    if not mixed.any():
+        return np.zeros((m, m))
+    p = weights[mixed, None] * probs[mixed]
+    gm = g[mixed]
+    gbar = np.einsum("ua,uam->um", probs[mixed], gm)
+    a = (np.sqrt(p)[..., None] * gm).reshape(-1, m)
+    b = np.sqrt(weights[mixed])[:, None] * gbar
+    return (a.T @ a - b.T @ b) / mu
 
 
 def _smoothed_ball_minimum(c, g, weights, mu, u, lam, max_iter):
-    """Minimise F_μ over ‖u‖ ≤ 1: find λ ≥ 0 with ‖u(λ)‖ = 1 (or λ → 0 inside)."""
+    """Minimise F_μ over ‖u‖ ≤ 1: find λ ≥ 0 with ‖u(λ)‖ = 1, or λ → 0 with u inside.
+
+    Newton on φ(λ) = 1/‖u(λ)‖ − 1 (Moré–Sorensen): φ is nearly linear in λ and
+    φ'(λ) = uᵀ(∇²F_μ + λI)⁻¹u / ‖u‖³, safeguarded by the bracket found so far.
+    """
     if lam is None:
         _, probs = _smoothed_values(c, g, weights, mu, np.zeros_like(u))
         lam = max(float(np.linalg.norm(np.einsum("ua,uam->m", weights[:, None] * probs, g))), 1e-12)
-    lo = hi = None  # lo: ‖u‖ > 1 (λ too small); hi: ‖u‖ < 1
-    best = None
-    for _ in range(60):
-        u_lam, probs = _newton(c, g, weights, mu, lam, u, max_iter)
-        norm = float(np.linalg.norm(u_lam))
-        if norm <= 1.0:
-            best = (u_lam, lam, probs)
-        if abs(norm - 1.0) <= 1e-9 or (norm < 1.0 and lam <= 1e-14):
-            return u_lam, lam, probs
+    lo, hi = 0.0, np.inf  # λ with ‖u‖ > 1 (too small) and ‖u‖ < 1 (too large)
+    for _ in range(50):
+        u, probs, hess = _newton(c, g, weights, mu, lam, u, max_iter)
+        norm = float(np.linalg.norm(u))
+        if abs(norm - 1.0) <= 1e-8 or (norm < 1.0 and lam <= 1e-14):
+            break
         if norm > 1.0:
-            lo = (lam, norm)
+            lo = lam
         else:
-            hi = (lam, norm)
-        u = u_lam
-        # ‖u(λ)‖ ≈ κ/λ for a piecewise-linear F, so 1/‖u‖ is nearly linear in λ: secant on it.
-        if lo is not None and hi is not None:
-            (l1, n1), (l2, n2) = lo, hi
-            new = l1 + (1.0 - 1.0 / n1) * (l2 - l1) / (1.0 / n2 - 1.0 / n1)
-            lam = new if min(l1, l2) < new < max(l1, l2) else 0.5 * (l1 + l2)
-        else:
-            lam = lam * norm
-    if best is None:
-        u_lam = u_lam / norm
-        _, probs = _smoothed_values(c, g, weights, mu, u_lam)
-        best = (u_lam, lam, probs)
-    return best
+            hi = lam
+        phi = 1.0 / norm - 1.0
+        try:
+            slope = float(u @ linalg.solve(hess, u, assume_a="pos")) / norm**3
+        except (linalg.LinAlgError, ValueError):
+            slope = 0.0
+        new = lam - phi / slope if slope > 0 else np.nan
+        if not lo < new < hi:
+            new = 0.5 * (lo + hi) if np.isfinite(hi) else 2.0 * lam
+        if abs(new - lam) <= 1e-13 * lam:
+            break
+        lam = new
+    return u, lam, probs
