@@ -29,7 +29,7 @@ from .frequentist import (
     select_rank,
 )
 from .policy import Certificate, Policy, PolicyStatus, greedy_policy, pessimistic_policy, pessimistic_value
-from .uncertainty import EllipsoidSet, UncertaintySet, VecCoordinates
+from .uncertainty import DrawsSet, EllipsoidSet, QuantileSet, UncertaintySet, VecCoordinates
 
 try:
     __version__ = version("bayes_loco")
@@ -37,8 +37,8 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 __all__ = [
-    "BayesLocoWarning", "Certificate", "ConvergenceWarning", "EllipsoidSet", "IllConditionedWarning",
-    "LowRankResult", "MLEResult", "PRSResult", "Policy", "PolicyStatus", "Population", "PreferenceData",
+    "BayesLocoWarning", "Certificate", "ConvergenceWarning", "DrawsSet", "EllipsoidSet", "IllConditionedWarning",
+    "LowRankResult", "MLEResult", "PRSResult", "Policy", "PolicyStatus", "Population", "PreferenceData", "QuantileSet",
     "RTVBasis", "RankSelection", "SamplerWarning", "SeparationWarning", "UncertaintySet", "VecCoordinates",
     "fit_low_rank",
     "fit_mle", "fit_prs", "greedy_policy", "optimal_value", "pessimistic_policy", "pessimistic_value",

@@ -35,7 +35,7 @@ from ._validation import check_int, check_option, check_real
 from .data import Population
 from .exceptions import ConvergenceWarning
 from .model import rewards
-from .uncertainty import EllipsoidSet, UncertaintySet
+from .uncertainty import DrawsSet, EllipsoidSet, UncertaintySet
 
 OBJECTIVES = ("relaxed", "exact")
 SCOPES = ("personalised", "global")
@@ -236,11 +236,16 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
         return Policy(probs, objective="relaxed",
                       pessimistic_value=_policy_worst_case(uncertainty_set, zu, weights, probs),
                       objective_value=float(weights @ scores.max(axis=1)), **common)
-    if not isinstance(uncertainty_set, EllipsoidSet):
+    if not isinstance(uncertainty_set, EllipsoidSet | DrawsSet):
         raise TypeError("objective='exact' needs a convex set: an EllipsoidSet (kinds gram, wald, "
-                        f"credible); got {type(uncertainty_set).__name__}. Use objective='relaxed' for it.")
+                        "credible) or a DrawsSet (the convex hull of draws); got "
+                        f"{type(uncertainty_set).__name__}, which is not convex. Use objective='relaxed' "
+                        "for it.")
     zu = _average(average, z)
-    solution = _exact_ellipsoid(uncertainty_set, zu, weights, tol, max_iter)
+    if isinstance(uncertainty_set, EllipsoidSet):
+        solution = _exact_ellipsoid(uncertainty_set, zu, weights, tol, max_iter)
+    else:
+        solution = _exact_hull(uncertainty_set, zu, weights, tol)
     if solution.status is PolicyStatus.GAP_NOT_REACHED:
         warnings.warn(f"pessimistic_policy: {solution.message}", ConvergenceWarning, stacklevel=2)
     rounded = np.eye(population.n_actions)[solution.probabilities.argmax(axis=1)]
@@ -326,6 +331,64 @@ def _exact_ellipsoid(eset: EllipsoidSet, z: np.ndarray, weights: np.ndarray, tol
                           f"above tol={tol:g} (bounds {cert.lower:.6g} .. {cert.upper:.6g}); the policy is "
                           "feasible and its pessimistic value is the lower bound. The smoothing solver "
                           "certifies to about 1e-7 relative; ask for no less.")
+
+
+def _exact_hull(dset: DrawsSet, z: np.ndarray, weights: np.ndarray, tol: float) -> _ExactSolution:
+    """min over λ on the simplex of Σ_i w_i max_a Σ_j λ_j θ_jᵀz_ia, an LP solved by HiGHS.
+
+    Epigraph form with constraint generation: t_i ≥ λᵀC_ia only for the actions
+    that are active or violated, added until none is violated (few are: most
+    units have one or two candidate actions). The LP's dual multipliers of the
+    t-constraints are the optimal stochastic policy.
+    """
+    from scipy.optimize import linprog
+
+    values = np.einsum("uak,jk->uaj", z, dset.draws)
+    n_units, n_actions, n_draws = values.shape
+    scale = max(float(np.abs(values).max()), np.finfo(float).tiny)
+    lam = np.full(n_draws, 1.0 / n_draws)
+    reference = np.linalg.norm(z, axis=-1).argmin(axis=1)
+    active = np.zeros((n_units, n_actions), dtype=bool)
+    active[np.arange(n_units), reference] = True
+    active[np.arange(n_units), (values @ lam).argmax(axis=1)] = True
+    cost = np.concatenate([weights, np.zeros(n_draws)])
+    a_eq = np.concatenate([np.zeros(n_units), np.ones(n_draws)])[None, :]
+    bounds = [(None, None)] * n_units + [(0, None)] * n_draws
+    message = ""
+    for _ in range(100):
+        rows, cols = np.nonzero(active)
+        t_part = sparse.csr_array((-np.ones(rows.size), (np.arange(rows.size), rows)),
+                                  shape=(rows.size, n_units))
+        a_ub = sparse.hstack([t_part, sparse.csr_array(values[rows, cols])], format="csc")
+        res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(rows.size), A_eq=a_eq, b_eq=[1.0], bounds=bounds,
+                      method="highs")
+        if res.status != 0:
+            raise RuntimeError(f"exact hull LP failed: {res.message}")
+        t, lam = res.x[:n_units], np.clip(res.x[n_units:], 0.0, None)
+        lam /= lam.sum()
+        full = values @ lam
+        violated = (full > t[:, None] + 1e-10 * scale) & ~active
+        if not violated.any():
+            break
+        active |= violated
+    else:
+        message = "; constraint generation stopped after 100 rounds"
+    probs = np.zeros((n_units, n_actions))
+    probs[rows, cols] = np.maximum(-res.ineqlin.marginals, 0.0)
+    totals = probs.sum(axis=1, keepdims=True)
+    empty = totals[:, 0] <= 0
+    probs[empty, full[empty].argmax(axis=1)] = 1.0
+    probs[~empty] /= totals[~empty]
+    upper = float(weights @ full.max(axis=1))
+    lower = _policy_worst_case(dset, z, weights, probs)
+    cert = Certificate(lower, upper)
+    theta = lam @ dset.draws
+    if cert.gap <= tol * max(abs(upper), abs(lower), 1e-3 * scale):
+        return _ExactSolution(probs, theta, cert, PolicyStatus.SOLVED,
+                              f"certified: relative gap {cert.relative_gap:.2e} <= {tol:g}{message}")
+    return _ExactSolution(probs, theta, cert, PolicyStatus.GAP_NOT_REACHED,
+                          f"exact hull LP reached a relative gap of {cert.relative_gap:.2e}, "
+                          f"above tol={tol:g}{message}; the policy's pessimistic value is the lower bound.")
 
 
 def _smoothed_values(c, g, weights, mu, u):

@@ -170,3 +170,87 @@ def wald_set(center: np.ndarray, information: np.ndarray, level: float,
     """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I."""
     unit = EllipsoidSet(center, information, 1.0, coordinates, kind="wald", level=level)
     return replace(unit, radius=float(np.sqrt(stats.chi2.ppf(level, unit.effective_dim))))
+
+
+@dataclass(frozen=True, eq=False)
+class DrawsSet:
+    """The convex hull of parameter draws θ_1 … θ_J (e.g. posterior draws inside a credible region).
+
+    ``lower_bound(z) = min_j θ_jᵀz``: the hull's support function, exact for the
+    hull. It guarantees nothing beyond the draws: a hull of a few thousand draws in
+    ~80 dimensions is much smaller than the credible ellipsoid of the same level
+    (its support reaches ~3.5σ along a direction, the ellipsoid's ~10σ).
+
+    Parameters
+    ----------
+    draws : ndarray, shape (J, k)
+    coordinates : Coordinates
+    kind : str
+        ``"draws"``.
+    level : float or None
+        The credible level of the region the draws were selected from.
+    """
+
+    draws: np.ndarray
+    coordinates: Coordinates
+    kind: str = "draws"
+    level: float | None = None
+
+    def __post_init__(self):
+        if self.draws.ndim != 2 or self.draws.shape[0] == 0:
+            raise ValueError(f"draws must be a non-empty (J, k) array, got shape {self.draws.shape}")
+        if not np.isfinite(self.draws).all():
+            raise ValueError("draws contain NaN or infinity")
+
+    @property
+    def dim(self) -> int:
+        return self.draws.shape[1]
+
+    def lower_bound(self, z: np.ndarray) -> np.ndarray:
+        """min_j θ_jᵀz over the draws."""
+        return (z @ self.draws.T).min(axis=-1)
+
+    def contains(self, theta: np.ndarray) -> bool:
+        """Whether θ (k,) lies in the convex hull of the draws (an LP feasibility check)."""
+        from scipy.optimize import linprog
+
+        j = self.draws.shape[0]
+        res = linprog(np.zeros(j), A_eq=np.vstack([self.draws.T, np.ones((1, j))]),
+                      b_eq=np.append(theta, 1.0), bounds=(0, None), method="highs")
+        return bool(res.status == 0)
+
+    def __repr__(self) -> str:
+        lvl = "" if self.level is None else f", level={self.level:g}"
+        return f"DrawsSet(kind={self.kind!r}, draws={self.draws.shape[0]}, k={self.dim}{lvl})"
+
+
+@dataclass(frozen=True, eq=False)
+class QuantileSet:
+    """Pointwise lower posterior quantile: ``lower_bound(z)`` = the (1 − level) quantile of θ_jᵀz.
+
+    Not a set at all, strictly: each z gets its own worst case, so it guarantees
+    P(θᵀz ≥ bound) ≈ level for each z separately and nothing jointly. It is not
+    convex, so only ``objective="relaxed"`` accepts it. A 90% pointwise bound is
+    about c ≈ 1.28/√γ standard deviations (DESIGN.md, pessimism point 4).
+    """
+
+    draws: np.ndarray
+    coordinates: Coordinates
+    level: float = 0.9
+    kind: str = "quantile"
+
+    def __post_init__(self):
+        if self.draws.ndim != 2 or self.draws.shape[0] < 2:
+            raise ValueError(f"draws must be a (J, k) array with J >= 2, got shape {self.draws.shape}")
+        if not 0.0 < self.level < 1.0:
+            raise ValueError(f"level must be in (0, 1), got {self.level}")
+
+    @property
+    def dim(self) -> int:
+        return self.draws.shape[1]
+
+    def lower_bound(self, z: np.ndarray) -> np.ndarray:
+        return np.quantile(z @ self.draws.T, 1.0 - self.level, axis=-1)
+
+    def __repr__(self) -> str:
+        return f"QuantileSet(draws={self.draws.shape[0]}, k={self.dim}, level={self.level:g})"
