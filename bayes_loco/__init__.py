@@ -37,10 +37,10 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 __all__ = [
-    "BayesLocoWarning", "Certificate", "ConvergenceWarning", "DrawsSet", "EllipsoidSet", "IllConditionedWarning",
-    "LowRankResult", "MLEResult", "PRSResult", "Policy", "PolicyStatus", "Population", "PreferenceData", "QuantileSet",
-    "RTVBasis", "RankSelection", "SamplerWarning", "SeparationWarning", "UncertaintySet", "VecCoordinates",
-    "fit_low_rank",
-    "fit_mle", "fit_prs", "greedy_policy", "optimal_value", "pessimistic_policy", "pessimistic_value",
-    "policy_value", "rtv_basis", "select_rank", "simulate", "suboptimality",
+    "BayesLocoWarning", "Certificate", "ConvergenceWarning", "DrawsSet", "EllipsoidSet",
+    "IllConditionedWarning", "LowRankResult", "MLEResult", "PRSResult", "Policy", "PolicyStatus",
+    "Population", "PreferenceData", "QuantileSet", "RTVBasis", "RankSelection", "SamplerWarning",
+    "SeparationWarning", "UncertaintySet", "VecCoordinates", "fit_low_rank", "fit_mle", "fit_prs",
+    "greedy_policy", "optimal_value", "pessimistic_policy", "pessimistic_value", "policy_value",
+    "rtv_basis", "select_rank", "simulate", "suboptimality",
 ]
