@@ -1,0 +1,152 @@
+"""Credible sets for θ_rtv with the interface the pessimistic solver uses.
+
+All three kinds live in the RTV coordinates of the reference fit
+(``coordinates`` is its :class:`~bayes_loco.RTVBasis`) and expose
+``lower_bound(z) = min_{θ ∈ set} θᵀz``, so :func:`bayes_loco.pessimistic_policy`
+treats them like the frequentist ellipsoids.
+
+Identified directions. With proper Normal priors on U and V the posterior
+covariance of θ_rtv is full rank, but along directions that no comparison
+reaches (the state block of the paper's simulation, whose features cancel in
+Δφ) it is the prior's, not the data's: on the paper's problem 60 of the k = 138
+coordinates. By default the sets are restricted to the range of the reduced
+design's Gram matrix Σ_t z_t z_tᵀ — the same k_eff directions that the
+frequentist Wald set keeps (78 of 138 there) — and are cylinders along the
+rest: a credible statement about what the data identify, with radius
+χ²_{k_eff} rather than χ²_k (a 30 % smaller radius at k_eff = 78, k = 138). A
+reward difference z that leaves those directions gets lower bound −inf, exactly
+as for the Wald set; with reference-action differencing (DESIGN.md,
+convention 1) the candidate z of the paper's populations never do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+
+from .._validation import check_option, check_real
+from ..data import PreferenceData
+from ..frequentist.rtv import RTVBasis
+from ..uncertainty import RANGE_RTOL, DrawsSet, EllipsoidSet, QuantileSet
+from .reduced import draws_moments
+
+KINDS = ("ellipsoid", "draws", "quantile")
+
+
+def identified_directions(basis: RTVBasis, data: PreferenceData, *, rtol: float = RANGE_RTOL) -> np.ndarray:
+    """Orthonormal basis P (k × k_eff) of range(Σ_t z_t z_tᵀ), z_t the RTV features of the data.
+
+    These are the directions of θ_rtv that the likelihood depends on; k_eff is
+    the rank of the Gram matrix, eigenvalues below ``rtol`` times the largest
+    counting as zero (the same rule as :class:`~bayes_loco.EllipsoidSet`).
+    """
+    if not isinstance(basis, RTVBasis):
+        raise TypeError(f"basis must be an RTVBasis, got {type(basis).__name__}")
+    if not isinstance(data, PreferenceData):
+        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    if (data.d_x, data.d_phi) != (basis.d_x, basis.d_phi):
+        raise ValueError(f"data has (d_x, d_phi) = ({data.d_x}, {data.d_phi}), the basis "
+                         f"({basis.d_x}, {basis.d_phi})")
+    z = basis.transform(data.contexts, data.differences)
+    vals, vecs = np.linalg.eigh(z.T @ z)
+    keep = vals > rtol * max(vals.max(), np.finfo(float).tiny)
+    return vecs[:, keep]
+
+
+def _check_draws(draws, basis) -> np.ndarray:
+    draws = np.asarray(draws, dtype=float)
+    if draws.ndim != 2 or draws.shape[1] != basis.dim:
+        raise ValueError(f"draws must have shape (J, {basis.dim}) to match the basis, got {draws.shape}")
+    if draws.shape[0] < 2:
+        raise ValueError(f"draws must hold at least 2 draws, got {draws.shape[0]}")
+    if not np.isfinite(draws).all():
+        raise ValueError("draws contain NaN or infinity")
+    return draws
+
+
+def _frame(draws, directions):
+    """Mean, the directions P and the inverse covariance of Pᵀθ."""
+    k = draws.shape[1]
+    p = np.eye(k) if directions is None else np.asarray(directions, dtype=float)
+    if p.ndim != 2 or p.shape[0] != k:
+        raise ValueError(f"directions must have shape ({k}, k_eff), got {p.shape}")
+    mean, cov = draws_moments(draws)
+    reduced = p.T @ cov @ p
+    return mean, p, np.linalg.pinv(0.5 * (reduced + reduced.T), hermitian=True)
+
+
+def mahalanobis(draws, center, directions, precision) -> np.ndarray:
+    """‖P ᵀ(θ_j − θ̄)‖ in the metric ``precision`` for each draw."""
+    y = (np.asarray(draws) - center) @ directions
+    return np.sqrt(np.maximum(np.einsum("ji,il,jl->j", y, precision, y), 0.0))
+
+
+def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
+                       directions: np.ndarray | None = None) -> EllipsoidSet:
+    """Gaussian credible ellipsoid {θ : (θ − θ̄)ᵀ W (θ − θ̄) ≤ χ²_{k_eff}(level)}.
+
+    θ̄ and Σ are the posterior mean and covariance of θ_rtv; W = P (PᵀΣP)⁻¹ Pᵀ
+    with P the identified directions (all k when ``directions`` is None).
+
+    Guarantees: if the posterior of Pᵀθ_rtv is Gaussian, the set holds exactly
+    ``level`` of its mass; it is convex, so both solver objectives accept it.
+    Does not guarantee: frequentist coverage (measured, not promised), nor
+    the level when the posterior is skewed — the factored model's posterior is
+    not Gaussian near low-rank truths. Along directions outside P it is
+    unbounded (a cylinder).
+    """
+    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    draws = _check_draws(draws, basis)
+    mean, p, precision = _frame(draws, directions)
+    shape = p @ precision @ p.T
+    unit = EllipsoidSet(mean, 0.5 * (shape + shape.T), 1.0, basis, kind="credible", level=level)
+    radius = float(np.sqrt(stats.chi2.ppf(level, unit.effective_dim)))
+    return EllipsoidSet(mean, unit.shape, radius, basis, kind="credible", level=level)
+
+
+def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,
+                   directions: np.ndarray | None = None) -> DrawsSet:
+    """The convex hull of the ``level`` fraction of draws nearest the mean in Mahalanobis distance.
+
+    Distances use the posterior covariance of the identified directions P, so
+    prior noise in unidentified directions does not decide which draws are kept.
+
+    Guarantees: the kept draws are an empirical ``level`` region of the
+    posterior (exactly, up to ties), and ``lower_bound`` is the exact support
+    function of their hull, which both objectives accept. Does not guarantee:
+    that the hull holds ``level`` of the posterior mass — in k_eff ≈ 80
+    dimensions a hull of a few thousand draws is far smaller than the credible
+    ellipsoid (its support reaches ~3.5σ along a direction, the ellipsoid's
+    ~10σ), so it is a milder pessimism whose strength grows with the number of
+    draws.
+    """
+    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=False)
+    draws = _check_draws(draws, basis)
+    mean, p, precision = _frame(draws, directions)
+    dist = mahalanobis(draws, mean, p, precision)
+    n_keep = max(1, int(np.ceil(level * draws.shape[0] - 1e-9)))
+    kept = draws[np.argsort(dist, kind="stable")[:n_keep]]
+    return DrawsSet(kept, basis, kind="draws", level=level)
+
+
+def credible_quantile(draws, basis: RTVBasis, level: float = 0.9) -> QuantileSet:
+    """Pointwise lower posterior quantile: ``lower_bound(z)`` = (1 − level) quantile of θ_jᵀz.
+
+    Guarantees: P(θᵀz ≥ bound | data) ≈ ``level`` for each z separately (up to
+    Monte Carlo error in the quantile). Does not guarantee anything jointly
+    over z, and is not convex: only ``objective="relaxed"`` accepts it.
+    """
+    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    draws = _check_draws(draws, basis)
+    return QuantileSet(draws, basis, level=level)
+
+
+def credible_set(draws, basis: RTVBasis, level: float = 0.9, kind: str = "ellipsoid", *,
+                 directions: np.ndarray | None = None):
+    """Dispatch to :func:`credible_ellipsoid`, :func:`credible_draws` or :func:`credible_quantile`."""
+    check_option(kind, "kind", KINDS)
+    if kind == "ellipsoid":
+        return credible_ellipsoid(draws, basis, level, directions=directions)
+    if kind == "draws":
+        return credible_draws(draws, basis, level, directions=directions)
+    return credible_quantile(draws, basis, level)

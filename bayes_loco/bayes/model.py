@@ -1,0 +1,151 @@
+"""The factored Bayesian contextual BTL model as a PyMC model builder.
+
+Θ = U Vᵀ with U (d_x × r) and V (d_φ × r) under independent Normal priors, and
+y_t ~ Bernoulli(σ(η_t)) with η_t = x_tᵀ Θ Δφ_t computed as the row-wise dot of
+X U and ΔΦ V: two GEMMs, never the N × d_x·d_φ Kronecker design (DESIGN.md,
+convention 7). U and V are not identified (U R, V R give the same Θ for any
+orthogonal R); Θ and its reduced coordinates θ_rtv are, and those are what
+:func:`bayes_loco.bayes.fit_posterior` diagnoses (DESIGN.md, convention 6).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+
+from .._validation import check_rank, check_real
+from ..data import PreferenceData
+from . import dims as D
+
+
+def model_coords(data: PreferenceData, rank: int, *, context_names=None, feature_names=None) -> dict:
+    """The coords of :func:`build_model`: comparisons, context and feature coordinates, rank.
+
+    Parameters
+    ----------
+    data : PreferenceData
+    rank : int
+        r.
+    context_names, feature_names : sequence of str, optional
+        Labels of the d_x context and d_φ feature coordinates; integers 0 … d−1
+        by default.
+    """
+    coords = {D.COMPARISON: np.arange(data.n), D.RANK: np.arange(rank)}
+    for dim, names, size, arg in ((D.CONTEXT, context_names, data.d_x, "context_names"),
+                                  (D.FEATURE, feature_names, data.d_phi, "feature_names")):
+        if names is None:
+            coords[dim] = np.arange(size)
+        else:
+            names = list(names)
+            if len(names) != size or len(set(names)) != size:
+                raise ValueError(f"{arg} must hold {size} distinct labels, got {len(names)} "
+                                 f"({len(set(names))} distinct)")
+            coords[dim] = names
+    return coords
+
+
+def build_model(data: PreferenceData, rank: int, *, prior_scale: float = 1.0,
+                scale_prior: bool = False, balance: float = 0.0, store_margins: bool = False,
+                context_names=None, feature_names=None) -> pm.Model:
+    """PyMC model of the contextual BTL likelihood with a factored rank-r Θ = U Vᵀ.
+
+    Priors: U_ik ~ N(0, s_U²), V_jk ~ N(0, s_V²), independent, with
+    s_U = s_V = ``prior_scale`` or, with ``scale_prior=True``, s_U, s_V ~
+    HalfNormal(``prior_scale``). The implied prior on Θ has mean 0, entries of
+    variance r·s_U²·s_V² that are uncorrelated but not independent and not
+    Gaussian (each is a sum of r products of Normals), and its mass
+    concentrates on rank-r matrices.
+
+    Likelihood: y_t ~ Bernoulli(σ(η_t)), η_t = Σ_k (X U)_tk (ΔΦ V)_tk.
+
+    Parameters
+    ----------
+    data : PreferenceData
+        Enters through ``pm.Data`` containers named ``"contexts"``,
+        ``"differences"`` and ``"labels"`` (dims ``comparison × context``,
+        ``comparison × feature``, ``comparison``), so the model can be reused on
+        new data with ``pm.set_data`` (pass ``coords={"comparison": ...}`` when N
+        changes).
+    rank : int
+        r, 1 ≤ r ≤ min(d_x, d_φ).
+    prior_scale : float
+        s > 0, the prior standard deviation of the factor entries (or the scale
+        of their HalfNormal hyper-prior).
+    scale_prior : bool
+        Put HalfNormal(``prior_scale``) hyper-priors on s_U and s_V.
+    balance : float
+        c ≥ 0 of an optional balancing potential −(c/8)‖UᵀU − VᵀV‖²_F, the
+        Bayesian counterpart of FGD's balancing term. It removes the scale
+        ridge U → UA, V → VA⁻ᵀ but not the rotations. 0 (default) leaves the
+        factors free: on the paper's simulation that sampled at least as well
+        (see ``docs``/the package README for the measurement).
+    store_margins : bool
+        Also keep η (dims ``comparison``) as a Deterministic; off by default as
+        it stores N numbers per draw.
+    context_names, feature_names : sequence of str, optional
+        Coordinate labels of the context and feature dims.
+
+    Returns
+    -------
+    pymc.Model
+        Free variables ``U`` (context × rank) and ``V`` (feature × rank);
+        Deterministic ``theta`` = Θ (context × feature); observed ``y``.
+    """
+    if not isinstance(data, PreferenceData):
+        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    rank = check_rank(rank, data.d_x, data.d_phi)
+    prior_scale = check_real(prior_scale, "prior_scale", 0.0, low_open=True)
+    balance = check_real(balance, "balance", 0.0)
+    if not isinstance(scale_prior, bool):
+        raise TypeError(f"scale_prior must be a bool, got {scale_prior!r}")
+    coords = model_coords(data, rank, context_names=context_names, feature_names=feature_names)
+    with pm.Model(coords=coords) as model:
+        x = pm.Data(D.DATA_CONTEXTS, data.contexts, dims=(D.COMPARISON, D.CONTEXT))
+        dphi = pm.Data(D.DATA_DIFFERENCES, data.differences, dims=(D.COMPARISON, D.FEATURE))
+        y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=np.int64), dims=D.COMPARISON)
+        if scale_prior:
+            s_u = pm.HalfNormal(D.LEFT_SCALE, sigma=prior_scale)
+            s_v = pm.HalfNormal(D.RIGHT_SCALE, sigma=prior_scale)
+        else:
+            s_u = s_v = prior_scale
+        u = pm.Normal(D.LEFT, mu=0.0, sigma=s_u, dims=(D.CONTEXT, D.RANK))
+        v = pm.Normal(D.RIGHT, mu=0.0, sigma=s_v, dims=(D.FEATURE, D.RANK))
+        if balance > 0:
+            gap = pt.dot(u.T, u) - pt.dot(v.T, v)
+            pm.Potential(D.BALANCE, -(balance / 8.0) * pt.sum(gap * gap))
+        pm.Deterministic(D.THETA, pt.dot(u, v.T), dims=(D.CONTEXT, D.FEATURE))
+        eta = pt.sum(pt.dot(x, u) * pt.dot(dphi, v), axis=1)
+        if store_margins:
+            eta = pm.Deterministic(D.MARGINS, eta, dims=D.COMPARISON)
+        pm.Bernoulli(D.OBSERVED, logit_p=eta, observed=y, dims=D.COMPARISON)
+    return model
+
+
+def balanced_factors(theta: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
+    """U = P_r S_r^{1/2}, V = Q_r S_r^{1/2} from the SVD Θ = P S Qᵀ: balanced (UᵀU = VᵀV).
+
+    The start of every fit (DESIGN.md, convention 5: U = V = 0 is a saddle).
+    """
+    p, s, qt = np.linalg.svd(np.asarray(theta, dtype=float), full_matrices=False)
+    root = np.sqrt(s[:rank])
+    return p[:, :rank] * root, qt[:rank].T * root
+
+
+def prior_draw(d_x: int, d_phi: int, rank: int, seed, *, prior_scale: float = 1.0
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One draw (Θ, U, V) from the prior of :func:`build_model` with fixed scales.
+
+    Used by simulation-based calibration: data simulated from Θ drawn this way
+    make the posterior rank statistics of Θ's entries uniform.
+    """
+    from .._validation import check_int, rng_from
+
+    d_x = check_int(d_x, "d_x", 1)
+    d_phi = check_int(d_phi, "d_phi", 1)
+    rank = check_rank(rank, d_x, d_phi)
+    prior_scale = check_real(prior_scale, "prior_scale", 0.0, low_open=True)
+    rng = rng_from(seed)
+    u = prior_scale * rng.standard_normal((d_x, rank))
+    v = prior_scale * rng.standard_normal((d_phi, rank))
+    return u @ v.T, u, v
