@@ -10,6 +10,7 @@ import pytest
 import statsmodels.api as sm
 from scipy import stats
 from scipy.optimize import linprog
+from scipy.special import expit
 
 import bayes_loco as bl
 from bayes_loco import model, simulate
@@ -268,3 +269,22 @@ def test_information_matrix_refuses_when_too_large():
         fit.gram_set()
     with pytest.raises(MemoryError, match="GiB"):
         fit.confidence_set()
+
+
+def test_large_margins_of_a_finite_mle_are_not_called_separation(kron):
+    """A strong, identified signal has |η| > 30 on some rows; only a receding fit is separation."""
+    rng = np.random.default_rng(11)
+    n, d_x, d_phi = 6000, 3, 3
+    x, dphi = rng.normal(size=(n, d_x)), rng.normal(size=(n, d_phi))
+    theta = rng.normal(scale=2.5, size=(d_x, d_phi))
+    eta = np.einsum("ij,ij->i", x @ theta, dphi)
+    y = (rng.random(n) < expit(eta)).astype(int)
+    data = bl.PreferenceData(x, dphi, y)
+    assert _separation_certificate(data, kron) < 1e-8  # the LP says: not separable, the MLE is finite
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bl.SeparationWarning)
+        fit = bl.fit_mle(data)
+    assert fit.max_abs_margin > 30
+    assert not fit.separated
+    reference = sm.Logit(y.astype(float), kron(x, dphi)).fit(method="newton", tol=1e-12, disp=0)
+    assert np.abs(fit.theta.ravel() - reference.params).max() < 1e-4

@@ -9,6 +9,7 @@
 """
 
 from . import dims
+from .compare import compare_policies
 from .credible import (
     credible_draws,
     credible_ellipsoid,
@@ -22,7 +23,7 @@ from .reduced import add_theta_rtv, rtv_labels, theta_rtv_array
 
 __all__ = [
     "Posterior", "SamplerDiagnostics", "add_theta_rtv", "available_samplers", "balanced_factors",
-    "build_model", "credible_draws", "credible_ellipsoid", "credible_quantile", "credible_set", "dims",
-    "fit_posterior", "identified_directions", "model_coords", "prior_draw", "rtv_labels",
-    "theta_rtv_array",
+    "build_model", "compare_policies", "credible_draws", "credible_ellipsoid", "credible_quantile",
+    "credible_set", "dims", "fit_posterior", "identified_directions", "model_coords", "prior_draw",
+    "rtv_labels", "theta_rtv_array",
 ]
