@@ -246,12 +246,17 @@ def _rms(a) -> float:
 
 
 def _initvals(u0, v0, chains, jitter, rng, per_chain):
-    """Start at the balanced factors; per-chain starts get a small relative jitter."""
+    """Start at the balanced factors plus a small relative jitter (one start, or one per chain).
+
+    Some jitter is needed even for a single shared start: nutpie refuses a start
+    where a gradient entry is exactly 0 ("bad initial gradient"), which is the
+    case at the minimum-norm MLE for rows of V that no comparison reaches.
+    """
     scale_u, scale_v = _rms(u0), _rms(v0)
-    if not per_chain:
-        return {D.LEFT: u0, D.RIGHT: v0}
-    return [{D.LEFT: u0 + jitter * scale_u * rng.standard_normal(u0.shape),
-             D.RIGHT: v0 + jitter * scale_v * rng.standard_normal(v0.shape)} for _ in range(chains)]
+    starts = [{D.LEFT: u0 + jitter * scale_u * rng.standard_normal(u0.shape),
+               D.RIGHT: v0 + jitter * scale_v * rng.standard_normal(v0.shape)}
+              for _ in range(chains if per_chain else 1)]
+    return starts if per_chain else starts[0]
 
 
 def _stat(stats, names):
@@ -334,8 +339,9 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", draw
         λ of the frequentist start when it is fitted here (a small ridge helps
         when rarely compared actions are separable).
     init_jitter : float
-        Relative jitter of the per-chain starts of PyMC's sampler (nutpie and
-        numpyro start every chain at the same point).
+        Relative jitter (times the root-mean-square factor entry) of the starts:
+        one per chain for PyMC's sampler, one shared start for nutpie and
+        numpyro (which take a single initial point).
     vi_method : {"advi", "fullrank_advi"}
     vi_iterations : int
     vi_learning_rate : float

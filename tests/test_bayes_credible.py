@@ -1,0 +1,151 @@
+"""Credible sets and reduced coordinates on synthetic draws with known moments (no sampling)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import xarray as xr
+from scipy import stats
+
+import bayes_loco as bl
+from bayes_loco import bayes as bb
+from bayes_loco import simulate
+from bayes_loco.bayes import dims as D
+
+
+@pytest.fixture(scope="module")
+def small_paper():
+    """Paper simulation shrunk: d_x = 4, d_a = 4, d_s = 3 (d_φ = 6), r = 2, N = 800."""
+    problem = simulate.paper_problem(d_s=3, d_a=4, d_x=4, rank=2, seed=0)
+    data = problem.sample(800, seed=3)
+    low_rank = bl.fit_low_rank(data, 2, ridge=1.0)
+    return problem, data, low_rank, bl.rtv_basis(low_rank.theta, 2)
+
+
+@pytest.fixture(scope="module")
+def gaussian_draws():
+    """J = 20,000 draws of a k = 6 Gaussian with a known mean and a non-diagonal covariance."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((6, 6))
+    cov = a @ a.T / 6 + 0.1 * np.eye(6)
+    mean = rng.standard_normal(6)
+    return mean, cov, rng.multivariate_normal(mean, cov, size=20000)
+
+
+@pytest.fixture(scope="module")
+def basis6():
+    """An RTV basis with k = (2 + 3)·2 − 2² = 6."""
+    rng = np.random.default_rng(1)
+    basis = bl.rtv_basis(rng.standard_normal((2, 3)), 2)
+    assert basis.dim == 6
+    return basis
+
+
+def test_identified_directions_match_the_wald_set(small_paper):
+    _problem, data, low_rank, basis = small_paper
+    p = bb.identified_directions(basis, data)
+    np.testing.assert_allclose(p.T @ p, np.eye(p.shape[1]), atol=1e-10)
+    # The state features cancel in Δφ: 3 state columns × r = 2 rows of block 12 are unreachable.
+    assert basis.dim == 16 and p.shape[1] == 10
+    wald = bl.fit_prs(data, 2, ridge=1.0, low_rank=low_rank).confidence_set(0.9)
+    assert wald.effective_dim == p.shape[1]
+    z = basis.transform(data.contexts, data.differences)
+    np.testing.assert_allclose(z - (z @ p) @ p.T, 0.0, atol=1e-9)
+
+
+def test_identified_directions_bad_input(small_paper, basis6):
+    _, data, _, _basis = small_paper
+    with pytest.raises(TypeError, match="basis"):
+        bb.identified_directions(np.eye(3), data)
+    with pytest.raises(ValueError, match="d_x"):
+        bb.identified_directions(basis6, data)
+
+
+def test_ellipsoid_holds_its_level_of_gaussian_mass(gaussian_draws, basis6):
+    mean, cov, draws = gaussian_draws
+    cs = bb.credible_ellipsoid(draws, basis6, 0.9)
+    assert cs.kind == "credible" and cs.level == 0.9 and cs.coordinates is basis6
+    assert cs.radius == pytest.approx(np.sqrt(stats.chi2.ppf(0.9, 6)))
+    np.testing.assert_allclose(cs.center, mean, atol=4 * np.sqrt(cov.diagonal().max() / 20000))
+    fresh = np.random.default_rng(7).multivariate_normal(mean, cov, size=4000)
+    inside = cs.contains(fresh).mean()
+    assert abs(inside - 0.9) < 4 * np.sqrt(0.9 * 0.1 / 4000) + 0.01  # + estimation error of Σ
+
+
+def test_ellipsoid_restricted_to_directions(gaussian_draws, basis6):
+    _, _cov, draws = gaussian_draws
+    p = np.linalg.qr(np.random.default_rng(3).standard_normal((6, 4)))[0]
+    cs = bb.credible_ellipsoid(draws, basis6, 0.8, directions=p)
+    assert cs.effective_dim == 4
+    assert cs.radius == pytest.approx(np.sqrt(stats.chi2.ppf(0.8, 4)))
+    outside = np.linalg.svd(p, full_matrices=True)[0][:, 4:].T  # orthogonal complement
+    assert np.isneginf(cs.lower_bound(outside[0]))
+    z = p[:, 0]
+    # Support function along an identified direction: θ̄ᵀz − R sqrt(zᵀΣz) (Σ's marginal).
+    expected = cs.center @ z - cs.radius * np.sqrt(z @ np.cov(draws, rowvar=False) @ z)
+    assert cs.lower_bound(z) == pytest.approx(expected, rel=1e-8)
+
+
+def test_draws_set_keeps_the_nearest_fraction(gaussian_draws, basis6):
+    _, _, draws = gaussian_draws
+    sub = draws[:1000]
+    ds = bb.credible_draws(sub, basis6, 0.75)
+    assert ds.draws.shape == (750, 6) and ds.level == 0.75
+    center, cov = sub.mean(0), np.cov(sub, rowvar=False)
+    d = np.einsum("ji,il,jl->j", sub - center, np.linalg.inv(cov), sub - center)
+    kept = np.isin(sub, ds.draws).all(axis=1)
+    assert kept.sum() == 750 and d[kept].max() <= d[~kept].min()
+    z = np.random.default_rng(0).standard_normal((5, 6))
+    np.testing.assert_allclose(ds.lower_bound(z), (z @ ds.draws.T).min(axis=1))
+
+
+def test_quantile_set(gaussian_draws, basis6):
+    _, _, draws = gaussian_draws
+    qs = bb.credible_quantile(draws[:500], basis6, 0.9)
+    z = np.random.default_rng(1).standard_normal((3, 6))
+    np.testing.assert_allclose(qs.lower_bound(z), np.quantile(z @ draws[:500].T, 0.1, axis=1))
+
+
+@pytest.mark.parametrize("kind", bb.credible.KINDS)
+def test_credible_set_dispatch(gaussian_draws, basis6, kind):
+    cs = bb.credible_set(gaussian_draws[2][:300], basis6, 0.9, kind)
+    assert cs.kind == {"ellipsoid": "credible"}.get(kind, kind)
+
+
+@pytest.mark.parametrize(("call", "name"), [
+    (lambda d, b: bb.credible_set(d, b, 0.9, "box"), "kind"),
+    (lambda d, b: bb.credible_ellipsoid(d, b, 1.5), "level"),
+    (lambda d, b: bb.credible_quantile(d, b, 0.0), "level"),
+    (lambda d, b: bb.credible_draws(d[:, :5], b, 0.9), "draws"),
+    (lambda d, b: bb.credible_ellipsoid(d[:1], b, 0.9), "draws"),
+    (lambda d, b: bb.credible_ellipsoid(d, b, 0.9, directions=np.eye(5)), "directions"),
+])
+def test_bad_arguments(gaussian_draws, basis6, call, name):
+    with pytest.raises(ValueError, match=name):
+        call(gaussian_draws[2][:100], basis6)
+
+
+def test_theta_rtv_array_and_labels(small_paper):
+    _, _, _low_rank, basis = small_paper
+    rng = np.random.default_rng(0)
+    theta = rng.standard_normal((2, 3, basis.d_x, basis.d_phi))
+    da = xr.DataArray(theta, dims=("chain", "draw", D.CONTEXT, D.FEATURE))
+    out = bb.theta_rtv_array(da, basis)
+    assert out.dims == ("chain", "draw", D.RTV_COORD) and out.sizes[D.RTV_COORD] == basis.dim
+    np.testing.assert_allclose(out.values, basis.to_coordinates(theta))
+    labels = bb.rtv_labels(basis)
+    assert len(labels) == len(set(labels)) == basis.dim and labels[0] == "11[0,0]"
+    with pytest.raises(ValueError, match="dims"):
+        bb.theta_rtv_array(da.rename({D.FEATURE: "other"}), basis)
+
+
+def test_add_theta_rtv_and_stacked_draws(small_paper):
+    _, _, _, basis = small_paper
+    theta = np.random.default_rng(2).standard_normal((2, 5, basis.d_x, basis.d_phi))
+    tree = xr.DataTree.from_dict({"posterior": xr.Dataset(
+        {D.THETA: (("chain", "draw", D.CONTEXT, D.FEATURE), theta)})})
+    bb.add_theta_rtv(tree, basis)
+    flat = bb.reduced.stacked_draws(tree)
+    np.testing.assert_allclose(flat, basis.to_coordinates(theta).reshape(10, -1))
+    with pytest.raises(ValueError, match="group"):
+        bb.add_theta_rtv(tree, basis, group="prior")
