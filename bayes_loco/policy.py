@@ -39,6 +39,9 @@ from .uncertainty import DrawsSet, EllipsoidSet, UncertaintySet
 
 OBJECTIVES = ("relaxed", "exact")
 SCOPES = ("personalised", "global")
+WELFARES = ("utilitarian", "nash")
+# The Nash program over a hull of draws has J·n exponential cones; above this it is refused.
+MAX_NASH_CONES = 200_000
 
 
 class PolicyStatus(enum.Enum):
@@ -77,13 +80,15 @@ class Policy:
         Unit of each population row.
     scope : {"personalised", "global"}
     objective : {"greedy", "relaxed", "exact"}
+    welfare : {"utilitarian", "nash"}
     reference_action : int
     pessimistic_value : float
         min_{θ ∈ set} θᵀ m(π): the policy's worst-case value over the set,
         relative to always playing the reference action (NaN for greedy).
     objective_value : float
         The value of the objective that was maximised (relaxed: the mean of
-        pointwise lower bounds; exact: equals ``pessimistic_value``).
+        pointwise lower bounds; exact: equals ``pessimistic_value``; Nash welfare:
+        the guaranteed Σ_i w_i log(reward_i − r₀)).
     theta : ndarray or None
         Exact objective: the minimising θ (set coordinates); the policy is greedy
         under it, which is how it acts on contexts outside the population.
@@ -104,6 +109,7 @@ class Policy:
     reference_action: int
     pessimistic_value: float
     objective_value: float
+    welfare: str = "utilitarian"
     theta: np.ndarray | None = None
     certificate: Certificate | None = None
     rounded_value: float | None = None
@@ -195,7 +201,8 @@ def _policy_worst_case(uncertainty_set, z, weights, probs) -> float:
 
 def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, *,
                        objective: str = "relaxed", scope: str = "personalised",
-                       reference_action: int = 0, tol: float = 1e-4, max_iter: int = 60) -> Policy:
+                       reference_action: int = 0, welfare: str = "utilitarian", floor: float = -1.0,
+                       tol: float = 1e-4, max_iter: int = 60) -> Policy:
     """The pessimistic policy of ``population`` under ``uncertainty_set``.
 
     Parameters
@@ -207,13 +214,26 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
         The evaluation population ρ with every candidate action's features.
     objective : {"relaxed", "exact"}
         The paper's pointwise objective (default) or the exact minimax one; see
-        the module docstring. ``"exact"`` needs a convex set (an ellipsoid).
+        the module docstring. ``"exact"`` needs a convex set: an ``EllipsoidSet``
+        or a ``DrawsSet`` (the hull of draws).
     scope : {"personalised", "global"}
         π(x, s) per row, or π(s) per state (rows sharing ``population.groups``).
     reference_action : int
         a_ref: rewards are compared with this action's (default 0, the paper's
         baseline answer). It never has a worse worst case than itself, so every
         pessimistic policy's ``pessimistic_value`` is ≥ 0.
+    welfare : {"utilitarian", "nash"}
+        Utilitarian (default) maximises the mean reward. Nash maximises the mean of
+        log(reward − r₀) (reward relative to the reference action), which favours
+        units with low rewards. Minimax duality fails for a concave utility, so:
+        over a ``DrawsSet`` with ``objective="exact"`` the convex program
+        max_π min_j Σ_i w_i log(π_iᵀ V_ij − r₀) is solved with cvxpy (an
+        exponential-cone solve; it guarantees the welfare for every draw in the
+        hull's vertices, hence for every θ in the hull only up to Jensen's gap);
+        otherwise each unit maximises its own lower bound, which guarantees
+        Σ_i w_i log(lower bound_i − r₀) whenever the true θ lies in the set.
+    floor : float
+        r₀ < 0 for Nash welfare (the reference action scores 0).
     tol : float
         Exact objective: target relative gap of the certificate.
     max_iter : int
@@ -223,19 +243,28 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
     check_option(objective, "objective", OBJECTIVES)
     tol = check_real(tol, "tol", 0.0, low_open=True)
     max_iter = check_int(max_iter, "max_iter", 1)
+    check_option(welfare, "welfare", WELFARES)
+    floor = check_real(floor, "floor", high=0.0, high_open=True)
     if not isinstance(uncertainty_set, UncertaintySet):
         raise TypeError("uncertainty_set must have `coordinates` and `lower_bound(z)`, "
                         f"got {type(uncertainty_set).__name__}")
     groups, average, weights = _units(population, scope)
     z = candidate_features(uncertainty_set, population, reference_action)
-    common = dict(groups=groups, scope=scope, reference_action=reference_action)
-    if objective == "relaxed":
+    common = dict(groups=groups, scope=scope, reference_action=reference_action, welfare=welfare)
+    if welfare == "nash" and objective == "exact" and isinstance(uncertainty_set, DrawsSet):
+        zu = _average(average, z)
+        probs, value = _nash_hull(uncertainty_set, zu, weights, floor)
+        return Policy(probs, objective="exact", objective_value=value,
+                      pessimistic_value=_policy_worst_case(uncertainty_set, zu, weights, probs), **common)
+    if objective == "relaxed" or welfare == "nash":
         scores = _average(average, uncertainty_set.lower_bound(z))
+        best = scores.max(axis=1)
         probs = np.eye(population.n_actions)[scores.argmax(axis=1)]
         zu = _average(average, z)
-        return Policy(probs, objective="relaxed",
+        value = float(weights @ (best if welfare == "utilitarian" else np.log(best - floor)))
+        return Policy(probs, objective=objective,
                       pessimistic_value=_policy_worst_case(uncertainty_set, zu, weights, probs),
-                      objective_value=float(weights @ scores.max(axis=1)), **common)
+                      objective_value=value, **common)
     if not isinstance(uncertainty_set, EllipsoidSet | DrawsSet):
         raise TypeError("objective='exact' needs a convex set: an EllipsoidSet (kinds gram, wald, "
                         "credible) or a DrawsSet (the convex hull of draws); got "
@@ -389,6 +418,33 @@ def _exact_hull(dset: DrawsSet, z: np.ndarray, weights: np.ndarray, tol: float) 
     return _ExactSolution(probs, theta, cert, PolicyStatus.GAP_NOT_REACHED,
                           f"exact hull LP reached a relative gap of {cert.relative_gap:.2e}, "
                           f"above tol={tol:g}{message}; the policy's pessimistic value is the lower bound.")
+
+
+def _nash_hull(dset: DrawsSet, z: np.ndarray, weights: np.ndarray, floor: float) -> tuple[np.ndarray, float]:
+    """max_π min_j Σ_i w_i log(Σ_a π_ia θ_jᵀz_ia − r₀) by cvxpy with an exponential-cone solver."""
+    try:
+        import cvxpy as cp
+    except ImportError as exc:  # pragma: no cover - cvxpy is in the dev and welfare extras
+        raise ImportError("welfare='nash' over draws needs cvxpy: pip install 'bayes_loco[welfare]'") from exc
+    n_units, n_actions, _ = z.shape
+    n_draws = dset.draws.shape[0]
+    if n_draws * n_units > MAX_NASH_CONES:
+        raise ValueError(f"welfare='nash' over {n_draws} draws x {n_units} units needs {n_draws * n_units} "
+                         f"exponential cones (limit {MAX_NASH_CONES}); thin the draws or the population")
+    values = np.einsum("uak,jk->jua", z, dset.draws)
+    pi = cp.Variable((n_units, n_actions), nonneg=True)
+    welfare = cp.Variable()
+    constraints = [cp.sum(pi, axis=1) == 1]
+    constraints += [welfare <= weights @ cp.log(cp.sum(cp.multiply(pi, values[j]), axis=1) - floor)
+                    for j in range(n_draws)]
+    problem = cp.Problem(cp.Maximize(welfare), constraints)
+    problem.solve(solver=cp.CLARABEL)
+    if problem.status not in ("optimal", "optimal_inaccurate"):
+        raise RuntimeError(f"Nash welfare program ended with status {problem.status}")
+    probs = np.clip(pi.value, 0.0, None)
+    probs /= probs.sum(axis=1, keepdims=True)
+    achieved = weights @ np.log(np.einsum("ua,jua->ju", probs, values) - floor).T
+    return probs, float(achieved.min())
 
 
 def _smoothed_values(c, g, weights, mu, u):

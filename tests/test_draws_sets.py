@@ -147,3 +147,45 @@ def test_draws_set_rejects_bad_draws(draws, match):
 def test_quantile_set_rejects_bad_level(level, match):
     with pytest.raises(ValueError, match=match):
         QuantileSet(np.zeros((5, 3)), VecCoordinates(1, 3), level=level)
+
+
+def test_nash_welfare_over_draws_matches_a_grid_search():
+    """2 units x 2 actions: π is (p_1, p_2) ∈ [0, 1]²; a fine grid brackets the optimum."""
+    rng = np.random.default_rng(29)  # an instance whose optimum mixes in both units
+    pop = Population(rng.normal(size=(2, 2)), rng.normal(size=(2, 2, 2)), np.arange(2))
+    dset = DrawsSet(rng.normal(loc=0.5, size=(6, 4)), VecCoordinates(2, 2))
+    floor = -0.5
+    zu, weights = unit_features(pop)
+    values = np.einsum("uak,jk->jua", zu, dset.draws)  # action 0 is the reference: values 0
+    grid = np.linspace(0.0, 1.0, 401)
+    p1, p2 = np.meshgrid(grid, grid, indexing="ij")
+    rewards = np.stack([p1[None] * values[:, 0, 1, None, None], p2[None] * values[:, 1, 1, None, None]])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        welfare = (weights[:, None, None, None] * np.log(rewards - floor)).sum(axis=0)
+    best = np.nanmax(np.where(np.isfinite(welfare).all(axis=0), welfare.min(axis=0), -np.inf))
+    policy = pessimistic_policy(dset, pop, objective="exact", welfare="nash", floor=floor)
+    assert policy.welfare == "nash"
+    assert best > np.log(-floor) + 1e-3  # the reference alone is not optimal here
+    assert policy.n_mixed == 2  # the grid optimum (0.41, 0.34) mixes in both units
+    assert best - 1e-7 <= policy.objective_value <= best + 2e-3  # grid step 1/400
+    achieved = (weights * np.log(np.einsum("ua,jua->ju", policy.probabilities, values) - floor)).sum(axis=1)
+    assert policy.objective_value == pytest.approx(achieved.min(), abs=1e-9)
+
+
+def test_nash_welfare_pointwise_picks_the_best_lower_bound():
+    pop, dset = instance(3, "personalised")
+    relaxed = pessimistic_policy(dset, pop)
+    nash = pessimistic_policy(dset, pop, welfare="nash", floor=-1.0)
+    assert np.array_equal(nash.actions, relaxed.actions)  # log is increasing: same argmax per unit
+    zu, weights = unit_features(pop)
+    chosen = np.take_along_axis((zu @ dset.draws.T).min(axis=-1), nash.actions[:, None], axis=1)[:, 0]
+    assert nash.objective_value == pytest.approx(weights @ np.log(chosen + 1.0))
+
+
+@pytest.mark.parametrize(("kwargs", "match"), [
+    ({"welfare": "rawlsian"}, "welfare"), ({"floor": 0.0}, "floor"),
+    ({"floor": 0.5}, "floor")])
+def test_welfare_arguments_are_validated(kwargs, match):
+    pop, dset = instance(0, "personalised")
+    with pytest.raises(ValueError, match=match):
+        pessimistic_policy(dset, pop, **kwargs)
