@@ -82,7 +82,8 @@ def test_ellipsoid_restricted_to_directions(gaussian_draws, basis6):
     assert np.isneginf(cs.lower_bound(outside[0]))
     z = p[:, 0]
     # Support function along an identified direction: θ̄ᵀz − R sqrt(zᵀΣz) (Σ's marginal).
-    expected = cs.center @ z - cs.radius * np.sqrt(z @ np.cov(draws, rowvar=False) @ z)
+    debias = (20000 - 1) / (20000 - 4 - 2)  # inverse-Wishart mean in k_eff = 4 dimensions
+    expected = cs.center @ z - cs.radius * np.sqrt(debias * z @ np.cov(draws, rowvar=False) @ z)
     assert cs.lower_bound(z) == pytest.approx(expected, rel=1e-8)
 
 
@@ -92,7 +93,7 @@ def test_draws_set_keeps_the_nearest_fraction(gaussian_draws, basis6):
     ds = bb.credible_draws(sub, basis6, 0.75)
     assert ds.draws.shape == (750, 6) and ds.level == 0.75
     center, cov = sub.mean(0), np.cov(sub, rowvar=False)
-    d = np.einsum("ji,il,jl->j", sub - center, np.linalg.inv(cov), sub - center)
+    d = np.einsum("ji,il,jl->j", sub - center, np.linalg.inv(cov), sub - center)  # same order
     kept = np.isin(sub, ds.draws).all(axis=1)
     assert kept.sum() == 750 and d[kept].max() <= d[~kept].min()
     z = np.random.default_rng(0).standard_normal((5, 6))
@@ -149,3 +150,17 @@ def test_add_theta_rtv_and_stacked_draws(small_paper):
     np.testing.assert_allclose(flat, basis.to_coordinates(theta).reshape(10, -1))
     with pytest.raises(ValueError, match="group"):
         bb.add_theta_rtv(tree, basis, group="prior")
+
+
+def test_ellipsoid_from_few_draws_is_debiased(basis6):
+    """From J = 40 draws in k = 6 dimensions Σ̂⁻¹ overstates the precision by (J − 1)/(J − k − 2)."""
+    rng = np.random.default_rng(11)
+    covered = []
+    for _ in range(400):
+        draws = rng.standard_normal((40, 6))
+        cs = bb.credible_ellipsoid(draws, basis6, 0.9)
+        covered.append(cs.contains(rng.standard_normal(6)))
+    # Predictive coverage of a fresh N(0, I) point, exact by Hotelling's T²: 0.879 with
+    # the debiasing, 0.795 without; 400 trials have sd ≈ 0.017, so 0.84 separates them
+    # by more than 2 sd on either side.
+    assert np.mean(covered) > 0.84

@@ -65,14 +65,25 @@ def _check_draws(draws, basis) -> np.ndarray:
 
 
 def _frame(draws, directions):
-    """Mean, the directions P and the inverse covariance of Pᵀθ."""
-    k = draws.shape[1]
+    """Mean, the directions P and the (debiased) inverse covariance of Pᵀθ.
+
+    The inverse of a covariance estimated from J draws overstates the precision:
+    for Gaussian draws E[Σ̂⁻¹] = Σ⁻¹ (J − 1)/(J − m − 2) in m dimensions (inverse
+    Wishart), which in m = 78 dimensions from 2000 draws shrinks a 90 % ellipsoid
+    to about 84 % coverage of its own posterior. The factor (J − m − 2)/(J − 1)
+    removes that bias (treating the draws as independent).
+    """
+    j, k = draws.shape
     p = np.eye(k) if directions is None else np.asarray(directions, dtype=float)
     if p.ndim != 2 or p.shape[0] != k:
         raise ValueError(f"directions must have shape ({k}, k_eff), got {p.shape}")
     mean, cov = draws_moments(draws)
     reduced = p.T @ cov @ p
-    return mean, p, np.linalg.pinv(0.5 * (reduced + reduced.T), hermitian=True)
+    precision = np.linalg.pinv(0.5 * (reduced + reduced.T), hermitian=True)
+    m = p.shape[1]
+    if j > m + 2:
+        precision *= (j - m - 2) / (j - 1)
+    return mean, p, precision
 
 
 def mahalanobis(draws, center, directions, precision) -> np.ndarray:
@@ -86,7 +97,10 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
     """Gaussian credible ellipsoid {θ : (θ − θ̄)ᵀ W (θ − θ̄) ≤ χ²_{k_eff}(level)}.
 
     θ̄ and Σ are the posterior mean and covariance of θ_rtv; W = P (PᵀΣP)⁻¹ Pᵀ
-    with P the identified directions (all k when ``directions`` is None).
+    with P the identified directions (all k when ``directions`` is None), the
+    inverse debiased for the number of draws J by the factor
+    (J − k_eff − 2)/(J − 1) (inverse-Wishart mean; without it the set is too
+    small by a few percent of coverage in ~80 dimensions).
 
     Guarantees: if the posterior of Pᵀθ_rtv is Gaussian, the set holds exactly
     ``level`` of its mass; it is convex, so both solver objectives accept it.

@@ -1,0 +1,189 @@
+"""Long statistical checks of the Bayesian road (``pytest -m slow tests/test_bayes_slow.py -s``).
+
+Each test prints the numbers it asserts on, so a run doubles as the report:
+simulation-based calibration, frequentist coverage of the credible ellipsoid
+against the paper's W-ellipsoid, mixing at N = 3000, MAP against FGD, and the
+posterior-against-PRS policy table. Sizes can be raised with environment
+variables (``BAYES_COVERAGE_SEEDS``, ``BAYES_COVERAGE_N``, ``BAYES_TABLE_SEEDS``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from scipy.special import expit
+
+import bayes_loco as bl
+from bayes_loco import bayes as bb
+from bayes_loco import simulate
+
+pytestmark = pytest.mark.slow
+
+
+@contextlib.contextmanager
+def _quiet():
+    """Silence the package's warnings: the studies record diagnostics instead."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bl.BayesLocoWarning)
+        warnings.simplefilter("ignore", FutureWarning)
+        yield
+
+
+# ---------------------------------------------------------------- simulation-based calibration
+
+SBC_ENTRIES = ((0, 0), (1, 2), (2, 4), (3, 1))
+
+
+def sbc_ranks(reps: int, *, d_x: int = 4, d_phi: int = 5, rank: int = 2, n: int = 300,
+              thin_to: int = 99, seed: int = 2024) -> np.ndarray:
+    """Rank of the true Θ_ij among ``thin_to`` thinned posterior draws, for each rep and entry.
+
+    Truth from the prior (U, V ~ N(0, 1), so Θ = U Vᵀ has entries of variance r);
+    x ~ N(0, I/d_x) and Δφ ~ N(0, I/d_φ) keep η = xᵀΘΔφ of order 1.
+    """
+    ranks = np.zeros((reps, len(SBC_ENTRIES)), dtype=int)
+    seeds = np.random.SeedSequence(seed).spawn(reps)
+    for i in range(reps):
+        rng = np.random.default_rng(seeds[i])
+        theta, _, _ = bb.prior_draw(d_x, d_phi, rank, rng)
+        x = rng.standard_normal((n, d_x)) / np.sqrt(d_x)
+        dphi = rng.standard_normal((n, d_phi)) / np.sqrt(d_phi)
+        y = (rng.random(n) < expit(np.einsum("ij,ij->i", x @ theta, dphi))).astype(np.int8)
+        data = bl.PreferenceData(x, dphi, y)
+        with _quiet():
+            post = bb.fit_posterior(data, rank, draws=500, tune=500, chains=2, cores=1,
+                                    nuts_sampler="pymc", ridge=1.0, progressbar=False,
+                                    random_seed=int(rng.integers(2**31)))
+        draws = post.theta_draws
+        keep = np.linspace(0, draws.shape[0] - 1, thin_to).round().astype(int)
+        for e, (a, b) in enumerate(SBC_ENTRIES):
+            ranks[i, e] = int((draws[keep, a, b] < theta[a, b]).sum())
+    return ranks
+
+
+def test_sbc_rank_statistics_are_uniform():
+    reps, bins, thin_to = 100, 10, 99
+    start = time.perf_counter()
+    ranks = sbc_ranks(reps, thin_to=thin_to)
+    print(f"\nSBC: {reps} replications, d_x=4, d_phi=5, r=2, N=300, {thin_to} thinned draws of 2x500 "
+          f"({time.perf_counter() - start:.0f} s)")
+    pvalues = []
+    for e, entry in enumerate(SBC_ENTRIES):
+        counts = np.bincount(ranks[:, e] * bins // (thin_to + 1), minlength=bins)
+        p = stats.chisquare(counts).pvalue
+        pvalues.append(p)
+        print(f"  Θ{entry}: counts {counts.tolist()}  chi-square p = {p:.3f}")
+    assert min(pvalues) > 0.01
+
+
+# ---------------------------------------------------------------- frequentist coverage
+
+def coverage_run(theta_kind: str, seeds: int, n: int, *, draws: int = 500, tune: int = 500,
+                 chains: int = 4, nuts_sampler: str | None = None) -> pd.DataFrame:
+    problem = simulate.paper_problem(rank=3, imbalance=1, theta_kind=theta_kind)
+    rows = []
+    for seed in range(seeds):
+        data = problem.sample(n, seed=1000 + seed)
+        with _quiet():
+            start = time.perf_counter()
+            prs = bl.fit_prs(data, 3, c2=5.0)
+            post = bb.fit_posterior(data, 3, draws=draws, tune=tune, chains=chains, cores=2,
+                                    nuts_sampler=nuts_sampler, initial=prs.low_rank, progressbar=False,
+                                    random_seed=seed)
+            truth = post.basis.to_coordinates(problem.theta)
+            ellipsoid = post.credible_set(0.9)
+            rows.append(dict(
+                seed=seed, credible90=bool(ellipsoid.contains(truth)),
+                credible90_all_k=bool(post.credible_set(0.9, identified=False).contains(truth)),
+                prs_c2_5=bool(prs.uncertainty_set.contains(truth)),
+                wald90=bool(prs.confidence_set(0.9).contains(truth)),
+                distance=float(ellipsoid.distance(truth) / ellipsoid.radius),
+                max_rhat=post.diagnostics.max_rhat, min_ess=post.diagnostics.min_ess_bulk,
+                divergences=post.diagnostics.divergences, seconds=time.perf_counter() - start))
+    return pd.DataFrame(rows)
+
+
+@pytest.mark.parametrize("theta_kind", ["paper", "diagonal"])
+def test_credible_ellipsoid_coverage(theta_kind):
+    seeds = int(os.environ.get("BAYES_COVERAGE_SEEDS", 50))
+    n = int(os.environ.get("BAYES_COVERAGE_N", 1000))
+    table = coverage_run(theta_kind, seeds, n)
+    cover = table.credible90.mean()
+    print(f"\ncoverage of θ*_rtv, theta_kind={theta_kind!r}, N={n}, {seeds} seeds, 4 chains x 500 draws:"
+          f"\n  credible ellipsoid 90% (k_eff directions): {cover:.3f}"
+          f"\n  credible ellipsoid 90% (all k directions):  {table.credible90_all_k.mean():.3f}"
+          f"\n  paper W-ellipsoid C2=5: {table.prs_c2_5.mean():.3f}   Wald 90%: {table.wald90.mean():.3f}"
+          f"\n  max R-hat {table.max_rhat.max():.4f}, min ESS {table.min_ess.min():.0f}, "
+          f"divergences {table.divergences.sum()}, {table.seconds.mean():.0f} s per seed")
+    # 80% – 98% for a nominal 90% set; with 50 seeds the binomial sd is 0.042.
+    assert 0.80 <= cover <= 0.98
+
+
+# ---------------------------------------------------------------- mixing, MAP vs FGD at N = 3000
+
+@pytest.fixture(scope="module")
+def paper3000():
+    problem = simulate.paper_problem(rank=3, imbalance=1)
+    data = problem.sample(3000, seed=1)
+    return problem, data, bl.fit_low_rank(data, 3)
+
+
+def test_nuts_mixes_on_every_theta_rtv_entry(paper3000):
+    _, data, low_rank = paper3000
+    post = bb.fit_posterior(data, 3, draws=1000, tune=1000, chains=4, cores=2, initial=low_rank,
+                            progressbar=False, random_seed=1)
+    s = post.diagnostics.summary
+    print(f"\nNUTS N=3000 r=3 (default configuration, sampler {post.diagnostics.sampler}): "
+          f"{post.diagnostics.seconds:.0f} s, divergences {post.diagnostics.divergences}, "
+          f"mean tree depth {post.diagnostics.mean_tree_depth:.2f}; θ_rtv: max R-hat {s.r_hat.max():.4f}, "
+          f"min bulk ESS {s.ess_bulk.min():.0f}, min tail ESS {s.ess_tail.min():.0f}")
+    assert post.diagnostics.divergences == 0
+    assert s.r_hat.max() <= 1.01
+    assert s.ess_bulk.min() >= 400
+
+
+def test_map_recovers_theta_as_well_as_fgd(paper3000):
+    problem, data, low_rank = paper3000
+    post = bb.fit_posterior(data, 3, method="map", initial=low_rank, progressbar=False)
+    err_map = np.linalg.norm(post.theta_mean - problem.theta)
+    err_fgd = np.linalg.norm(low_rank.theta - problem.theta)
+    print(f"\nN=3000: ‖Θ_MAP − Θ*‖_F = {err_map:.4f}, ‖Θ_FGD − Θ*‖_F = {err_fgd:.4f} "
+          f"({post.diagnostics.seconds:.1f} s)")
+    assert err_map <= 1.1 * err_fgd
+
+
+# ---------------------------------------------------------------- policies: posterior vs PRS
+
+def table_run(seeds: int, ns=(1000, 3000, 10000), qs=(1, 3, 10), *, pop_states: int = 1000) -> pd.DataFrame:
+    frames = []
+    for q in qs:
+        problem = simulate.paper_problem(rank=3, imbalance=q)
+        for n in ns:
+            for seed in range(seeds):
+                data = problem.sample(n, seed=500 + seed)
+                pop = problem.population(pop_states, seed=900 + seed)
+                with _quiet():
+                    table = bb.compare_policies(
+                        data, pop, rank=3, truth=problem, ridge=1.0, levels=(0.9,),
+                        fit_kwargs=dict(draws=500, tune=500, chains=4, cores=2, random_seed=seed))
+                frames.append(table.assign(q=q, n=n, seed=seed))
+    return pd.concat(frames, ignore_index=True)
+
+
+def test_posterior_policies_against_prs():
+    seeds = int(os.environ.get("BAYES_TABLE_SEEDS", 1))
+    table = table_run(seeds)
+    table["label"] = (table.method + ":" + table.set_kind + ":" + table.objective)
+    wide = table.pivot_table(index=["n", "q"], columns="label", values="suboptimality", aggfunc="mean")
+    with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 3):
+        print(f"\nmean sub-optimality over {seeds} seed(s), personalised, 1000 (x, s):\n{wide}")
+        cov = table.pivot_table(index=["n", "q"], columns="label", values="covered", aggfunc="mean")
+        print(f"\ncoverage of θ*_rtv:\n{cov.dropna(axis=1, how='all')}")
+    assert np.isfinite(table.suboptimality).all() and (table.suboptimality >= -1e-9).all()
