@@ -8,6 +8,7 @@ appends its rows to ``<out>/<study>.csv``; a rerun skips the tasks already there
 from __future__ import annotations
 
 import json
+import multiprocessing as mp
 import platform
 import time
 import warnings
@@ -113,7 +114,10 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
             "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     meta_path.write_text(json.dumps(meta, indent=2, default=str))
     own = executor is None and len(tasks) > 1 and (workers or 2) > 1
-    pool = ProcessPoolExecutor(max_workers=workers) if own else executor
+    # forkserver: forking a process whose BLAS and executor threads are running can deadlock.
+    pool = executor
+    if own:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("forkserver"))
     bar = tqdm(total=len(tasks), desc=study.name, disable=not progress, unit="task")
     try:
         if pool is None:

@@ -1,0 +1,167 @@
+"""The study runner, its seeds and resumption, the figures and the command line."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bayes_loco import cli
+from bayes_loco.experiments import Study, plot_results, run_study, run_task, summarise, task_seed
+from bayes_loco.experiments import runner as runner_module
+from bayes_loco.experiments.runner import StudyConfigError
+
+TINY = {"d_x": 4, "d_s": 3, "d_a": 4, "rank": 1, "population": 40, "global_states": 5,
+        "contexts_per_state": 4}
+NUMERIC = ["suboptimality", "pessimistic_value", "covered", "theta_error", "relative_gap"]
+
+
+def tiny_study(name="tiny", reps=2):
+    return Study(name, ({"n": 300, "imbalance": 1.0}, {"n": 600, "imbalance": 3.0}),
+                 methods=("MLE-Greedy", "PRS", "PRS-exact-Wald"), fixed=TINY, reps=reps, panel="imbalance")
+
+
+def numbers(frame):
+    return frame.sort_values(["cell", "rep", "method", "scope"])[NUMERIC].to_numpy()
+
+
+@pytest.fixture(scope="module")
+def reference_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("reference")
+    return out, run_study(tiny_study(), out, progress=False, workers=1)
+
+
+def test_study_writes_one_row_per_method_scope_task(reference_run):
+    out, results = reference_run
+    assert len(results) == 2 * 2 * 3 * 2  # cells x reps x methods x scopes
+    assert set(results["scope"]) == {"personalised", "global"}
+    assert (results["suboptimality"] >= -1e-12).all()
+    meta = json.loads((out / "tiny.json").read_text())
+    assert meta["config"]["methods"] == ["MLE-Greedy", "PRS", "PRS-exact-Wald"]
+    assert meta["versions"]["numpy"] == np.__version__
+
+
+def test_seeds_depend_only_on_study_cell_and_replication():
+    a = task_seed(0, "imbalance", 3, 7).generate_state(4)
+    assert np.array_equal(a, task_seed(0, "imbalance", 3, 7).generate_state(4))
+    others = (task_seed(1, "imbalance", 3, 7), task_seed(0, "rank", 3, 7), task_seed(0, "imbalance", 4, 7),
+              task_seed(0, "imbalance", 3, 8))
+    for other in others:
+        assert not np.array_equal(a, other.generate_state(4))
+
+
+def test_process_pool_gives_identical_numbers(reference_run, tmp_path):
+    _, serial = reference_run
+    parallel = run_study(tiny_study(), tmp_path, progress=False, workers=2)
+    assert np.array_equal(numbers(serial), numbers(parallel), equal_nan=True)
+
+
+def test_interrupted_study_resumes_only_missing_tasks(reference_run, tmp_path, monkeypatch):
+    out, full = reference_run
+    done = full[(full["cell"] == 0)]  # as if killed after the first cell's tasks
+    shutil.copy(out / "tiny.json", tmp_path / "tiny.json")
+    done.to_csv(tmp_path / "tiny.csv", index=False)
+    calls = []
+    original = runner_module.run_task
+
+    def spy(study, cell, settings, rep, seed, methods):
+        calls.append((cell, rep))
+        return original(study, cell, settings, rep, seed, methods)
+
+    monkeypatch.setattr(runner_module, "run_task", spy)
+    resumed = run_study(tiny_study(), tmp_path, progress=False, workers=1)
+    assert sorted(calls) == [(1, 0), (1, 1)]
+    assert np.array_equal(numbers(full), numbers(resumed), equal_nan=True)
+
+
+def test_killed_cli_run_resumes(tmp_path):
+    """A real interruption: the process is killed once its first task is on disk."""
+    cmd = [sys.executable, "-m", "bayes_loco.cli", "compare", "--n", "400", "--reps", "6", "--methods",
+           "MLE-Greedy", "PRS", "--out", str(tmp_path), "--quiet", "--workers", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    csvs = []
+    deadline = time.monotonic() + 300
+    while not csvs and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+        csvs = list(tmp_path.glob("*.csv"))
+    proc.kill()
+    proc.wait()
+    first = pd.read_csv(csvs[0])
+    assert 0 < first["rep"].nunique() < 6, "the run must be killed midway"
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    final = pd.read_csv(csvs[0])
+    assert sorted(final["rep"].unique()) == list(range(6))
+    assert len(final) == 6 * 2 * 2  # each task once: reps x methods x scopes
+    kept = final[final["rep"].isin(first["rep"])].sort_values(["rep", "method", "scope"])
+    np.testing.assert_array_equal(kept[NUMERIC].to_numpy(),
+                                  first.sort_values(["rep", "method", "scope"])[NUMERIC].to_numpy())
+
+
+def test_dask_cluster_gives_identical_numbers(reference_run, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    _, local = reference_run
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster, distributed.Client(cluster) as client:
+        remote = run_study(tiny_study(), tmp_path, progress=False, executor=client.get_executor())
+    assert np.array_equal(numbers(local), numbers(remote), equal_nan=True)
+
+
+def test_another_configuration_in_the_same_folder_is_refused(reference_run, tmp_path):
+    out, _ = reference_run
+    shutil.copytree(out, tmp_path, dirs_exist_ok=True)
+    with pytest.raises(StudyConfigError, match="another configuration"):
+        run_study(tiny_study(), tmp_path, seed=1, progress=False, workers=1)
+
+
+def test_run_task_records_warnings_and_settings():
+    rows = run_task("t", 0, {"n": 200, **TINY}, 0, 0, ("MLE-Greedy",))
+    assert {r["n"] for r in rows} == {200}
+    assert all("warnings" in r for r in rows)
+
+
+def test_summarise_computes_mean_and_standard_error():
+    frame = pd.DataFrame({"method": ["a"] * 4 + ["b"] * 2, "suboptimality": [1.0, 2.0, 3.0, 4.0, 5.0, 7.0],
+                          "covered": [1, 0, 1, 1, np.nan, np.nan], "theta_error": [0.0] * 6})
+    table = summarise(frame, ["method"]).set_index("method")
+    assert table.loc["a", "mean"] == 2.5
+    assert table.loc["a", "se"] == pytest.approx(np.std([1, 2, 3, 4], ddof=1) / 2)
+    assert table.loc["a", "coverage"] == 0.75
+    assert table.loc["b", "reps"] == 2
+
+
+def test_plot_writes_png_and_pdf(reference_run, tmp_path):
+    _, results = reference_run
+    fig = plot_results(results, panel="imbalance", out=tmp_path / "fig")
+    assert len(fig.axes) == 2  # one panel per imbalance value
+    assert (tmp_path / "fig.png").stat().st_size > 1000
+    assert (tmp_path / "fig.pdf").exists()
+    with pytest.raises(ValueError, match="scope"):
+        plot_results(results, scope="nowhere")
+
+
+def test_cli_help_and_exit_codes(tmp_path, capsys):
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["--help"])
+    assert exc.value.code == 0
+    for bad in (["run", "nonexistent"], ["compare", "--n", "0"], ["compare", "--reps", "x"]):
+        with pytest.raises(SystemExit) as exc:
+            cli.main(bad)
+        assert exc.value.code == 2
+    assert cli.main(["compare", "--q", "0.5"]) == 2
+    assert cli.main(["plot", str(tmp_path / "missing.csv")]) == cli.EXIT_INPUT
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_cli_compare_json(tmp_path, capsys):
+    code = cli.main(["compare", "--n", "400", "--q", "1", "--reps", "1", "--methods", "MLE-Greedy", "PRS",
+                     "--format", "json", "--out", str(tmp_path), "--quiet", "--workers", "1"])
+    assert code == 0
+    records = json.loads(capsys.readouterr().out)
+    assert {r["method"] for r in records} == {"MLE-Greedy", "PRS"}
+    assert all(r["mean"] >= 0 for r in records)
