@@ -124,12 +124,13 @@ def test_map_from_frequentist_start_recovers_theta_like_fgd(problem):
         post.credible_set(0.9)
 
 
-def test_vi_gives_draws_near_the_fit(problem):
+@pytest.mark.parametrize("vi_method", ["advi", pytest.param("fullrank_advi", marks=pytest.mark.slow)])
+def test_vi_gives_draws_near_the_fit(problem, vi_method):
     truth, data, low_rank = problem
-    post = bb.fit_posterior(data, RANK, method="vi", draws=400, vi_iterations=3000, initial=low_rank,
-                            progressbar=False, random_seed=2)
+    post = bb.fit_posterior(data, RANK, method="vi", vi_method=vi_method, draws=400, vi_iterations=2000,
+                            initial=low_rank, progressbar=False, random_seed=2)
     assert post.rtv_draws.shape == (400, post.k)
-    assert post.diagnostics.sampler == "advi" and np.isnan(post.diagnostics.max_rhat)
+    assert post.diagnostics.sampler == vi_method and np.isnan(post.diagnostics.max_rhat)
     err = np.linalg.norm(post.theta_mean - truth.theta)
     assert err <= 1.5 * np.linalg.norm(low_rank.theta - truth.theta)
     assert isinstance(post.credible_set(0.9), bl.EllipsoidSet)
