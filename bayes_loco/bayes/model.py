@@ -77,9 +77,14 @@ def build_model(data: PreferenceData, rank: int, *, prior_scale: float = 1.0,
     balance : float
         c ≥ 0 of an optional balancing potential −(c/8)‖UᵀU − VᵀV‖²_F, the
         Bayesian counterpart of FGD's balancing term. It removes the scale
-        ridge U → UA, V → VA⁻ᵀ but not the rotations. 0 (default) leaves the
-        factors free: on the paper's simulation that sampled at least as well
-        (see ``docs``/the package README for the measurement).
+        ridge U → UA, V → VA⁻ᵀ but not the rotations (the Normal prior already
+        penalises the scale ridge). 0 (default) leaves the factors free. Measured
+        with nutpie, 4 chains × (1000 + 1000) from the frequentist start, paper
+        simulation N = 3000, r = 3, q = 1 (2 shared cores): §5.1 Θ — free 183 s,
+        min ESS(Θ, θ_rtv) 1051, mean tree depth 5.05; c = 1: 204 s, 1295, 5.15.
+        Diagonal Θ — free 199 s, 1944, 4.92; c = 1: 261 s, 1942, 5.00. No
+        divergences, R-hat ≤ 1.007 in all four. Neither wins consistently, so the
+        simpler free model is the default.
     store_margins : bool
         Also keep η (dims ``comparison``) as a Deterministic; off by default as
         it stores N numbers per draw.
