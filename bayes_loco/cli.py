@@ -15,6 +15,7 @@ import pandas as pd
 from .experiments import METHODS, STUDIES, plot_results, run_study, summarise
 from .experiments.runner import StudyConfigError
 from .experiments.studies import Study
+from .personalllm import write_standin
 
 EXIT_INPUT = 3
 
@@ -44,9 +45,29 @@ def _finish(study: Study, results: pd.DataFrame, out: Path) -> None:
     print(f"results: {out / (study.name + '.csv')}")
 
 
+def _personalllm_files(args) -> dict:
+    """The user's PersonalLLM files, or a generated stand-in in the output folder (said loudly)."""
+    if args.train and args.test:
+        return {"personalllm_train": str(Path(args.train).resolve()),
+                "personalllm_test": str(Path(args.test).resolve())}
+    if args.train or args.test:
+        raise StudyConfigError("give both --train and --test for the PersonalLLM study")
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    train, test = out / "personalllm_standin_train.csv", out / "personalllm_standin_test.csv"
+    if not train.exists():
+        write_standin(train, 9402, seed=1)
+        write_standin(test, 1000, seed=2)
+    print(f"PersonalLLM: no --train/--test given, using a GENERATED stand-in with the benchmark's layout "
+          f"and moments ({train}, {test}); results are not the benchmark's.")
+    return {"personalllm_train": str(train.resolve()), "personalllm_test": str(test.resolve())}
+
+
 def _cmd_run(args) -> int:
     study = STUDIES[args.study]
-    overrides = {"population": args.population} if args.population else None
+    overrides = {"population": args.population} if args.population else {}
+    if study.name == "personalllm":
+        overrides |= _personalllm_files(args)
     executor = None
     if args.scheduler:
         from distributed import Client
@@ -60,9 +81,7 @@ def _cmd_run(args) -> int:
 
 def _cmd_demo(args) -> int:
     args.study = "demo"
-    args.scheduler = None
-    args.population = None
-    args.reps = None
+    args.scheduler = args.population = args.reps = args.train = args.test = None
     return _cmd_run(args)
 
 
@@ -113,6 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reps", type=_positive_int, default=None, help="replications per cell")
     run.add_argument("--population", type=_positive_int, default=None, help="evaluation population size")
     run.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786)")
+    run.add_argument("--train", default=None, help="PersonalLLM train split (parquet or CSV)")
+    run.add_argument("--test", default=None, help="PersonalLLM test split (parquet or CSV)")
     common(run, "results")
     run.set_defaults(func=_cmd_run)
 
@@ -139,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return args.func(args)
-    except StudyConfigError as exc:
+    except (StudyConfigError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_INPUT
 

@@ -37,15 +37,20 @@ def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") ->
     rank = check_int(rank, "rank", 1, d_x)
     theta = np.zeros((d_x, d_a - 1 + d_s))
     if kind == "paper":
-        for k in range(1, d_a):
-            w = np.zeros(d_x)
-            w[:rank] = 1.0 / np.arange(k, k + rank)
-            theta[:, k - 1] = 2.0 * w / np.linalg.norm(w)
+        theta[:, : d_a - 1] = decaying_columns(d_x, d_a - 1, rank)
     else:
         if rank > d_a - 1:
             raise ValueError(f"rank must be <= d_a - 1 = {d_a - 1} for kind='diagonal', got {rank}")
         theta[np.arange(rank), np.arange(rank)] = 2.0
     return theta
+
+
+def decaying_columns(d_x: int, n_columns: int, rank: int) -> np.ndarray:
+    """Columns 2·w_k/‖w_k‖ with w_k = (1/k, …, 1/(k+r−1), 0, …), k = 1 … n_columns (rank ≤ r)."""
+    k = np.arange(1, n_columns + 1)
+    w = np.zeros((d_x, n_columns))
+    w[:rank] = 1.0 / (k[None, :] + np.arange(rank)[:, None])
+    return 2.0 * w / np.linalg.norm(w, axis=0)
 
 
 def effective_rank(theta: np.ndarray, rtol: float = 0.01) -> int:

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
+from ..personalllm import personalllm_problem
 from ..simulate import paper_problem
 from .methods import run_methods
 from .studies import Study
@@ -45,10 +46,16 @@ def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
     """One replication of one cell: simulate, fit every method, evaluate both scopes."""
     s = DEFAULTS | settings
     problem_seed, data_seed, pop_seed, global_seed = task_seed(seed, study, cell_index, rep).spawn(4)
-    problem = paper_problem(**{k: s[k] for k in PROBLEM_KEYS}, seed=problem_seed)
+    if s.get("personalllm_train"):
+        # The test split's prompts are the evaluation population; a global policy over prompts
+        # has one context per prompt, so only the personalised policy is studied.
+        problem = personalllm_problem(s["personalllm_train"], s["personalllm_test"], d_x=int(s["d_x"]),
+                                      rank=int(s["rank"]), noise_dims=int(s["noise_dims"]), seed=problem_seed)
+    else:
+        problem = paper_problem(**{k: s[k] for k in PROBLEM_KEYS}, seed=problem_seed)
     data = problem.sample(int(s["n"]), seed=data_seed)
     populations = {"personalised": problem.population(int(s["population"]), seed=pop_seed)}
-    if s["global_states"]:
+    if s["global_states"] and not s.get("personalllm_train"):
         # The paper's ρ makes every action's E_{x|s} reward 0 (DESIGN.md, pessimism point 6), so the
         # global policy is studied under a shifted context law with several contexts per state.
         populations["global"] = problem.population(int(s["global_states"]), seed=global_seed,

@@ -58,6 +58,9 @@ STUDIES: dict[str, Study] = {
     "level": Study("level", _grid(imbalance=[3, 10], level=[0.5, 0.7, 0.9, 0.95, 0.99]),
                    fixed={"n": 3000}, methods=("PRS-exact-Wald", "PRS-relaxed-Wald"), x="level", reps=10,
                    description="pessimism strength: sub-optimality against the Wald set's level"),
+    "personalllm": Study("personalllm", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10]),
+                         fixed={"d_x": 10, "global_states": 0}, panel="noise_dims",
+                         description="PersonalLLM: standardised reward-model scores as φ(s, a), d_x = 10"),
     "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
                    panel="noise_dims", description="appendix: pure-noise feature dimensions"),
 }
