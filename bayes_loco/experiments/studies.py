@@ -58,6 +58,11 @@ STUDIES: dict[str, Study] = {
     "level": Study("level", _grid(imbalance=[3, 10], level=[0.5, 0.7, 0.9, 0.95, 0.99]),
                    fixed={"n": 3000}, methods=("PRS-exact-Wald", "PRS-relaxed-Wald"), x="level", reps=10,
                    description="pessimism strength: sub-optimality against the Wald set's level"),
+    "runtime": Study("runtime", tuple({"d_x": dx, "d_s": dp - 9} for dx, dp in
+                                      [(30, 30), (30, 50), (50, 50), (100, 30), (100, 50)]),
+                     fixed={"n": 10000, "imbalance": 3, "population": 200, "global_states": 0},
+                     methods=("MLE-Greedy", "MLE-Pessimistic", "PRS"), x="d_x", panel="d_s", reps=3,
+                     description="runtime of every method against (d_x, d_φ = 9 + d_s) at N = 10,000"),
     "personalllm": Study("personalllm", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10]),
                          fixed={"d_x": 10, "global_states": 0}, panel="noise_dims",
                          description="PersonalLLM: standardised reward-model scores as φ(s, a), d_x = 10"),
