@@ -165,3 +165,12 @@ def test_cli_compare_json(tmp_path, capsys):
     records = json.loads(capsys.readouterr().out)
     assert {r["method"] for r in records} == {"MLE-Greedy", "PRS"}
     assert all(r["mean"] >= 0 for r in records)
+
+
+def test_single_setting_figure_compares_methods_side_by_side(reference_run, tmp_path):
+    _, results = reference_run
+    one = results[results["n"] == 300]
+    fig = plot_results(one, panel=None, out=tmp_path / "one")
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == ["MLE-Greedy", "PRS", "PRS-exact-Wald"]
+    assert "n = 300" in fig.axes[0].get_xlabel()
