@@ -41,6 +41,8 @@ STUDIES: dict[str, Study] = {
                    description="issue #2/#10 table: N x q x method, r = 3"),
     "table-large": Study("table-large", _grid(n=[3000, 10000], imbalance=[1, 3, 10]), reps=10,
                          description="the main methods at N >= 3000 (the 'table' study's larger cells)"),
+    "table-10k": Study("table-10k", _grid(n=[10000], imbalance=[1, 3, 10]),
+                       description="the main methods at N = 10,000 (the 'table' study's largest cells)"),
     "imbalance": Study("imbalance", _grid(n=[1000, 2000, 3000, 5000, 10000], imbalance=[1, 3, 10]),
                        description="paper Figure: sub-optimality vs N per imbalance q, r = 3"),
     "rank": Study("rank", _grid(n=[1000, 2000, 3000, 5000, 10000], rank=[1, 3, 5]),
