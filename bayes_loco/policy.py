@@ -333,10 +333,13 @@ def _exact_ellipsoid(eset: EllipsoidSet, z: np.ndarray, weights: np.ndarray, tol
         lower, probs = max(candidates, key=lambda item: item[0])
         return Certificate(lower, upper), u, probs
 
+    # Relative to the value, with a floor at 1% of the point estimate's value so that a zero
+    # optimum (the reference action is best) can be certified too. Not the set's width: a wide
+    # set would make the floor, not the value, decide.
+    floor = 1e-2 * float(weights @ np.abs(np.where(valid, c, 0.0)).max(axis=1))
+
     def closed(cert):
-        # Relative to the value, with a floor at 1e-3 of the reward scale so that a zero optimum
-        # (the reference action is best) can be certified too.
-        return cert.gap <= tol * max(abs(cert.upper), abs(cert.lower), 1e-3 * scale)
+        return cert.gap <= tol * max(abs(cert.upper), abs(cert.lower), floor)
 
     u = np.zeros(m)
     lam = None
@@ -412,7 +415,8 @@ def _exact_hull(dset: DrawsSet, z: np.ndarray, weights: np.ndarray, tol: float) 
     lower = _policy_worst_case(dset, z, weights, probs)
     cert = Certificate(lower, upper)
     theta = lam @ dset.draws
-    if cert.gap <= tol * max(abs(upper), abs(lower), 1e-3 * scale):
+    floor = 1e-2 * float(weights @ np.abs(values.mean(axis=2)).max(axis=1))  # as for the ellipsoid
+    if cert.gap <= tol * max(abs(upper), abs(lower), floor):
         return _ExactSolution(probs, theta, cert, PolicyStatus.SOLVED,
                               f"certified: relative gap {cert.relative_gap:.2e} <= {tol:g}{message}")
     return _ExactSolution(probs, theta, cert, PolicyStatus.GAP_NOT_REACHED,
