@@ -1,7 +1,8 @@
 """bayes_loco: low-rank contextual preference learning and pessimistic policies.
 
-The frequentist road of the LoCo-RLHF paper (MLE → FGD → RTV → PRS) and the
-common pessimistic policy solver that every uncertainty set feeds.
+The frequentist road of the LoCo-RLHF paper (MLE → FGD → RTV → PRS), the
+Bayesian road (``bayes_loco.bayes``, PyMC) and the common pessimistic policy
+solver that every uncertainty set feeds.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -30,6 +31,16 @@ from .frequentist import (
 )
 from .policy import Certificate, Policy, PolicyStatus, greedy_policy, pessimistic_policy, pessimistic_value
 from .uncertainty import DrawsSet, EllipsoidSet, QuantileSet, UncertaintySet, VecCoordinates
+
+
+def __getattr__(name: str):
+    # The Bayesian road imports PyMC (seconds); load it on first use of ``bl.bayes`` only.
+    if name == "bayes":
+        import importlib
+
+        return importlib.import_module(".bayes", __name__)
+    raise AttributeError(f"module 'bayes_loco' has no attribute {name!r}")
+
 
 try:
     __version__ = version("bayes_loco")
