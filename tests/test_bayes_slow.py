@@ -86,11 +86,12 @@ def test_sbc_rank_statistics_are_uniform():
 # ---------------------------------------------------------------- frequentist coverage
 
 def coverage_run(theta_kind: str, seeds: int, n: int, *, draws: int = 500, tune: int = 500,
-                 chains: int = 4, nuts_sampler: str | None = None, on_row=None) -> pd.DataFrame:
+                 chains: int = 4, nuts_sampler: str | None = None, on_row=None,
+                 first_seed: int = 0) -> pd.DataFrame:
     """Per seed: is θ*_rtv in the 90% credible ellipsoid, the paper's C₂ = 5 set, the Wald 90% set?"""
     problem = simulate.paper_problem(rank=3, imbalance=1, theta_kind=theta_kind)
     rows = []
-    for seed in range(seeds):
+    for seed in range(first_seed, first_seed + seeds):
         data = problem.sample(n, seed=1000 + seed)
         with _quiet():
             start = time.perf_counter()
