@@ -1,8 +1,8 @@
 """The methods compared in every study, run on one replication's data.
 
 Each method is a name mapped to how its policy is made from shared fits, so the
-MLE, the low-rank fit and PRS are computed once per replication and every
-policy goes through the one solver.
+MLE, the low-rank fit, PRS and the posterior are computed once per replication
+and every policy goes through the one solver.
 """
 
 from __future__ import annotations
@@ -17,12 +17,18 @@ from ..evaluate import suboptimality
 from ..frequentist import fit_mle, fit_prs
 from ..policy import greedy_policy, pessimistic_policy
 from ..simulate import PaperProblem
+from ..uncertainty import EllipsoidSet
 
 
 @dataclass(frozen=True)
 class MethodSpec:
-    """How a method builds its policy: ``fit`` in {"mle", "prs", "low_rank"}, ``set`` in
-    {None (greedy), "gram", "wald"}, ``objective`` in {"relaxed", "exact"}."""
+    """How a method builds its policy.
+
+    ``fit`` in {"mle", "prs", "low_rank", "posterior"}; ``set`` in {None (greedy),
+    "gram", "wald"} for the frequentist fits and {None (greedy under the posterior
+    mean), "ellipsoid", "draws", "quantile"} (credible-set kinds) for the
+    posterior; ``objective`` in {"greedy", "relaxed", "exact"}.
+    """
 
     fit: str
     set: str | None
@@ -38,18 +44,55 @@ METHODS: dict[str, MethodSpec] = {
     "PRS-exact-Gram": MethodSpec("prs", "gram", "exact"),
     "LowRank-Greedy": MethodSpec("low_rank", None, "greedy"),
     "MLE-exact-Wald": MethodSpec("mle", "wald", "exact"),
+    "Posterior-mean-Greedy": MethodSpec("posterior", None, "greedy"),
+    "Posterior-exact-ellipsoid": MethodSpec("posterior", "ellipsoid", "exact"),
+    "Posterior-exact-draws": MethodSpec("posterior", "draws", "exact"),
+    "Posterior-relaxed-quantile": MethodSpec("posterior", "quantile", "relaxed"),
 }
 DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
+POSTERIOR_DEFAULTS = {"draws": 500, "tune": 500, "chains": 4, "cores": 1}
+
+
+def _make_set(spec: MethodSpec, fit, c2: float, level: float):
+    if spec.set is None:
+        return None
+    if spec.fit == "posterior":
+        return fit.credible_set(level, spec.set)
+    if spec.set == "gram":
+        return fit.gram_set(c2) if spec.fit == "mle" else fit.uncertainty_set
+    return fit.confidence_set(level)
+
+
+def _truth_columns(uset, truth) -> dict:
+    """Whether θ* is in the set; for an ellipsoid also its W-distance, radius and k_eff.
+
+    With the distance, coverage at any other level follows from the same run:
+    θ* is in the level-α set iff distance² ≤ χ²_{k_eff}(α) (Wald and credible sets).
+    """
+    if not hasattr(uset, "contains"):  # greedy, or a pointwise-quantile set (not a set of θ)
+        return {"covered": np.nan, "truth_distance": np.nan, "radius": np.nan, "k_eff": np.nan}
+    out = {"covered": float(np.all(uset.contains(truth)))}
+    if isinstance(uset, EllipsoidSet):
+        out |= {"truth_distance": float(uset.distance(truth)), "radius": float(uset.radius),
+                "k_eff": float(uset.effective_dim)}
+    else:
+        out |= {"truth_distance": np.nan, "radius": np.nan, "k_eff": np.nan}
+    return out
 
 
 def run_methods(problem: PaperProblem, data: PreferenceData, populations: dict[str, Population],
                 methods, *, rank: int, c2: float = 5.0, level: float = 0.9, ridge: float = 1.0,
-                n_initial: int | None = None) -> list[dict]:
+                n_initial: int | None = None, seed: int = 0,
+                posterior: dict | None = None) -> list[dict]:
     """One row per method × scope with sub-optimality, coverage of the truth and timings.
 
     ``populations`` maps a scope ("personalised", "global") to its evaluation
-    population. Coverage is whether Θ* (in the set's coordinates: θ*_rtv for PRS,
-    vec Θ* for the MLE) lies in the method's set.
+    population. Coverage is whether Θ* (in the set's coordinates: θ*_rtv for PRS
+    and the posterior, vec Θ* for the MLE) lies in the method's set. The
+    posterior methods share one :func:`~bayes_loco.bayes.fit_posterior` run,
+    started at PRS's low-rank fit and in its RTV coordinates, with ``seed`` and
+    the arguments ``posterior`` (default :data:`POSTERIOR_DEFAULTS`); their rows
+    carry the sampler's largest R-hat and its divergences.
     """
     unknown = [m for m in methods if m not in METHODS]
     if unknown:
@@ -62,6 +105,14 @@ def run_methods(problem: PaperProblem, data: PreferenceData, populations: dict[s
             start = time.perf_counter()
             if kind == "mle":
                 fits[kind] = fit_mle(data, ridge=ridge)
+            elif kind == "posterior":
+                # Imported here: PyMC takes seconds to import and only these methods need it.
+                from ..bayes import fit_posterior
+
+                start_fit = get_fit("prs").low_rank
+                start = time.perf_counter()
+                fits[kind] = fit_posterior(data, rank, initial=start_fit, random_seed=seed,
+                                           progressbar=False, **(POSTERIOR_DEFAULTS | (posterior or {})))
             else:
                 fits["prs"] = fit_prs(data, rank, c2=c2, n_initial=n_initial, ridge=ridge)
                 fits["low_rank"] = fits["prs"].low_rank
@@ -73,15 +124,13 @@ def run_methods(problem: PaperProblem, data: PreferenceData, populations: dict[s
     for name in methods:
         spec = METHODS[name]
         fit = get_fit(spec.fit)
-        estimate = fit.theta
+        estimate = fit.theta_mean if spec.fit == "posterior" else fit.theta
         start = time.perf_counter()
-        uset = None
-        if spec.set == "gram":
-            uset = fit.gram_set(c2) if spec.fit == "mle" else fit.uncertainty_set
-        elif spec.set == "wald":
-            uset = fit.confidence_set(level)
+        uset = _make_set(spec, fit, c2, level)
         set_seconds = time.perf_counter() - start
-        truth = None if uset is None else uset.coordinates.to_coordinates(problem.theta)
+        truth_columns = _truth_columns(
+            uset, None if uset is None else uset.coordinates.to_coordinates(problem.theta))
+        sampler = fit.diagnostics if spec.fit == "posterior" else None
         for scope, population in populations.items():
             start = time.perf_counter()
             if uset is None:
@@ -90,13 +139,15 @@ def run_methods(problem: PaperProblem, data: PreferenceData, populations: dict[s
                 policy = pessimistic_policy(uset, population, objective=spec.objective, scope=scope)
             rows.append({
                 "method": name, "fit": spec.fit, "set_kind": spec.set or "none",
-                "level": level if spec.set == "wald" else np.nan, "objective": spec.objective,
+                "level": level if spec.set not in (None, "gram") else np.nan, "objective": spec.objective,
                 "scope": scope, "suboptimality": suboptimality(policy, problem, population),
                 "pessimistic_value": policy.pessimistic_value,
                 "relative_gap": np.nan if policy.certificate is None else policy.certificate.relative_gap,
-                "covered": np.nan if uset is None else float(uset.contains(truth)),
+                **truth_columns,
                 "theta_error": float(np.linalg.norm(estimate - problem.theta)),
                 "fit_seconds": fit_seconds.get(spec.fit, 0.0) + set_seconds,
                 "policy_seconds": time.perf_counter() - start,
+                "max_rhat": np.nan if sampler is None else sampler.max_rhat,
+                "divergences": np.nan if sampler is None else sampler.divergences,
             })
     return rows

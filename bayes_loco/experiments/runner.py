@@ -45,7 +45,8 @@ def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
              methods: Iterable[str]) -> list[dict]:
     """One replication of one cell: simulate, fit every method, evaluate both scopes."""
     s = DEFAULTS | settings
-    problem_seed, data_seed, pop_seed, global_seed = task_seed(seed, study, cell_index, rep).spawn(4)
+    seeds = task_seed(seed, study, cell_index, rep).spawn(5)
+    problem_seed, data_seed, pop_seed, global_seed, fit_seed = seeds
     if s.get("personalllm_train"):
         # The test split's prompts are the evaluation population; a global policy over prompts
         # has one context per prompt, so only the personalised policy is studied.
@@ -66,7 +67,10 @@ def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         rows = run_methods(problem, data, populations, list(methods), rank=int(s["rank"]), c2=float(s["c2"]),
-                           level=float(s["level"]), ridge=float(s["ridge"]), n_initial=n_initial)
+                           level=float(s["level"]), ridge=float(s["ridge"]), n_initial=n_initial,
+                           seed=int(fit_seed.generate_state(1)[0]),
+                           posterior={k.removeprefix("posterior_"): v for k, v in s.items()
+                                      if k.startswith("posterior_")})
     notes = "; ".join(sorted({f"{w.category.__name__}: {str(w.message)[:80]}" for w in caught}))
     for row in rows:
         row.update({"study": study, "cell": cell_index, "rep": rep, **settings, "warnings": notes})
@@ -115,8 +119,9 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
                                    "configuration (seed, methods, cells or settings); use another "
                                    "output folder or delete it to start afresh")
     done = _done(csv)
+    # Replication-major order: an interrupted run leaves every cell with about as many reps.
     tasks = [(i, {**study.fixed, **cell, **(overrides or {})}, rep)
-             for i, cell in enumerate(study.cells) for rep in range(reps) if (i, rep) not in done]
+             for rep in range(reps) for i, cell in enumerate(study.cells) if (i, rep) not in done]
     meta = {"config": config, "description": study.description, "reps": reps, "versions": _versions(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     meta_path.write_text(json.dumps(meta, indent=2, default=str))

@@ -33,6 +33,8 @@ def _grid(**axes) -> tuple[dict, ...]:
 
 
 ALL_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald", "PRS-relaxed-Wald", "PRS-exact-Gram")
+POSTERIOR_METHODS = ("MLE-Greedy", "PRS", "PRS-exact-Wald", "Posterior-mean-Greedy",
+                     "Posterior-exact-ellipsoid", "Posterior-exact-draws", "Posterior-relaxed-quantile")
 
 STUDIES: dict[str, Study] = {
     "demo": Study("demo", _grid(n=[3000], imbalance=[3]), reps=3,
@@ -56,6 +58,17 @@ STUDIES: dict[str, Study] = {
     "coverage": Study("coverage", _grid(n=[1000, 3000, 10000], imbalance=[1, 3, 10]), reps=50,
                       methods=("PRS", "PRS-relaxed-Wald"), fixed={"population": 20, "global_states": 0},
                       description="coverage of θ*_rtv by the paper's Gram set (C2 = 5) and the Wald 90% set"),
+    "posterior-vs-ellipsoid": Study(
+        "posterior-vs-ellipsoid", _grid(n=[1000, 3000, 10000], imbalance=[1, 3, 10]),
+        methods=POSTERIOR_METHODS,
+        description="the paper's PRS and the Wald set against the posterior's credible sets (ellipsoid, hull "
+                    "of draws, pointwise quantile) through the one solver, with coverage of θ*_rtv"),
+    "posterior-coverage": Study(
+        "posterior-coverage", _grid(theta_kind=["paper", "diagonal"], n=[3000]), reps=50,
+        methods=("PRS", "PRS-relaxed-Wald", "Posterior-exact-ellipsoid"), panel="theta_kind",
+        fixed={"imbalance": 1, "population": 20, "global_states": 0},
+        description="coverage of θ*_rtv by the 90% credible ellipsoid, the Wald 90% set and the paper's "
+                    "Gram set (C2 = 5), for the §5.1 Θ* and the rank-appendix diagonal Θ*"),
     "strength": Study("strength", _grid(imbalance=[3, 10], c2=[0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0]),
                       fixed={"n": 3000}, methods=("PRS", "PRS-exact-Gram"), x="c2", reps=10,
                       description="pessimism strength: sub-optimality against C2 (Gram W)"),
