@@ -125,6 +125,40 @@ def test_run_task_records_warnings_and_settings():
     assert all("warnings" in r for r in rows)
 
 
+def test_posterior_methods_share_one_fit_and_report_coverage_consistently():
+    from scipy import stats
+
+    methods = ("PRS-exact-Wald", "Posterior-mean-Greedy", "Posterior-exact-ellipsoid",
+               "Posterior-exact-draws", "Posterior-relaxed-quantile")
+    settings = {"n": 400, **TINY, "posterior_draws": 150, "posterior_tune": 150, "posterior_chains": 2,
+                "posterior_nuts_sampler": "pymc"}
+    frame = pd.DataFrame(run_task("t", 0, settings, 0, 0, methods))
+    assert len(frame) == len(methods) * 2
+    post = frame[frame.method.str.startswith("Posterior")]
+    # One NUTS run serves every posterior method: the same diagnostics on every row.
+    assert post.max_rhat.nunique() == 1 and np.isfinite(post.max_rhat).all()
+    assert frame[~frame.method.str.startswith("Posterior")].max_rhat.isna().all()
+    ellipsoids = frame[frame.method.isin(["PRS-exact-Wald", "Posterior-exact-ellipsoid"])]
+    assert (ellipsoids.level == 0.9).all()
+    # Coverage at the run's level, and at any other level, follows from distance, radius and k_eff.
+    assert np.array_equal(ellipsoids.covered == 1.0, ellipsoids.truth_distance <= ellipsoids.radius)
+    assert np.allclose(ellipsoids.radius ** 2, stats.chi2.ppf(0.9, ellipsoids.k_eff))
+    assert frame[frame.method == "Posterior-relaxed-quantile"].covered.isna().all()
+    assert frame[frame.method == "Posterior-exact-draws"].covered.isin([0.0, 1.0]).all()
+    assert (frame.suboptimality >= -1e-9).all()
+
+
+def test_gic_method_reports_its_rank_and_summarise_scores_it():
+    settings = {"n": 3000, **TINY, "rank": 2, "theta_kind": "diagonal", "global_states": 0}
+    frame = pd.DataFrame(run_task("t", 0, settings, 0, 0, ("PRS", "PRS-GIC")))
+    chosen = frame[frame.method == "PRS-GIC"].selected_rank
+    assert chosen.between(1, 4).all() and frame[frame.method == "PRS"].selected_rank.isna().all()
+    table = summarise(pd.concat([frame, frame.assign(selected_rank=frame.selected_rank + 1)]), ["method"])
+    gic = table.set_index("method").loc["PRS-GIC", "rank_correct"]
+    assert gic == 0.5 * ((chosen.iloc[0] == 2) + (chosen.iloc[0] + 1 == 2))
+    assert np.isnan(table.set_index("method").loc["PRS", "rank_correct"])
+
+
 def test_summarise_computes_mean_and_standard_error():
     frame = pd.DataFrame({"method": ["a"] * 4 + ["b"] * 2, "suboptimality": [1.0, 2.0, 3.0, 4.0, 5.0, 7.0],
                           "covered": [1, 0, 1, 1, np.nan, np.nan], "theta_error": [0.0] * 6})

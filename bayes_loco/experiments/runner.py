@@ -177,4 +177,7 @@ def summarise(results: pd.DataFrame, by: Iterable[str]) -> pd.DataFrame:
                                          reps="count")
     table["coverage"] = grouped["covered"].mean()
     table["theta_error"] = grouped["theta_error"].mean()
+    if "selected_rank" in results and "rank" in results:
+        hit = (results["selected_rank"] == results["rank"]).where(results["selected_rank"].notna())
+        table["rank_correct"] = hit.groupby([results[b] for b in by], dropna=False).mean()
     return table.reset_index()

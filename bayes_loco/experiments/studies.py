@@ -58,6 +58,11 @@ STUDIES: dict[str, Study] = {
     "coverage": Study("coverage", _grid(n=[1000, 3000, 10000], imbalance=[1, 3, 10]), reps=50,
                       methods=("PRS", "PRS-relaxed-Wald"), fixed={"population": 20, "global_states": 0},
                       description="coverage of θ*_rtv by the paper's Gram set (C2 = 5) and the Wald 90% set"),
+    "rank-selection": Study(
+        "rank-selection", _grid(n=[1000, 3000, 10000], imbalance=[1, 3]), methods=("PRS", "PRS-GIC"),
+        fixed={"theta_kind": "diagonal", "rank": 3, "global_states": 0}, reps=10,
+        description="appendix: GIC rank selection (a_n = 0.1 log n / n, r in 1..5) against N, for the "
+                    "rank-appendix Θ* (Θ_ii = 2, r = 3); PRS at the true rank beside PRS at GIC's rank"),
     "posterior-vs-ellipsoid": Study(
         "posterior-vs-ellipsoid", _grid(n=[1000, 3000, 10000], imbalance=[1, 3, 10]),
         methods=POSTERIOR_METHODS,
