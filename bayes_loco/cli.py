@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from .experiments import METHODS, STUDIES, plot_results, run_study, summarise
+from .experiments import METHODS, STUDIES, plot_calibration, plot_results, run_study, summarise
 from .experiments.runner import StudyConfigError
 from .experiments.studies import Study
 from .personalllm import write_standin
@@ -34,14 +34,28 @@ def _print_table(results: pd.DataFrame, by: list[str]) -> None:
         print(table.to_string(index=False))
 
 
+def _figures(results: pd.DataFrame, study: Study | None, stem: Path) -> None:
+    """One figure per scope, and a calibration figure where the results hold truth distances."""
+    x, panel = (study.x, study.panel) if study else ("n", None)
+    title = f"{study.name}: {study.description}" if study else ""
+    for scope in results["scope"].unique():
+        figure = stem.with_name(f"{stem.name}_{scope}")
+        plot_results(results, x=x, panel=panel, scope=scope, title=title, out=figure)
+        print(f"figure: {figure}.png")
+    if "truth_distance" in results and results[["truth_distance", "level"]].notna().all(axis=1).any():
+        figure = stem.with_name(f"{stem.name}_calibration")
+        # Coverage depends on N more than on the other settings: panels by N unless the study
+        # varies Θ* itself.
+        plot_calibration(results, panel="theta_kind" if panel == "theta_kind" else "n",
+                         title=f"{study.name if study else stem.name}: coverage of θ*_rtv against "
+                               "nominal level", out=figure)
+        print(f"figure: {figure}.png")
+
+
 def _finish(study: Study, results: pd.DataFrame, out: Path) -> None:
     by = [c for c in ("scope", "n", study.panel, "method") if c in results]
     _print_table(results, by)
-    for scope in results["scope"].unique():
-        figure = out / f"{study.name}_{scope}"
-        plot_results(results, x=study.x, panel=study.panel, scope=scope,
-                     title=f"{study.name}: {study.description}", out=figure)
-        print(f"figure: {figure}.png")
+    _figures(results, study, out / study.name)
     print(f"results: {out / (study.name + '.csv')}")
 
 
@@ -104,12 +118,7 @@ def _cmd_plot(args) -> int:
         print(f"error: {path} does not exist", file=sys.stderr)
         return EXIT_INPUT
     results = pd.read_csv(path)
-    study = STUDIES.get(str(results["study"].iloc[0]))
-    x, panel = (study.x, study.panel) if study else ("n", None)
-    for scope in results["scope"].unique():
-        out = path.with_name(f"{path.stem}_{scope}")
-        plot_results(results, x=x, panel=panel, scope=scope, out=out)
-        print(f"figure: {out}.png")
+    _figures(results, STUDIES.get(str(results["study"].iloc[0])), path.with_suffix(""))
     return 0
 
 

@@ -13,7 +13,16 @@ import pandas as pd
 import pytest
 
 from bayes_loco import cli
-from bayes_loco.experiments import Study, plot_results, run_study, run_task, summarise, task_seed
+from bayes_loco.experiments import (
+    Study,
+    calibration,
+    plot_calibration,
+    plot_results,
+    run_study,
+    run_task,
+    summarise,
+    task_seed,
+)
 from bayes_loco.experiments import runner as runner_module
 from bayes_loco.experiments.runner import StudyConfigError
 
@@ -177,6 +186,39 @@ def test_plot_writes_png_and_pdf(reference_run, tmp_path):
     assert (tmp_path / "fig.pdf").exists()
     with pytest.raises(ValueError, match="scope"):
         plot_results(results, scope="nowhere")
+
+
+def _distances(seed=0, n=400, k=12):
+    """A calibrated method (distance² ~ χ²_k, as for a correct set), one at distance 0, and a Gram row."""
+    from scipy import stats
+
+    d2 = stats.chi2.rvs(k, size=n, random_state=np.random.default_rng(seed))
+    calibrated = pd.DataFrame({"method": "calibrated", "rep": range(n), "truth_distance": np.sqrt(d2),
+                               "k_eff": k, "level": 0.9, "n": 1000})
+    return pd.concat([calibrated, calibrated.assign(method="centred", truth_distance=0.0),
+                      calibrated.assign(method="gram", level=np.nan)], ignore_index=True)
+
+
+def test_calibration_recovers_nominal_coverage_of_a_correct_set():
+    n = 400
+    table = calibration(_distances(n=n))
+    assert set(table.method) == {"calibrated", "centred"}  # the Gram set has no level
+    calibrated = table[table.method == "calibrated"]
+    half = 4 * np.sqrt(calibrated.level * (1 - calibrated.level) / n)
+    assert (np.abs(calibrated.coverage - calibrated.level) <= half).all()
+    assert (table[table.method == "centred"].coverage == 1.0).all()
+    assert (table.seeds == n).all()
+    with pytest.raises(ValueError, match="truth_distance"):
+        calibration(pd.DataFrame({"method": ["a"], "level": [0.9]}))
+    with pytest.raises(ValueError, match="levels"):
+        calibration(_distances(), levels=[0.5, 1.0])
+
+
+def test_plot_calibration_draws_one_panel_per_value(tmp_path):
+    frame = pd.concat([_distances(0).assign(n=1000), _distances(1).assign(n=3000)], ignore_index=True)
+    fig = plot_calibration(frame, panel="n", out=tmp_path / "cal")
+    assert len(fig.axes) == 2
+    assert (tmp_path / "cal.png").stat().st_size > 1000 and (tmp_path / "cal.pdf").exists()
 
 
 def test_cli_help_and_exit_codes(tmp_path, capsys):
