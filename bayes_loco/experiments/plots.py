@@ -111,7 +111,7 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
     """
     by = ("method",) if panel is None or panel not in results else ("method", panel)
     table = calibration(results, by=by)
-    panels = [None] if len(by) == 1 else sorted(table[panel].unique(), key=str)
+    panels = [None] if len(by) == 1 else sorted(table[panel].unique())
     fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), squeeze=False)
     for ax, value in zip(axes[0], panels, strict=True):
         part = table if value is None else table[table[panel] == value]
