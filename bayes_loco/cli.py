@@ -36,11 +36,11 @@ def _print_table(results: pd.DataFrame, by: list[str]) -> None:
 
 def _figures(results: pd.DataFrame, study: Study | None, stem: Path) -> None:
     """One figure per scope, and a calibration figure where the results hold truth distances."""
-    x, panel = (study.x, study.panel) if study else ("n", None)
+    x, panel, y = (study.x, study.panel, study.y) if study else ("n", None, "suboptimality")
     title = f"{study.name}: {study.description}" if study else ""
     for scope in results["scope"].unique():
         figure = stem.with_name(f"{stem.name}_{scope}")
-        plot_results(results, x=x, panel=panel, scope=scope, title=title, out=figure)
+        plot_results(results, x=x, panel=panel, y=y, scope=scope, title=title, out=figure)
         print(f"figure: {figure}.png")
     if "truth_distance" in results and results[["truth_distance", "level"]].notna().all(axis=1).any():
         figure = stem.with_name(f"{stem.name}_calibration")

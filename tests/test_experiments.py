@@ -186,6 +186,8 @@ def test_plot_writes_png_and_pdf(reference_run, tmp_path):
     assert (tmp_path / "fig.pdf").exists()
     with pytest.raises(ValueError, match="scope"):
         plot_results(results, scope="nowhere")
+    timing = plot_results(results, panel=None, y="fit_seconds")  # the runtime study's figure
+    assert timing.axes[0].get_ylabel().startswith("fit_seconds")
 
 
 def _distances(seed=0, n=400, k=12):

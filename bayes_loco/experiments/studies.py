@@ -13,8 +13,8 @@ class Study:
     """A grid of simulation settings; every (cell, replication) is one independent task.
 
     ``cells`` holds the varying settings (keys of :func:`..simulate.paper_problem`
-    plus ``n`` and ``n_initial_fraction``); ``fixed`` the rest. ``x`` and ``panel``
-    name the figure's axis and panel variables.
+    plus ``n`` and ``n_initial_fraction``); ``fixed`` the rest. ``x``, ``panel`` and
+    ``y`` name the figure's axis, panel and plotted variables.
     """
 
     name: str
@@ -23,6 +23,7 @@ class Study:
     fixed: dict = field(default_factory=dict)
     x: str = "n"
     panel: str = "imbalance"
+    y: str = "suboptimality"
     reps: int = 20
     description: str = ""
 
@@ -83,7 +84,8 @@ STUDIES: dict[str, Study] = {
     "runtime": Study("runtime", tuple({"d_x": dx, "d_s": dp - 9} for dx, dp in
                                       [(30, 30), (30, 50), (50, 50), (100, 30), (100, 50)]),
                      fixed={"n": 10000, "imbalance": 3, "population": 200, "global_states": 0},
-                     methods=("MLE-Greedy", "MLE-Pessimistic", "PRS"), x="d_x", panel="d_s", reps=3,
+                     methods=("MLE-Greedy", "MLE-Pessimistic", "PRS"), x="d_x", panel="d_s", y="fit_seconds",
+                     reps=3,
                      description="runtime of every method against (d_x, d_φ = 9 + d_s) at N = 10,000"),
     "personalllm": Study("personalllm", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10]),
                          fixed={"d_x": 10, "global_states": 0}, panel="noise_dims",
