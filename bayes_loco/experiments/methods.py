@@ -72,14 +72,12 @@ def _truth_columns(uset, truth) -> dict:
     With the distance, coverage at any other level follows from the same run:
     θ* is in the level-α set iff distance² ≤ χ²_{k_eff}(α) (Wald and credible sets).
     """
-    if not hasattr(uset, "contains"):  # greedy, or a pointwise-quantile set (not a set of θ)
-        return {"covered": np.nan, "truth_distance": np.nan, "radius": np.nan, "k_eff": np.nan}
-    out = {"covered": float(np.all(uset.contains(truth)))}
+    out = dict.fromkeys(("covered", "truth_distance", "radius", "k_eff"), np.nan)
+    if hasattr(uset, "contains"):  # not greedy, nor a pointwise-quantile set (not a set of θ)
+        out["covered"] = float(np.all(uset.contains(truth)))
     if isinstance(uset, EllipsoidSet):
         out |= {"truth_distance": float(uset.distance(truth)), "radius": float(uset.radius),
                 "k_eff": float(uset.effective_dim)}
-    else:
-        out |= {"truth_distance": np.nan, "radius": np.nan, "k_eff": np.nan}
     return out
 
 
