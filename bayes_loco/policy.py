@@ -295,6 +295,16 @@ class _ExactSolution:
     message: str
 
 
+def _closed(cert: Certificate, tol: float, weights: np.ndarray, point_values: np.ndarray) -> bool:
+    """Gap ≤ tol relative to the value, floored at 1% of the point estimate's value Σ w max_a |θ̂ᵀz|.
+
+    The floor lets a zero optimum (the reference action is best) be certified too. It is not
+    the set's width: a wide set would make the floor, not the value, decide.
+    """
+    floor = 1e-2 * float(weights @ np.abs(point_values).max(axis=1))
+    return cert.gap <= tol * max(abs(cert.upper), abs(cert.lower), floor)
+
+
 def _exact_ellipsoid(eset: EllipsoidSet, z: np.ndarray, weights: np.ndarray, tol: float,
                      max_iter: int) -> _ExactSolution:
     """min_{‖u‖ ≤ 1} V(θ̂ + R L u) by smoothing and Newton, with a duality certificate.
@@ -333,13 +343,10 @@ def _exact_ellipsoid(eset: EllipsoidSet, z: np.ndarray, weights: np.ndarray, tol
         lower, probs = max(candidates, key=lambda item: item[0])
         return Certificate(lower, upper), u, probs
 
-    # Relative to the value, with a floor at 1% of the point estimate's value so that a zero
-    # optimum (the reference action is best) can be certified too. Not the set's width: a wide
-    # set would make the floor, not the value, decide.
-    floor = 1e-2 * float(weights @ np.abs(np.where(valid, c, 0.0)).max(axis=1))
+    point_values = np.where(valid, c, 0.0)
 
     def closed(cert):
-        return cert.gap <= tol * max(abs(cert.upper), abs(cert.lower), floor)
+        return _closed(cert, tol, weights, point_values)
 
     u = np.zeros(m)
     lam = None
@@ -424,8 +431,7 @@ def _exact_hull(dset: DrawsSet, z: np.ndarray, weights: np.ndarray, tol: float) 
     lower = _policy_worst_case(dset, z, weights, probs)
     cert = Certificate(lower, upper)
     theta = lam @ draws
-    floor = 1e-2 * float(weights @ np.abs(mean_values).max(axis=1))  # as for the ellipsoid
-    if cert.gap <= tol * max(abs(upper), abs(lower), floor):
+    if _closed(cert, tol, weights, mean_values):
         return _ExactSolution(probs, theta, cert, PolicyStatus.SOLVED,
                               f"certified: relative gap {cert.relative_gap:.2e} <= {tol:g}{message}")
     return _ExactSolution(probs, theta, cert, PolicyStatus.GAP_NOT_REACHED,
