@@ -93,8 +93,9 @@ def mahalanobis(draws, center, directions, precision) -> np.ndarray:
 
 
 def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
-                       directions: np.ndarray | None = None) -> EllipsoidSet:
-    """Gaussian credible ellipsoid {θ : (θ − θ̄)ᵀ W (θ − θ̄) ≤ χ²_{k_eff}(level)}.
+                       directions: np.ndarray | None = None,
+                       information: np.ndarray | None = None) -> EllipsoidSet:
+    """Gaussian credible ellipsoid {θ : (θ − θ̄)ᵀ W (θ − θ̄) ≤ χ²_{k_eff}(level)}, or its sandwich.
 
     θ̄ and Σ are the posterior mean and covariance of θ_rtv; W = P (PᵀΣP)⁻¹ Pᵀ
     with P the identified directions (all k when ``directions`` is None), the
@@ -108,14 +109,34 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
     the level when the posterior is skewed — the factored model's posterior is
     not Gaussian near low-rank truths. Along directions outside P it is
     unbounded (a cylinder).
+
+    With ``information`` F (k × k, the Fisher information at θ̄) the shape is
+    instead the sandwich Σ F Σ (kind ``"sandwich"``): the sampling covariance of
+    the posterior mean when the posterior is close to Gaussian, since then
+    θ̄ ≈ Σ (F θ̂ + prior term) with θ̂ the MLE (Müller 2013, Econometrica 81).
+    It is a frequentist confidence set centred at the Bayesian estimate, meant
+    for low-rank truths where the posterior is wider than the error of its own
+    mean (DESIGN.md, convention 8; docs/results.md measures both). It ignores
+    the prior's bias, and the noise of Σ enters twice, so the debiasing factor
+    is applied twice.
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     draws = _check_draws(draws, basis)
     mean, p, precision = _frame(draws, directions)
+    kind = "credible"
+    if information is not None:
+        information = np.asarray(information, dtype=float)
+        if information.shape != (basis.dim, basis.dim) or not np.isfinite(information).all():
+            raise ValueError(f"information must be a finite ({basis.dim}, {basis.dim}) matrix, "
+                             f"got shape {information.shape}")
+        reduced = p.T @ information @ p
+        inverse = np.linalg.pinv(0.5 * (reduced + reduced.T), hermitian=True)
+        precision = precision @ inverse @ precision
+        kind = "sandwich"
     shape = p @ precision @ p.T
-    unit = EllipsoidSet(mean, 0.5 * (shape + shape.T), 1.0, basis, kind="credible", level=level)
+    unit = EllipsoidSet(mean, 0.5 * (shape + shape.T), 1.0, basis, kind=kind, level=level)
     radius = float(np.sqrt(stats.chi2.ppf(level, unit.effective_dim)))
-    return EllipsoidSet(mean, unit.shape, radius, basis, kind="credible", level=level)
+    return EllipsoidSet(mean, unit.shape, radius, basis, kind=kind, level=level)
 
 
 def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,
@@ -156,11 +177,17 @@ def credible_quantile(draws, basis: RTVBasis, level: float = 0.9) -> QuantileSet
 
 
 def credible_set(draws, basis: RTVBasis, level: float = 0.9, kind: str = "ellipsoid", *,
-                 directions: np.ndarray | None = None):
-    """Dispatch to :func:`credible_ellipsoid`, :func:`credible_draws` or :func:`credible_quantile`."""
+                 directions: np.ndarray | None = None, information: np.ndarray | None = None):
+    """Dispatch to :func:`credible_ellipsoid`, :func:`credible_draws` or :func:`credible_quantile`.
+
+    ``information`` (the sandwich shape) applies to the ellipsoid only.
+    """
     check_option(kind, "kind", KINDS)
+    if information is not None and kind != "ellipsoid":
+        raise ValueError(f"information (the sandwich covariance) applies to kind='ellipsoid' only, "
+                         f"got kind={kind!r}")
     if kind == "ellipsoid":
-        return credible_ellipsoid(draws, basis, level, directions=directions)
+        return credible_ellipsoid(draws, basis, level, directions=directions, information=information)
     if kind == "draws":
         return credible_draws(draws, basis, level, directions=directions)
     return credible_quantile(draws, basis, level)

@@ -26,12 +26,14 @@ from ..data import PreferenceData
 from ..exceptions import SamplerWarning
 from ..frequentist.fgd import LowRankResult, fit_low_rank
 from ..frequentist.rtv import RTVBasis, rtv_basis
+from ..model import fisher_weights
 from . import dims as D
 from .credible import KINDS, credible_set, identified_directions
 from .model import balanced_factors, build_model
 from .reduced import add_theta_rtv, draws_moments, stacked_draws
 
 METHODS = ("nuts", "map", "vi")
+COVARIANCES = ("posterior", "sandwich")
 NUTS_SAMPLERS = ("pymc", "nutpie", "numpyro")
 VI_METHODS = ("advi", "fullrank_advi")
 # Sampler-stat names differ between the NUTS implementations (PYMC6-ARVIZ1.md §2).
@@ -174,7 +176,8 @@ class Posterior:
             raise ValueError(f"{what} needs posterior draws, but this fit has method={self.method!r} "
                              "(a point estimate); fit with method='nuts' or 'vi'")
 
-    def credible_set(self, level: float = 0.9, kind: str = "ellipsoid", *, identified: bool = True):
+    def credible_set(self, level: float = 0.9, kind: str = "ellipsoid", *, identified: bool = True,
+                     covariance: str = "posterior"):
         """A credible set for θ_rtv that :func:`bayes_loco.pessimistic_policy` accepts.
 
         Parameters
@@ -195,11 +198,34 @@ class Posterior:
             Restrict the ellipsoid and the Mahalanobis distance to the
             directions the data identify (default; see
             :mod:`bayes_loco.bayes.credible`); False uses all k directions.
+        covariance : {"posterior", "sandwich"}
+            The ellipsoid's shape: the posterior covariance Σ (a credible set),
+            or the sandwich Σ F Σ with F the Fisher information at the posterior
+            mean Θ̄ (a confidence set for θ_rtv centred at θ̄; kind ``"sandwich"``).
+            Near a low-rank Θ* the posterior is wider than the error of its mean
+            and the credible set over-covers; docs/results.md measures both.
         """
         check_option(kind, "kind", KINDS)
+        check_option(covariance, "covariance", COVARIANCES)
         self._need_draws("credible_set")
+        information = None
+        if covariance == "sandwich":
+            if kind != "ellipsoid":
+                raise ValueError(f"covariance='sandwich' applies to kind='ellipsoid' only, got kind={kind!r}")
+            information = self.information()
         return credible_set(self.rtv_draws, self.basis, level, kind,
-                            directions=self.directions if identified else None)
+                            directions=self.directions if identified else None, information=information)
+
+    def information(self) -> np.ndarray:
+        """Fisher information of θ_rtv at the posterior mean, Σ_t p̄_t(1 − p̄_t) z_t z_tᵀ (k × k).
+
+        p̄_t uses the posterior mean Θ̄ itself, x_tᵀ Θ̄ Δφ_t, not its reduction
+        (Θ̄ has a component outside the reduced subspace).
+        """
+        data = self.data
+        z = self.basis.transform(data.contexts, data.differences)
+        eta = np.einsum("ti,ij,tj->t", data.contexts, self.theta_mean, data.differences)
+        return z.T @ (fisher_weights(eta)[:, None] * z)
 
     def summary(self, var_names=(D.THETA_RTV,), **kwargs) -> pd.DataFrame:
         """``az.summary`` of the identified quantities (``theta_rtv`` by default)."""

@@ -27,8 +27,9 @@ class MethodSpec:
     ``fit`` in {"mle", "prs", "low_rank", "gic", "posterior"} ("gic": PRS at the rank
     GIC selects among 1 … :data:`GIC_RANKS`); ``set`` in {None (greedy),
     "gram", "wald"} for the frequentist fits and {None (greedy under the posterior
-    mean), "ellipsoid", "draws", "quantile"} (credible-set kinds) for the
-    posterior; ``objective`` in {"greedy", "relaxed", "exact"}.
+    mean), "ellipsoid", "draws", "quantile"} (credible-set kinds) and "sandwich"
+    (the ellipsoid with the sandwich covariance) for the posterior; ``objective`` in
+    {"greedy", "relaxed", "exact"}.
     """
 
     fit: str
@@ -48,6 +49,7 @@ METHODS: dict[str, MethodSpec] = {
     "PRS-GIC": MethodSpec("gic", "gram", "relaxed"),
     "Posterior-mean-Greedy": MethodSpec("posterior", None, "greedy"),
     "Posterior-exact-ellipsoid": MethodSpec("posterior", "ellipsoid", "exact"),
+    "Posterior-exact-sandwich": MethodSpec("posterior", "sandwich", "exact"),
     "Posterior-exact-draws": MethodSpec("posterior", "draws", "exact"),
     "Posterior-relaxed-quantile": MethodSpec("posterior", "quantile", "relaxed"),
 }
@@ -60,6 +62,8 @@ def _make_set(spec: MethodSpec, fit, c2: float, level: float):
     if spec.set is None:
         return None
     if spec.fit == "posterior":
+        if spec.set == "sandwich":
+            return fit.credible_set(level, "ellipsoid", covariance="sandwich")
         return fit.credible_set(level, spec.set)
     if spec.set == "gram":
         return fit.gram_set(c2) if spec.fit == "mle" else fit.uncertainty_set

@@ -71,10 +71,11 @@ STUDIES: dict[str, Study] = {
                     "of draws, pointwise quantile) through the one solver, with coverage of θ*_rtv"),
     "posterior-coverage": Study(
         "posterior-coverage", _grid(theta_kind=["paper", "diagonal"], n=[3000]), reps=50,
-        methods=("PRS", "PRS-relaxed-Wald", "Posterior-exact-ellipsoid"), panel="theta_kind",
+        methods=("PRS", "PRS-relaxed-Wald", "Posterior-exact-ellipsoid", "Posterior-exact-sandwich"),
+        panel="theta_kind",
         fixed={"imbalance": 1, "population": 20, "global_states": 0},
-        description="coverage of θ*_rtv by the 90% credible ellipsoid, the Wald 90% set and the paper's "
-                    "Gram set (C2 = 5), for the §5.1 Θ* and the rank-appendix diagonal Θ*"),
+        description="coverage of θ*_rtv by the 90% credible ellipsoid, its sandwich, the Wald 90% set and "
+                    "the paper's Gram set (C2 = 5), for the §5.1 Θ* and the rank-appendix diagonal Θ*"),
     "strength": Study("strength", _grid(imbalance=[3, 10], c2=[0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0]),
                       fixed={"n": 3000}, methods=("PRS", "PRS-exact-Gram"), x="c2", reps=10,
                       description="pessimism strength: sub-optimality against C2 (Gram W)"),
