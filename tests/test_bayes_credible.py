@@ -87,6 +87,40 @@ def test_ellipsoid_restricted_to_directions(gaussian_draws, basis6):
     assert cs.lower_bound(z) == pytest.approx(expected, rel=1e-8)
 
 
+def test_sandwich_covers_the_posterior_means_expectation_in_a_gaussian_model(basis6):
+    """Linear-Gaussian model, prior N(0, τ²I): θ̄ = Σ Xᵀy is exactly N(Σ F θ*, Σ F Σ).
+
+    The sandwich set must cover E θ̄ at its level; the credible set, whose shape Σ
+    is wider than Σ F Σ under strong shrinkage, over-covers it.
+    """
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((40, 6)) * np.array([1.0, 1.0, 0.5, 0.5, 0.2, 0.2])
+    info = x.T @ x
+    sigma = np.linalg.inv(info + 4.0 * np.eye(6))  # prior sd 0.5: strong on the weak columns
+    theta = rng.standard_normal(6)
+    target = sigma @ info @ theta
+    reps, j = 300, 4000
+    sandwich = credible = 0
+    for _ in range(reps):
+        y = x @ theta + rng.standard_normal(40)
+        draws = rng.multivariate_normal(sigma @ x.T @ y, sigma, size=j)
+        cs = bb.credible_ellipsoid(draws, basis6, 0.9, information=info)
+        assert cs.kind == "sandwich"
+        sandwich += cs.contains(target)
+        credible += bb.credible_ellipsoid(draws, basis6, 0.9).contains(target)
+    se = np.sqrt(0.9 * 0.1 / reps)
+    assert abs(sandwich / reps - 0.9) < 4 * se + 0.01  # + estimation error of Σ from J draws
+    assert credible / reps > 0.9 + 4 * se
+
+
+def test_sandwich_bad_information(gaussian_draws, basis6):
+    draws = gaussian_draws[2][:100]
+    with pytest.raises(ValueError, match="information"):
+        bb.credible_ellipsoid(draws, basis6, 0.9, information=np.eye(5))
+    with pytest.raises(ValueError, match="information"):
+        bb.credible_set(draws, basis6, 0.9, "draws", information=np.eye(6))
+
+
 def test_draws_set_keeps_the_nearest_fraction(gaussian_draws, basis6):
     _, _, draws = gaussian_draws
     sub = draws[:1000]

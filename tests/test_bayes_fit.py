@@ -100,6 +100,26 @@ def test_moments_and_credible_sets(nuts):
         nuts.credible_set(0.9, "box")
 
 
+def test_sandwich_set_uses_the_fisher_information_at_the_posterior_mean(nuts):
+    import statsmodels.api as sm
+
+    data = nuts.data
+    z = nuts.basis.transform(data.contexts, data.differences)
+    eta = np.einsum("ti,ij,tj->t", data.contexts, nuts.theta_mean, data.differences)
+    # statsmodels' Binomial GLM, with Θ̄'s part outside the reduced subspace as an offset.
+    glm = sm.GLM(data.labels.astype(float), z, family=sm.families.Binomial(), offset=eta - z @ nuts.rtv_mean)
+    np.testing.assert_allclose(nuts.information(), -glm.hessian(nuts.rtv_mean), rtol=1e-8, atol=1e-8)
+    sandwich = nuts.credible_set(0.9, covariance="sandwich")
+    credible = nuts.credible_set(0.9)
+    assert sandwich.kind == "sandwich" and sandwich.effective_dim == credible.effective_dim
+    np.testing.assert_allclose(sandwich.center, credible.center)
+    assert not np.allclose(sandwich.shape, credible.shape)
+    with pytest.raises(ValueError, match="covariance"):
+        nuts.credible_set(0.9, covariance="robust")
+    with pytest.raises(ValueError, match="kind='ellipsoid'"):
+        nuts.credible_set(0.9, "draws", covariance="sandwich")
+
+
 def test_sets_go_through_the_same_solver(nuts, problem):
     truth, _, _ = problem
     pop = truth.population(60, seed=4)
