@@ -88,7 +88,7 @@ def test_sbc_rank_statistics_are_uniform():
 def coverage_run(theta_kind: str, seeds: int, n: int, *, draws: int = 500, tune: int = 500,
                  chains: int = 4, nuts_sampler: str | None = None, on_row=None,
                  first_seed: int = 0) -> pd.DataFrame:
-    """Per seed: is θ*_rtv in the 90% credible ellipsoid, the paper's C₂ = 5 set, the Wald 90% set?"""
+    """Per seed: is θ*_rtv in the 90% credible ellipsoid, its sandwich, the C₂ = 5 set, the Wald 90% set?"""
     problem = simulate.paper_problem(rank=3, imbalance=1, theta_kind=theta_kind)
     rows = []
     for seed in range(first_seed, first_seed + seeds):
@@ -104,6 +104,7 @@ def coverage_run(theta_kind: str, seeds: int, n: int, *, draws: int = 500, tune:
             rows.append(dict(
                 seed=seed, credible90=bool(ellipsoid.contains(truth)),
                 credible90_all_k=bool(post.credible_set(0.9, identified=False).contains(truth)),
+                sandwich90=bool(post.credible_set(0.9, covariance="sandwich").contains(truth)),
                 prs_c2_5=bool(prs.uncertainty_set.contains(truth)),
                 wald90=bool(prs.confidence_set(0.9).contains(truth)),
                 distance=float(ellipsoid.distance(truth) / ellipsoid.radius),
@@ -123,6 +124,7 @@ def test_credible_ellipsoid_coverage(theta_kind):
     print(f"\ncoverage of θ*_rtv, theta_kind={theta_kind!r}, N={n}, {seeds} seeds, 4 chains x 400 draws:"
           f"\n  credible ellipsoid 90% (k_eff directions): {cover:.3f}"
           f"\n  credible ellipsoid 90% (all k directions):  {table.credible90_all_k.mean():.3f}"
+          f"\n  sandwich ellipsoid 90%: {table.sandwich90.mean():.3f}"
           f"\n  paper W-ellipsoid C2=5: {table.prs_c2_5.mean():.3f}   Wald 90%: {table.wald90.mean():.3f}"
           f"\n  max R-hat {table.max_rhat.max():.4f}, min ESS {table.min_ess.min():.0f}, "
           f"divergences {table.divergences.sum()}, {table.seconds.mean():.0f} s per seed")
