@@ -129,11 +129,12 @@ def test_credible_ellipsoid_coverage(theta_kind):
           f"\n  max R-hat {table.max_rhat.max():.4f}, min ESS {table.min_ess.min():.0f}, "
           f"divergences {table.divergences.sum()}, {table.seconds.mean():.0f} s per seed")
     # Asked for: 80% – 98% for a nominal 90% set (with 50 seeds the binomial sd is 0.042).
-    # Measured: the set is conservative. Diagonal Θ, N = 3000: every seed covered, mean
-    # squared W-distance of θ*_rtv 75 (χ²₇₈: 78) but with sd 9 (χ²₇₈: 12.5), so the
-    # largest distances stay inside the radius. At N = 1000 (26 of 26 on the §5.1 Θ, mean
-    # 40; 13 of 13 diagonal, mean 62) the posterior mean is closer to Θ* than the
-    # asymptotics say. Under-coverage fails hard; over-coverage is reported as xfail.
+    # Measured (`bayes-loco run posterior-coverage`, N = 3000, 50 seeds, 4 chains x 500 draws):
+    # the credible ellipsoid covers 0.98 for the diagonal Θ* and 1.00 for the §5.1 Θ*, whose
+    # σ₃ = 0.038 makes the rank-3 posterior far wider than its mean's error (mean squared
+    # distance of θ*_rtv 45 against χ²₇₈'s 78). The sandwich covers 0.80 and 0.92; it is
+    # printed, not asserted: 0.80 sits on the band's edge. Under-coverage of the credible
+    # set fails hard; over-coverage is reported as xfail.
     assert cover >= 0.80
     if cover > 0.98:
         pytest.xfail(f"credible ellipsoid over-covers: {cover:.3f} > 0.98 (conservative)")
