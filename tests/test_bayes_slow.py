@@ -95,7 +95,7 @@ def coverage_run(theta_kind: str, seeds: int, n: int, *, draws: int = 500, tune:
         data = problem.sample(n, seed=1000 + seed)
         with _quiet():
             start = time.perf_counter()
-            prs = bl.fit_prs(data, 3, c2=5.0)
+            prs = bl.fit_prs(data, 3, c2=5.0, ridge=1.0)  # the studies' ridge (runner.DEFAULTS)
             post = bb.fit_posterior(data, 3, draws=draws, tune=tune, chains=chains, cores=2,
                                     nuts_sampler=nuts_sampler, initial=prs.low_rank, progressbar=False,
                                     random_seed=seed)
