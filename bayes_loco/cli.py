@@ -53,7 +53,8 @@ def _figures(results: pd.DataFrame, study: Study | None, stem: Path) -> None:
 
 
 def _finish(study: Study, results: pd.DataFrame, out: Path) -> None:
-    by = [c for c in ("scope", "n", study.panel, "method") if c in results]
+    # The figure's x (a level, C₂, d_x) is a cell setting too: averaging over it would hide the curve.
+    by = list(dict.fromkeys(c for c in ("scope", "n", study.panel, study.x, "method") if c in results))
     _print_table(results, by)
     _figures(results, study, out / study.name)
     print(f"results: {out / (study.name + '.csv')}")

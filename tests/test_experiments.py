@@ -252,3 +252,15 @@ def test_single_setting_figure_compares_methods_side_by_side(reference_run, tmp_
     labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
     assert labels == ["MLE-Greedy", "PRS", "PRS-exact-Wald"]
     assert "n = 300" in fig.axes[0].get_xlabel()
+
+
+def test_finished_study_table_keeps_the_figure_x_apart(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame([{"scope": "personalised", "n": 3000, "imbalance": q, "level": level,
+                           "method": "PRS-exact-Wald", "suboptimality": level + rng.normal(0, 0.01),
+                           "covered": 1.0, "theta_error": 1.0}
+                          for q in (3, 10) for level in (0.5, 0.9) for _ in range(3)])
+    cli._finish(cli.STUDIES["level"], frame, tmp_path)
+    lines = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("personalised")]
+    assert len(lines) == 4  # 2 imbalances x 2 levels, not averaged over the level
+    assert sorted({line[3] for line in lines}) == ["0.5000", "0.9000"]
