@@ -264,3 +264,12 @@ def test_finished_study_table_keeps_the_figure_x_apart(tmp_path, capsys):
     lines = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("personalised")]
     assert len(lines) == 4  # 2 imbalances x 2 levels, not averaged over the level
     assert sorted({line[3] for line in lines}) == ["0.5000", "0.9000"]
+
+
+@pytest.mark.parametrize(("x", "grid", "scale"),
+                         [("c2", [0.5, 5.0, 50.0], "log"), ("level", [0.5, 0.9, 0.99], "linear")])
+def test_strength_figure_uses_a_log_axis_for_a_wide_grid(x, grid, scale):
+    frame = pd.DataFrame([{"scope": "personalised", x: v, "method": "PRS", "suboptimality": v, "imbalance": 3}
+                          for v in grid for _ in range(2)])
+    fig = plot_results(frame, x=x)
+    assert fig.axes[0].get_xscale() == scale

@@ -52,7 +52,8 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
             ax.set_xlabel(f"method ({x} = {data[x].iloc[0]:g})")
         else:
             ax.set_xlabel(x)
-            if x == "n":  # the paper's N grid spans a decade
+            grid = part[x].dropna().to_numpy(dtype=float)
+            if grid.min() > 0 and grid.max() >= 10 * grid.min():  # N, C₂: grids spanning a decade or more
                 ax.set_xscale("log")
         ax.set_title("" if value is None else f"{panel} = {value:g}" if isinstance(value, float | int)
                      else f"{panel} = {value}")
