@@ -184,8 +184,8 @@ def credible_set(draws, basis: RTVBasis, level: float = 0.9, kind: str = "ellips
     """
     check_option(kind, "kind", KINDS)
     if information is not None and kind != "ellipsoid":
-        raise ValueError(f"information (the sandwich covariance) applies to kind='ellipsoid' only, "
-                         f"got kind={kind!r}")
+        raise ValueError(f"the sandwich covariance (covariance='sandwich', information=F) applies to "
+                         f"kind='ellipsoid' only, got kind={kind!r}")
     if kind == "ellipsoid":
         return credible_ellipsoid(draws, basis, level, directions=directions, information=information)
     if kind == "draws":

@@ -208,11 +208,7 @@ class Posterior:
         check_option(kind, "kind", KINDS)
         check_option(covariance, "covariance", COVARIANCES)
         self._need_draws("credible_set")
-        information = None
-        if covariance == "sandwich":
-            if kind != "ellipsoid":
-                raise ValueError(f"covariance='sandwich' applies to kind='ellipsoid' only, got kind={kind!r}")
-            information = self.information()
+        information = self.information() if covariance == "sandwich" else None
         return credible_set(self.rtv_draws, self.basis, level, kind,
                             directions=self.directions if identified else None, information=information)
 
