@@ -61,3 +61,8 @@ def fisher_weights(eta: np.ndarray) -> np.ndarray:
     """p(1 − p) at η: the Bernoulli-logit curvature, the weights of the Fisher information."""
     p = expit(eta)
     return p * (1.0 - p)
+
+
+def fisher_information(design: np.ndarray, eta: np.ndarray) -> np.ndarray:
+    """Σ_t p_t(1 − p_t) z_t z_tᵀ: the Fisher information of a linear logit with rows z_t of ``design``."""
+    return design.T @ (fisher_weights(eta)[:, None] * design)

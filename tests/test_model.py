@@ -116,3 +116,13 @@ def test_gradient_at_zero_flips_with_the_labels():
     g_flip = model.nll_and_gradient(np.zeros((4, 6)), x, d, 1 - y)[1]
     np.testing.assert_allclose(g, -g_flip, rtol=1e-12, atol=1e-12)
     assert np.abs(g).max() > 1.0
+
+
+def test_fisher_information_is_the_logit_hessian_of_statsmodels():
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(5)
+    z, beta = rng.standard_normal((80, 5)), rng.standard_normal(5)
+    y = (rng.random(80) < 0.5).astype(float)
+    np.testing.assert_allclose(model.fisher_information(z, z @ beta), -sm.Logit(y, z).hessian(beta),
+                               rtol=1e-10, atol=1e-12)

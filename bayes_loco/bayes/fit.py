@@ -26,7 +26,7 @@ from ..data import PreferenceData
 from ..exceptions import SamplerWarning
 from ..frequentist.fgd import LowRankResult, fit_low_rank
 from ..frequentist.rtv import RTVBasis, rtv_basis
-from ..model import fisher_weights
+from ..model import fisher_information, margins
 from . import dims as D
 from .credible import KINDS, credible_set, identified_directions
 from .model import balanced_factors, build_model
@@ -220,8 +220,7 @@ class Posterior:
         """
         data = self.data
         z = self.basis.transform(data.contexts, data.differences)
-        eta = np.einsum("ti,ij,tj->t", data.contexts, self.theta_mean, data.differences)
-        return z.T @ (fisher_weights(eta)[:, None] * z)
+        return fisher_information(z, margins(self.theta_mean, data.contexts, data.differences))
 
     def summary(self, var_names=(D.THETA_RTV,), **kwargs) -> pd.DataFrame:
         """``az.summary`` of the identified quantities (``theta_rtv`` by default)."""

@@ -17,7 +17,7 @@ import numpy as np
 
 from .._validation import check_real
 from ..data import PreferenceData
-from ..model import fisher_weights
+from ..model import fisher_information
 from ..uncertainty import EllipsoidSet, wald_set
 from ._logistic import LogisticFit, fit_logistic
 from .fgd import LowRankResult, fit_low_rank
@@ -96,8 +96,7 @@ class PRSResult:
         """
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
         z = self._design
-        info = z.T @ (fisher_weights(z @ self.theta_rtv)[:, None] * z)
-        return wald_set(self.theta_rtv, info, level, self.basis)
+        return wald_set(self.theta_rtv, fisher_information(z, z @ self.theta_rtv), level, self.basis)
 
     def __repr__(self) -> str:
         split = "no split" if self.n_initial is None else f"N0={self.n_initial}"
