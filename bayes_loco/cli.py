@@ -27,6 +27,21 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _value(text: str):
+    """A setting's value from the command line: a JSON number, true/false/null, or else the string."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _setting(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key or not value:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key, value
+
+
 def _print_table(results: pd.DataFrame, by: list[str]) -> None:
     table = summarise(results, by)
     with pd.option_context("display.width", 160, "display.max_rows", 500,
@@ -52,10 +67,14 @@ def _figures(results: pd.DataFrame, study: Study | None, stem: Path) -> None:
         print(f"figure: {figure}.png")
 
 
-def _finish(study: Study, results: pd.DataFrame, out: Path) -> None:
+def _table_columns(study: Study | None, results: pd.DataFrame) -> list[str]:
     # The figure's x (a level, C₂, d_x) is a cell setting too: averaging over it would hide the curve.
-    by = list(dict.fromkeys(c for c in ("scope", "n", study.panel, study.x, "method") if c in results))
-    _print_table(results, by)
+    extra = (study.panel, study.x) if study else ()
+    return list(dict.fromkeys(c for c in ("scope", "n", *extra, "method") if c in results))
+
+
+def _finish(study: Study, results: pd.DataFrame, out: Path) -> None:
+    _print_table(results, _table_columns(study, results))
     _figures(results, study, out / study.name)
     print(f"results: {out / (study.name + '.csv')}")
 
@@ -81,6 +100,8 @@ def _personalllm_files(args) -> dict:
 def _cmd_run(args) -> int:
     study = STUDIES[args.study]
     overrides = {"population": args.population} if args.population else {}
+    overrides |= {key: _value(value) for key, value in args.set or []}
+    only = {key: [_value(v) for v in values.split(",")] for key, values in args.only or []}
     if study.name == "personalllm":
         overrides |= _personalllm_files(args)
     executor = None
@@ -89,14 +110,14 @@ def _cmd_run(args) -> int:
 
         executor = Client(args.scheduler).get_executor()
     results = run_study(study, args.out, reps=args.reps, seed=args.seed, executor=executor,
-                        workers=args.workers, progress=not args.quiet, overrides=overrides)
+                        workers=args.workers, progress=not args.quiet, overrides=overrides, only=only)
     _finish(study, results, Path(args.out))
     return 0
 
 
 def _cmd_demo(args) -> int:
     args.study = "demo"
-    args.scheduler = args.population = args.reps = args.train = args.test = None
+    args.scheduler = args.population = args.reps = args.train = args.test = args.set = args.only = None
     return _cmd_run(args)
 
 
@@ -114,12 +135,25 @@ def _cmd_compare(args) -> int:
 
 
 def _cmd_plot(args) -> int:
-    path = Path(args.csv)
-    if not path.exists():
-        print(f"error: {path} does not exist", file=sys.stderr)
+    paths = [Path(p) for p in args.csv]
+    missing = [str(p) for p in paths if not p.exists()]
+    if missing:
+        print(f"error: {', '.join(missing)} does not exist", file=sys.stderr)
         return EXIT_INPUT
-    results = pd.read_csv(path)
-    _figures(results, STUDIES.get(str(results["study"].iloc[0])), path.with_suffix(""))
+    results = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+    names = sorted(results["study"].astype(str).unique())
+    if len(names) > 1:
+        print(f"error: the CSVs hold different studies {names}", file=sys.stderr)
+        return EXIT_INPUT
+    repeated = results.duplicated(["cell", "rep", "method", "scope"])
+    if repeated.any():
+        print(f"error: {int(repeated.sum())} rows repeat a (cell, rep, method, scope) of another CSV: "
+              "combine runs of different cells or replications only", file=sys.stderr)
+        return EXIT_INPUT
+    study = STUDIES.get(names[0])
+    if len(paths) > 1:
+        _print_table(results, _table_columns(study, results))
+    _figures(results, study, paths[0].with_suffix(""))
     return 0
 
 
@@ -144,6 +178,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786)")
     run.add_argument("--train", default=None, help="PersonalLLM train split (parquet or CSV)")
     run.add_argument("--test", default=None, help="PersonalLLM test split (parquet or CSV)")
+    run.add_argument("--set", type=_setting, action="append", metavar="KEY=VALUE",
+                     help="a setting for every cell, e.g. level=0.95 or posterior_nuts_sampler=numpyro "
+                          "(posterior_* go to fit_posterior); repeatable")
+    run.add_argument("--only", type=_setting, action="append", metavar="KEY=V1,V2",
+                     help="run only the cells with these settings, e.g. n=10000; seeds are the whole "
+                          "study's, so subsets run apart combine; repeatable")
     common(run, "results")
     run.set_defaults(func=_cmd_run)
 
@@ -157,8 +197,9 @@ def build_parser() -> argparse.ArgumentParser:
     common(compare, "results_compare")
     compare.set_defaults(func=_cmd_compare)
 
-    plot = sub.add_parser("plot", help="redraw a study's figures from its CSV")
-    plot.add_argument("csv", help="results CSV written by `run`")
+    plot = sub.add_parser("plot", help="redraw a study's figures from its CSV (or several, combined)")
+    plot.add_argument("csv", nargs="+", help="results CSVs written by `run` (of one study: several "
+                                              "combine runs of different cells, e.g. with --only)")
     plot.set_defaults(func=_cmd_plot)
     return parser
 

@@ -223,6 +223,35 @@ def test_nutpie_runs_from_the_frequentist_start(problem):
     assert post.diagnostics.max_rhat < 1.05
 
 
+@pytest.mark.skipif("numpyro" not in bb.available_samplers(), reason="numpyro/jax not installed")
+def test_numpyro_posterior_agrees_with_pymc_nuts(nuts, problem):
+    _, data, low_rank = problem
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bl.SamplerWarning)
+        post = bb.fit_posterior(data, RANK, draws=300, tune=300, chains=2, nuts_sampler="numpyro",
+                                initial=low_rank, progressbar=False, random_seed=2)
+    assert post.diagnostics.sampler == "numpyro" and post.diagnostics.divergences == 0
+    assert post.tree["posterior"][D.THETA_RTV].sizes == nuts.tree["posterior"][D.THETA_RTV].sizes
+
+    def moments(fit):
+        draws = fit.tree["posterior"][D.THETA_RTV].stack(sample=("chain", "draw")).transpose("sample", ...)
+        return draws.mean("sample").to_numpy(), draws.std("sample").to_numpy(), fit.diagnostics.min_ess_bulk
+
+    (m1, s1, e1), (m2, s2, e2) = moments(nuts), moments(post)
+    z = np.abs(m1 - m2) / np.sqrt(s1**2 / e1 + s2**2 / e2)
+    assert z.max() < 4.0, z  # two samplers, one posterior: means agree within their Monte Carlo error
+
+
+@pytest.mark.skipif("numpyro" not in bb.available_samplers(), reason="numpyro/jax not installed")
+def test_numpyro_vectorizes_chains_when_devices_are_fewer(monkeypatch):
+    import jax
+
+    monkeypatch.setattr(jax, "local_device_count", lambda: 1)
+    assert bb.fit._jax_chain_method(4) == "vectorized"
+    monkeypatch.setattr(jax, "local_device_count", lambda: 4)
+    assert bb.fit._jax_chain_method(4) == "parallel"
+
+
 def test_compare_policies_table(nuts, problem):
     truth, data, _ = problem
     pop = truth.population(80, seed=5)

@@ -24,7 +24,7 @@ from bayes_loco.experiments import (
     task_seed,
 )
 from bayes_loco.experiments import runner as runner_module
-from bayes_loco.experiments.runner import StudyConfigError
+from bayes_loco.experiments.runner import StudyConfigError, select_cells
 
 TINY = {"d_x": 4, "d_s": 3, "d_a": 4, "rank": 1, "population": 40, "global_states": 5,
         "contexts_per_state": 4}
@@ -126,6 +126,61 @@ def test_another_configuration_in_the_same_folder_is_refused(reference_run, tmp_
     shutil.copytree(out, tmp_path, dirs_exist_ok=True)
     with pytest.raises(StudyConfigError, match="another configuration"):
         run_study(tiny_study(), tmp_path, seed=1, progress=False, workers=1)
+
+
+def test_subsets_run_apart_combine_into_the_whole_study(reference_run, tmp_path):
+    _, whole = reference_run
+    parts = [run_study(tiny_study(), tmp_path / f"n{n}", progress=False, workers=1, only={"n": [n]})
+             for n in (600, 300)]
+    assert [sorted(p["n"].unique()) for p in parts] == [[600], [300]]
+    assert np.array_equal(numbers(whole), numbers(pd.concat(parts)), equal_nan=True)
+
+
+def test_select_cells_names_the_bad_setting():
+    assert select_cells(tiny_study(), {"imbalance": [3.0], "rank": [1]}) == [1]
+    assert select_cells(tiny_study(), None) == [0, 1]
+    with pytest.raises(ValueError, match=r"'level'.*not settings"):
+        select_cells(tiny_study(), {"level": [0.9]})
+    with pytest.raises(ValueError, match="matches none"):
+        select_cells(tiny_study(), {"n": [1000]})
+
+
+def test_workers_get_a_share_of_the_blas_threads():
+    code = ("import numpy; from threadpoolctl import threadpool_info; "
+            "from bayes_loco.experiments.runner import _limit_threads; _limit_threads(1); "
+            "print(sorted({i['num_threads'] for i in threadpool_info()}))")
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True,
+                         env={"OMP_NUM_THREADS": "2", "PATH": ""}).stdout
+    assert out.strip() == "[1]"
+
+
+def test_cli_run_with_settings_and_a_subset_of_cells(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(cli.STUDIES, "tiny", tiny_study(reps=1))
+    args = ["run", "tiny", "--out", str(tmp_path), "--quiet", "--workers", "1", "--set", "level=0.5",
+            "--set", "ridge=2", "--only", "n=600,700"]
+    assert cli.main(args) == 0
+    results = pd.read_csv(tmp_path / "tiny.csv")
+    assert set(results["n"]) == {600}
+    assert set(results.loc[results["method"] == "PRS-exact-Wald", "level"]) == {0.5}
+    meta = json.loads((tmp_path / "tiny.json").read_text())
+    assert meta["config"]["overrides"] == {"level": 0.5, "ridge": 2}
+    assert cli.main(["run", "tiny", "--out", str(tmp_path / "x"), "--only", "n=5"]) == cli.EXIT_INPUT
+    assert "matches none" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["run", "tiny", "--set", "level"])
+    assert exc.value.code == 2
+
+
+def test_cli_plot_combines_runs_of_different_cells(reference_run, tmp_path, capsys):
+    out, whole = reference_run
+    for n in (300, 600):
+        whole[whole["n"] == n].to_csv(tmp_path / f"tiny{n}.csv", index=False)
+    assert cli.main(["plot", str(tmp_path / "tiny300.csv"), str(tmp_path / "tiny600.csv")]) == 0
+    table = capsys.readouterr().out
+    assert {"300", "600"} <= set(table.split())
+    assert (tmp_path / "tiny300_personalised.png").exists()
+    assert cli.main(["plot", str(out / "tiny.csv"), str(tmp_path / "tiny300.csv")]) == cli.EXIT_INPUT
+    assert "repeat" in capsys.readouterr().err
 
 
 def test_run_task_records_warnings_and_settings():

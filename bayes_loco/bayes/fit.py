@@ -51,6 +51,18 @@ def available_samplers() -> tuple[str, ...]:
     return tuple(found)
 
 
+def _jax_chain_method(chains: int) -> str:
+    """numpyro's ``chain_method``: one chain per device when there are enough, else vectorized.
+
+    With fewer JAX devices than chains (one GPU, or a CPU), "parallel" falls back to
+    drawing the chains one after another; "vectorized" advances them together, which
+    on a GPU costs about what one chain does.
+    """
+    import jax
+
+    return "parallel" if jax.local_device_count() >= chains else "vectorized"
+
+
 @dataclass(frozen=True)
 class SamplerDiagnostics:
     """What a user asks of a posterior fit before trusting it.
@@ -371,7 +383,9 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", draw
         for ``"vi"``, ``draws`` draws from the fitted approximation.
     nuts_sampler : {"pymc", "nutpie", "numpyro"} or None
         The NUTS implementation; None picks nutpie when it is installed (as
-        PyMC 6 does) and PyMC's own otherwise.
+        PyMC 6 does) and PyMC's own otherwise. ``"numpyro"`` runs on JAX's
+        default device (a GPU where JAX sees one), its chains vectorized when
+        there are fewer devices than chains.
     target_accept : float
         NUTS target acceptance.
     prior_scale, scale_prior, balance : see :func:`~bayes_loco.bayes.build_model`.
@@ -455,7 +469,7 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", draw
         elif nuts_sampler == "nutpie":
             kwargs["compile_kwargs"] = {"jitter_rvs": set()}
         else:
-            kwargs["nuts"] = {"jitter": False}
+            kwargs["nuts"] = {"jitter": False, "chain_method": _jax_chain_method(chains)}
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", category=FutureWarning)
             tree = pm.sample(**kwargs)

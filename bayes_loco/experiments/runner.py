@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 import platform
 import time
 import warnings
@@ -84,9 +85,36 @@ def _done(path: Path) -> set[tuple[int, int]]:
     return set(zip(done["cell"], done["rep"], strict=True))
 
 
+def select_cells(study: Study, only: dict | None) -> list[int]:
+    """Indices of the study's cells whose settings match ``only`` ({setting: allowed values})."""
+    if not only:
+        return list(range(len(study.cells)))
+    settings = [{**study.fixed, **cell} for cell in study.cells]
+    known = set().union(*settings)
+    unknown = sorted(set(only) - known)
+    if unknown:
+        raise ValueError(f"only: {unknown} are not settings of study {study.name!r}; its cells set "
+                         f"{sorted(known)}")
+    chosen = [i for i, cell in enumerate(settings)
+              if all(cell.get(key) in list(values) for key, values in only.items())]
+    if not chosen:
+        raise ValueError(f"only={only} matches none of study {study.name!r}'s cells: {list(study.cells)}")
+    return chosen
+
+
+def _limit_threads(threads: int) -> None:
+    """Worker initializer: BLAS/OpenMP threads per process, so workers do not oversubscribe the cores."""
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=threads)
+
+
 def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: int = 0,
               executor: Executor | None = None, workers: int | None = None,
-              progress: bool = True, overrides: dict | None = None) -> pd.DataFrame:
+              progress: bool = True, overrides: dict | None = None,
+              only: dict | None = None) -> pd.DataFrame:
     """Run (or resume) ``study`` and return its tidy results (one row per method × scope × task).
 
     Parameters
@@ -103,6 +131,10 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
         by default a local process pool of ``workers`` processes.
     overrides : dict, optional
         Settings applied to every cell (e.g. ``{"population": 500}``).
+    only : dict, optional
+        Run only the cells whose settings match, e.g. ``{"n": [10000]}``; their
+        seeds are those of the whole study's run, so subsets run apart (on
+        different machines, say) combine into it.
     """
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
@@ -119,9 +151,11 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
                                    "configuration (seed, methods, cells or settings); use another "
                                    "output folder or delete it to start afresh")
     done = _done(csv)
+    chosen = set(select_cells(study, only))
     # Replication-major order: an interrupted run leaves every cell with about as many reps.
     tasks = [(i, {**study.fixed, **cell, **(overrides or {})}, rep)
-             for rep in range(reps) for i, cell in enumerate(study.cells) if (i, rep) not in done]
+             for rep in range(reps) for i, cell in enumerate(study.cells)
+             if i in chosen and (i, rep) not in done]
     meta = {"config": config, "description": study.description, "reps": reps, "versions": _versions(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     meta_path.write_text(json.dumps(meta, indent=2, default=str))
@@ -129,7 +163,10 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
     # forkserver: forking a process whose BLAS and executor threads are running can deadlock.
     pool = executor
     if own:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("forkserver"))
+        n_workers = workers or os.cpu_count() or 1
+        pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=mp.get_context("forkserver"),
+                                   initializer=_limit_threads,
+                                   initargs=(max(1, (os.cpu_count() or 1) // n_workers),))
     bar = tqdm(total=len(tasks), desc=study.name, disable=not progress, unit="task")
     try:
         if pool is None:
