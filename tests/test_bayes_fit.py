@@ -29,13 +29,17 @@ def problem():
     return problem, data, low_rank
 
 
-@pytest.fixture(scope="module")
-def nuts(problem):
+def short_fit(problem, **kwargs):
+    """A posterior from the frequentist start with short chains, whose low ESS is expected."""
     _, data, low_rank = problem
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", bl.SamplerWarning)  # short chains: ESS below 400 is expected
-        return bb.fit_posterior(data, RANK, draws=300, tune=300, chains=2, cores=1, nuts_sampler="pymc",
-                                initial=low_rank, progressbar=False, random_seed=1)
+        warnings.simplefilter("ignore", bl.SamplerWarning)
+        return bb.fit_posterior(data, RANK, initial=low_rank, progressbar=False, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def nuts(problem):
+    return short_fit(problem, draws=300, tune=300, chains=2, cores=1, nuts_sampler="pymc", random_seed=1)
 
 
 def test_tree_has_identified_quantities_with_named_dims(nuts, problem):
@@ -210,27 +214,17 @@ def test_available_samplers():
     assert found[0] == "pymc" and set(found) <= set(bb.fit.NUTS_SAMPLERS)
 
 
-@pytest.mark.slow  # numba compilation alone takes ~30 s
-@pytest.mark.skipif("nutpie" not in bb.available_samplers(), reason="nutpie not installed")
-def test_nutpie_runs_from_the_frequentist_start(problem):
-    _, data, low_rank = problem
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", bl.SamplerWarning)
-        post = bb.fit_posterior(data, RANK, draws=200, tune=200, chains=2, nuts_sampler="nutpie",
-                                initial=low_rank, progressbar=False, random_seed=3)
-    assert post.diagnostics.sampler == "nutpie" and post.diagnostics.divergences == 0
-    assert post.tree["posterior"][D.THETA_RTV].sizes["draw"] == 200
+@pytest.mark.parametrize("sampler", [
+    # numba compilation alone takes ~30 s
+    pytest.param("nutpie", marks=[pytest.mark.slow, pytest.mark.skipif(
+        "nutpie" not in bb.available_samplers(), reason="nutpie not installed")]),
+    pytest.param("numpyro", marks=pytest.mark.skipif(
+        "numpyro" not in bb.available_samplers(), reason="numpyro/jax not installed")),
+])
+def test_external_sampler_agrees_with_pymc_nuts(nuts, problem, sampler):
+    post = short_fit(problem, draws=300, tune=300, chains=2, nuts_sampler=sampler, random_seed=2)
+    assert post.diagnostics.sampler == sampler and post.diagnostics.divergences == 0
     assert post.diagnostics.max_rhat < 1.05
-
-
-@pytest.mark.skipif("numpyro" not in bb.available_samplers(), reason="numpyro/jax not installed")
-def test_numpyro_posterior_agrees_with_pymc_nuts(nuts, problem):
-    _, data, low_rank = problem
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", bl.SamplerWarning)
-        post = bb.fit_posterior(data, RANK, draws=300, tune=300, chains=2, nuts_sampler="numpyro",
-                                initial=low_rank, progressbar=False, random_seed=2)
-    assert post.diagnostics.sampler == "numpyro" and post.diagnostics.divergences == 0
     assert post.tree["posterior"][D.THETA_RTV].sizes == nuts.tree["posterior"][D.THETA_RTV].sizes
 
     def moments(fit):
