@@ -20,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
 from ..personalllm import personalllm_problem
@@ -106,8 +107,6 @@ def _limit_threads(threads: int) -> None:
     """Worker initializer: BLAS/OpenMP threads per process, so workers do not oversubscribe the cores."""
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(threads)
-    from threadpoolctl import threadpool_limits
-
     threadpool_limits(limits=threads)
 
 
