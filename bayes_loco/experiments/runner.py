@@ -162,10 +162,10 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
     # forkserver: forking a process whose BLAS and executor threads are running can deadlock.
     pool = executor
     if own:
-        n_workers = workers or os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+        n_workers = workers or cores
         pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=mp.get_context("forkserver"),
-                                   initializer=_limit_threads,
-                                   initargs=(max(1, (os.cpu_count() or 1) // n_workers),))
+                                   initializer=_limit_threads, initargs=(max(1, cores // n_workers),))
     bar = tqdm(total=len(tasks), desc=study.name, disable=not progress, unit="task")
     try:
         if pool is None:
