@@ -8,6 +8,7 @@ solver that every uncertainty set feeds.
 from importlib.metadata import PackageNotFoundError, version
 
 from . import simulate
+from .coordinates import Coordinates, RTVBasis, VecCoordinates, identified_directions, rtv_basis
 from .data import Population, PreferenceData
 from .evaluate import optimal_value, policy_value, suboptimality
 from .exceptions import (
@@ -22,15 +23,24 @@ from .frequentist import (
     MLEResult,
     PRSResult,
     RankSelection,
-    RTVBasis,
     fit_low_rank,
     fit_mle,
     fit_prs,
-    rtv_basis,
     select_rank,
 )
-from .policy import Certificate, Policy, PolicyStatus, greedy_policy, pessimistic_policy, pessimistic_value
-from .uncertainty import DrawsSet, EllipsoidSet, QuantileSet, UncertaintySet, VecCoordinates
+from .policy import Policy, greedy_policy, pessimistic_policy, pessimistic_value
+from .sets import (
+    Certificate,
+    ConvexSet,
+    DrawsSet,
+    EllipsoidSet,
+    ExactProblem,
+    ExactSolution,
+    PolicyStatus,
+    QuantileSet,
+    UncertaintySet,
+    wald_set,
+)
 
 
 def __getattr__(name: str):
@@ -48,10 +58,11 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 __all__ = [
-    "BayesLocoWarning", "Certificate", "ConvergenceWarning", "DrawsSet", "EllipsoidSet",
-    "IllConditionedWarning", "LowRankResult", "MLEResult", "PRSResult", "Policy", "PolicyStatus",
-    "Population", "PreferenceData", "QuantileSet", "RTVBasis", "RankSelection", "SamplerWarning",
-    "SeparationWarning", "UncertaintySet", "VecCoordinates", "fit_low_rank", "fit_mle", "fit_prs",
-    "greedy_policy", "optimal_value", "pessimistic_policy", "pessimistic_value", "policy_value",
-    "rtv_basis", "select_rank", "simulate", "suboptimality",
+    "BayesLocoWarning", "Certificate", "ConvergenceWarning", "ConvexSet", "Coordinates", "DrawsSet",
+    "EllipsoidSet", "ExactProblem", "ExactSolution", "IllConditionedWarning", "LowRankResult", "MLEResult",
+    "PRSResult", "Policy", "PolicyStatus", "Population", "PreferenceData", "QuantileSet", "RTVBasis",
+    "RankSelection", "SamplerWarning", "SeparationWarning", "UncertaintySet", "VecCoordinates",
+    "fit_low_rank", "fit_mle", "fit_prs", "greedy_policy", "identified_directions", "optimal_value",
+    "pessimistic_policy", "pessimistic_value", "policy_value", "rtv_basis", "select_rank", "simulate",
+    "suboptimality", "wald_set",
 ]

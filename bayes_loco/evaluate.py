@@ -1,38 +1,42 @@
-"""Policy value and sub-optimality against the true Θ*."""
+"""Policy value and sub-optimality against the truth Θ*."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ._validation import check_option
-from .data import Population
+from .data import SCOPES, Population
 from .model import rewards
-from .policy import SCOPES, Policy, _units
+from .policy import Policy
 
 
-def _true_rewards(truth, population: Population) -> np.ndarray:
-    theta = getattr(truth, "theta", truth)
-    theta = np.asarray(theta, dtype=float)
-    if theta.shape != (population.contexts.shape[1], population.features.shape[2]):
+def truth_rewards(truth, population: Population) -> np.ndarray:
+    """True rewards r*(x_i, s_i, a) = x_iᵀ Θ* φ(s_i, a), shape (n, A).
+
+    ``truth`` is Θ* (d_x × d_φ) or a :class:`~bayes_loco.problems.Problem` (anything with ``.theta``).
+    """
+    theta = np.asarray(getattr(truth, "theta", truth), dtype=float)
+    if theta.shape != (population.d_x, population.d_phi):
         raise ValueError(f"truth's Θ has shape {theta.shape}, the population needs "
-                         f"({population.contexts.shape[1]}, {population.features.shape[2]})")
+                         f"({population.d_x}, {population.d_phi})")
     return rewards(theta, population.contexts, population.features)
 
 
 def policy_value(policy: Policy, truth, population: Population) -> float:
     """E_ρ Σ_a π(a | x, s) r*(x, s, a) under the true Θ* (``truth`` is Θ* or has ``.theta``)."""
-    r = _true_rewards(truth, population)
-    if policy.groups.shape[0] != population.n:
-        raise ValueError(f"policy was solved on {policy.groups.shape[0]} rows, population has {population.n}")
+    r = truth_rewards(truth, population)
+    if policy.unit_of_row.shape[0] != population.n:
+        raise ValueError(f"policy was solved on {policy.unit_of_row.shape[0]} rows, population has "
+                         f"{population.n}")
     return float(np.mean(np.sum(policy.row_probabilities * r, axis=1)))
 
 
 def optimal_value(truth, population: Population, scope: str = "personalised") -> float:
     """Value of the best policy of ``scope``: E_ρ max_a r* or E_s max_a E_{x|s} r*."""
     check_option(scope, "scope", SCOPES)
-    r = _true_rewards(truth, population)
-    _, average, weights = _units(population, scope)
-    return float(weights @ (average @ r).max(axis=1))
+    r = truth_rewards(truth, population)
+    units = population.units(scope)
+    return float(units.weights @ units.mean(r).max(axis=1))
 
 
 def suboptimality(policy: Policy, truth, population: Population) -> float:

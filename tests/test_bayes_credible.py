@@ -43,7 +43,7 @@ def basis6():
 
 def test_identified_directions_match_the_wald_set(small_paper):
     _problem, data, low_rank, basis = small_paper
-    p = bb.identified_directions(basis, data)
+    p = bl.identified_directions(basis, data)
     np.testing.assert_allclose(p.T @ p, np.eye(p.shape[1]), atol=1e-10)
     # The state features cancel in Δφ: 3 state columns × r = 2 rows of block 12 are unreachable.
     assert basis.dim == 16 and p.shape[1] == 10
@@ -55,10 +55,10 @@ def test_identified_directions_match_the_wald_set(small_paper):
 
 def test_identified_directions_bad_input(small_paper, basis6):
     _, data, _, _basis = small_paper
-    with pytest.raises(TypeError, match="basis"):
-        bb.identified_directions(np.eye(3), data)
+    with pytest.raises(TypeError, match="coordinates"):
+        bl.identified_directions(np.eye(3), data)
     with pytest.raises(ValueError, match="d_x"):
-        bb.identified_directions(basis6, data)
+        bl.identified_directions(basis6, data)
 
 
 def test_ellipsoid_holds_its_level_of_gaussian_mass(gaussian_draws, basis6):
@@ -168,7 +168,7 @@ def test_theta_rtv_array_and_labels(small_paper):
     out = bb.theta_rtv_array(da, basis)
     assert out.dims == ("chain", "draw", D.RTV_COORD) and out.sizes[D.RTV_COORD] == basis.dim
     np.testing.assert_allclose(out.values, basis.to_coordinates(theta))
-    labels = bb.rtv_labels(basis)
+    labels = basis.labels()
     assert len(labels) == len(set(labels)) == basis.dim and labels[0] == "11[0,0]"
     with pytest.raises(ValueError, match="dims"):
         bb.theta_rtv_array(da.rename({D.FEATURE: "other"}), basis)

@@ -117,7 +117,7 @@ def test_sandwich_set_uses_the_fisher_information_at_the_posterior_mean(nuts):
     credible = nuts.credible_set(0.9)
     assert sandwich.kind == "sandwich" and sandwich.effective_dim == credible.effective_dim
     np.testing.assert_allclose(sandwich.center, credible.center)
-    assert not np.allclose(sandwich.shape, credible.shape)
+    assert not np.allclose(sandwich.precision, credible.precision)
     with pytest.raises(ValueError, match="covariance"):
         nuts.credible_set(0.9, covariance="robust")
     with pytest.raises(ValueError, match="kind='ellipsoid'"):

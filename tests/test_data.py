@@ -294,8 +294,8 @@ def _population_arrays(n=6, a=3, d_x=2, d_phi=4, seed=0):
 def test_population_valid_and_groups_relabelled():
     x, f = _population_arrays()
     pop = Population(x, f, np.array([7, 7, 3, 3, 10, 3]))
-    assert (pop.n, pop.n_actions, pop.n_groups) == (6, 3, 3)
-    np.testing.assert_array_equal(pop.groups, [1, 1, 0, 0, 2, 0])
+    assert (pop.n, pop.n_actions, pop.n_states) == (6, 3, 3)
+    np.testing.assert_array_equal(pop.states, [1, 1, 0, 0, 2, 0])
     assert "states=3" in repr(pop) and "actions=3" in repr(pop)
 
 
@@ -306,9 +306,9 @@ def test_population_validation_names_the_argument():
         Population(x, f[:, 0], groups)
     with pytest.raises(ValueError, match="contexts has 6 rows, features has 5"):
         Population(x, f[:5], groups)
-    with pytest.raises(ValueError, match=r"groups must be an integer array of shape \(6,\)"):
+    with pytest.raises(ValueError, match=r"states must be an integer array of shape \(6,\)"):
         Population(x, f, groups[:5])
-    with pytest.raises(ValueError, match="groups must be an integer array"):
+    with pytest.raises(ValueError, match="states must be an integer array"):
         Population(x, f, groups.astype(float))
     bad = f.copy()
     bad[1, 2, 3] = np.nan

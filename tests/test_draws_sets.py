@@ -41,9 +41,9 @@ def unit_features(pop, reference=0):
     for i in range(n):
         for a in range(n_actions):
             z[i, a] = np.outer(pop.contexts[i], pop.features[i, a] - pop.features[i, reference]).ravel()
-    units = np.unique(pop.groups)
-    zu = np.stack([z[pop.groups == u].mean(axis=0) for u in units])
-    weights = np.array([(pop.groups == u).mean() for u in units])
+    units = np.unique(pop.states)
+    zu = np.stack([z[pop.states == u].mean(axis=0) for u in units])
+    weights = np.array([(pop.states == u).mean() for u in units])
     return zu, weights
 
 

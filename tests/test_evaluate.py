@@ -40,7 +40,7 @@ def explicit_rewards(theta, pop):
 
 
 def units_of(pop, scope):
-    return np.arange(pop.n) if scope == "personalised" else pop.groups
+    return np.arange(pop.n) if scope == "personalised" else pop.states
 
 
 def make_policy(probabilities, pop, scope):
@@ -58,7 +58,7 @@ def loop_value(probabilities, pop, scope, r):
 @pytest.mark.parametrize("scope", SCOPES)
 def test_uniform_policy_value_is_mean_reward(scope):
     pop, theta = make_population(0)
-    n_units = pop.n if scope == "personalised" else pop.n_groups
+    n_units = pop.n if scope == "personalised" else pop.n_states
     uniform = make_policy(np.full((n_units, 3), 1 / 3), pop, scope)
     assert policy_value(uniform, theta, pop) == pytest.approx(explicit_rewards(theta, pop).mean(), rel=1e-12)
 
@@ -66,7 +66,7 @@ def test_uniform_policy_value_is_mean_reward(scope):
 @pytest.mark.parametrize("scope", SCOPES)
 def test_stochastic_policy_value_matches_loops(scope):
     pop, theta = make_population(1)
-    n_units = pop.n if scope == "personalised" else pop.n_groups
+    n_units = pop.n if scope == "personalised" else pop.n_states
     probs = np.random.default_rng(2).dirichlet(np.ones(3), size=n_units)
     r = explicit_rewards(theta, pop)
     assert policy_value(make_policy(probs, pop, scope), theta, pop) == pytest.approx(
@@ -75,7 +75,7 @@ def test_stochastic_policy_value_matches_loops(scope):
 
 def test_global_policy_and_its_rows_have_the_same_value():
     pop, theta = make_population(3)
-    probs = np.random.default_rng(4).dirichlet(np.ones(3), size=pop.n_groups)
+    probs = np.random.default_rng(4).dirichlet(np.ones(3), size=pop.n_states)
     glob = make_policy(probs, pop, "global")
     rows = make_policy(glob.row_probabilities, pop, "personalised")
     assert policy_value(glob, theta, pop) == pytest.approx(policy_value(rows, theta, pop), rel=1e-13)
@@ -89,7 +89,7 @@ def test_optimal_value_is_the_best_deterministic_policy(scope):
     """Brute force over every deterministic policy (A^units of them)."""
     pop, theta = make_population(5, n_groups=3, max_size=2)
     r = explicit_rewards(theta, pop)
-    n_units = pop.n if scope == "personalised" else pop.n_groups
+    n_units = pop.n if scope == "personalised" else pop.n_states
     assert n_units <= 6
     eye = np.eye(3)
     best = max(loop_value(eye[list(c)], pop, scope, r) for c in itertools.product(range(3), repeat=n_units))
@@ -104,7 +104,7 @@ def test_optimal_global_is_at_most_personalised():
         assert glob <= personal + 1e-12
     # contexts within a group that disagree on the best action make the inequality strict
     r = explicit_rewards(theta, pop)
-    disagree = any(np.unique(r[pop.groups == g].argmax(axis=1)).size > 1 for g in range(pop.n_groups))
+    disagree = any(np.unique(r[pop.states == g].argmax(axis=1)).size > 1 for g in range(pop.n_states))
     assert disagree and glob < personal - 1e-6
     # personalised scope is the default
     assert optimal_value(theta, pop) == personal
@@ -131,7 +131,7 @@ def test_greedy_under_the_truth_is_optimal(scope):
 def test_suboptimality_is_nonnegative_and_positive_for_a_wrong_model(scope):
     pop, theta = make_population(14, n_groups=6)
     rng = np.random.default_rng(15)
-    n_units = pop.n if scope == "personalised" else pop.n_groups
+    n_units = pop.n if scope == "personalised" else pop.n_states
     r = explicit_rewards(theta, pop)
     best = optimal_value(theta, pop, scope)
     wrong = theta + rng.normal(scale=2.0, size=theta.shape)

@@ -65,7 +65,7 @@ def test_confidence_set_is_the_wald_set(mle, reference):
     assert cs.kind == "wald" and cs.level == 0.9
     np.testing.assert_allclose(cs.center, mle.theta.ravel())
     info = np.linalg.inv(ref.cov_params())  # statsmodels' observed = expected information for the logit
-    np.testing.assert_allclose(cs.shape, info, rtol=1e-6, atol=1e-6 * np.abs(info).max())
+    np.testing.assert_allclose(cs.precision, info, rtol=1e-6, atol=1e-6 * np.abs(info).max())
     assert cs.effective_dim == 20
     for level in (0.5, 0.9, 0.99):
         assert mle.confidence_set(level).radius ** 2 == pytest.approx(stats.chi2.ppf(level, 20), rel=1e-12)
@@ -87,7 +87,7 @@ def test_gram_set(mle, reference):
         # C₂·sqrt(d_x d_φ / N)
         assert gs.radius == pytest.approx(c2 * np.sqrt(20 / 4000), rel=1e-12)
         np.testing.assert_allclose(gs.center, mle.theta.ravel())
-        np.testing.assert_allclose(gs.shape, z.T @ z, rtol=1e-10, atol=1e-8)
+        np.testing.assert_allclose(gs.precision, z.T @ z, rtol=1e-10, atol=1e-8)
     with pytest.raises(ValueError, match=r"^c2 must be in"):
         mle.gram_set(-1.0)
 

@@ -154,9 +154,9 @@ def unit_features(pop, coordinates, scope, reference_action=0):
     z = raw_z(pop, coordinates, reference_action)
     if scope == "personalised":
         return z, np.full(pop.n, 1.0 / pop.n)
-    labels = sorted(set(pop.groups.tolist()))
-    zu = np.stack([z[pop.groups == g].mean(axis=0) for g in labels])
-    weights = np.array([np.sum(pop.groups == g) for g in labels]) / pop.n
+    labels = sorted(set(pop.states.tolist()))
+    zu = np.stack([z[pop.states == g].mean(axis=0) for g in labels])
+    weights = np.array([np.sum(pop.states == g) for g in labels]) / pop.n
     return zu, weights
 
 
@@ -459,7 +459,7 @@ def test_radius_zero_gives_greedy(objective, scope):
     r = np.array([[inst.pop.contexts[i] @ theta_hat @ inst.pop.features[i, a] for a in range(4)]
                   for i in range(inst.pop.n)])
     if scope == "global":
-        r = np.stack([r[inst.pop.groups == g].mean(axis=0) for g in range(inst.pop.n_groups)])
+        r = np.stack([r[inst.pop.states == g].mean(axis=0) for g in range(inst.pop.n_states)])
     assert np.unique(r.argmax(axis=1)).size > 1  # the instance is not trivial
     np.testing.assert_array_equal(greedy.probabilities.argmax(axis=1), r.argmax(axis=1))
     np.testing.assert_array_equal(policy.actions, greedy.actions)
@@ -469,7 +469,7 @@ def test_radius_zero_gives_greedy(objective, scope):
         np.testing.assert_allclose(policy.probabilities, greedy.probabilities, atol=1e-4)
     # value relative to the reference: mean of max reward minus the reference's reward
     if scope == "global":
-        weights = np.bincount(inst.pop.groups) / inst.pop.n
+        weights = np.bincount(inst.pop.states) / inst.pop.n
     else:
         weights = np.full(inst.pop.n, 1 / inst.pop.n)
     expected = float(weights @ (r.max(axis=1) - r[:, 0]))
@@ -485,8 +485,8 @@ def test_greedy_policy_attributes():
     assert greedy.objective == "greedy"
     assert np.isnan(greedy.pessimistic_value)
     assert greedy.certificate is None and greedy.theta is None
-    assert greedy.probabilities.shape == (inst.pop.n_groups, 3)
-    np.testing.assert_array_equal(greedy.row_probabilities, greedy.probabilities[inst.pop.groups])
+    assert greedy.probabilities.shape == (inst.pop.n_states, 3)
+    np.testing.assert_array_equal(greedy.row_probabilities, greedy.probabilities[inst.pop.states])
     assert greedy.n_mixed == 0
 
 
@@ -503,8 +503,8 @@ def test_relaxed_matches_brute_force(kind, seed, radius_scale, scope):
     if scope == "personalised":
         scores, weights = lb, np.full(inst.pop.n, 1 / inst.pop.n)
     else:  # mean over the group's rows of the rows' lower bounds
-        scores = np.stack([lb[inst.pop.groups == g].mean(axis=0) for g in range(inst.pop.n_groups)])
-        weights = np.bincount(inst.pop.groups) / inst.pop.n
+        scores = np.stack([lb[inst.pop.states == g].mean(axis=0) for g in range(inst.pop.n_states)])
+        weights = np.bincount(inst.pop.states) / inst.pop.n
         # the lower bound of the group's mean z would choose differently somewhere
         zu, _ = unit_features(inst.pop, inst.eset.coordinates, scope)
         assert np.any(oracle_lower_bounds(inst, zu).argmax(axis=1) != scores.argmax(axis=1))
@@ -543,7 +543,7 @@ def test_relaxed_with_a_custom_set(scope):
     z = raw_z(inst.pop, dset.coordinates, 0)
     lb = np.array([[min(d @ z[i, a] for d in draws) for a in range(3)] for i in range(inst.pop.n)])
     if scope == "global":
-        lb = np.stack([lb[inst.pop.groups == g].mean(axis=0) for g in range(inst.pop.n_groups)])
+        lb = np.stack([lb[inst.pop.states == g].mean(axis=0) for g in range(inst.pop.n_states)])
     np.testing.assert_array_equal(policy.probabilities.argmax(axis=1), lb.argmax(axis=1))
     zu, w = unit_features(inst.pop, dset.coordinates, scope)
     m = np.einsum("u,ua,uak->k", w, policy.probabilities, zu)
@@ -584,9 +584,9 @@ def test_reference_action_changes_the_pessimistic_choice(scope):
 def test_pessimistic_value_depends_on_the_reference(scope):
     """min_θ θᵀ(m(π) − m(π_ref)), computed here with W⁻¹ explicitly, for each reference."""
     eset, pop = uncertain_action_instance()
-    n_units = pop.n if scope == "personalised" else pop.n_groups
+    n_units = pop.n if scope == "personalised" else pop.n_states
     probs = np.random.default_rng(61).dirichlet(np.ones(3), size=n_units)
-    winv = np.linalg.inv(eset.shape)
+    winv = np.linalg.inv(eset.precision)
     values = []
     for ref in range(3):
         zu, w = unit_features(pop, eset.coordinates, scope, reference_action=ref)
@@ -671,7 +671,7 @@ def test_bad_objective_and_scope(small):
         pessimistic_policy(small.eset, small.pop, scope="personalized")
     with pytest.raises(ValueError, match="scope"):
         greedy_policy(np.zeros((2, 3)), small.pop, scope="local")
-    n_units = small.pop.n_groups
+    n_units = small.pop.n_states
     with pytest.raises(ValueError, match="scope"):
         pessimistic_value(small.eset, small.pop, np.full((n_units, 3), 1 / 3), scope="both")
 
@@ -682,7 +682,7 @@ def test_bad_reference_action(small, reference_action, error):
     with pytest.raises(error, match="reference_action"):
         pessimistic_policy(small.eset, small.pop, reference_action=reference_action)
     with pytest.raises(error, match="reference_action"):
-        pessimistic_value(small.eset, small.pop, np.full((small.pop.n_groups, 3), 1 / 3),
+        pessimistic_value(small.eset, small.pop, np.full((small.pop.n_states, 3), 1 / 3),
                           scope="global", reference_action=reference_action)
 
 
@@ -716,7 +716,7 @@ def test_pessimistic_value_rejects_wrong_probability_shape(small):
     with pytest.raises(ValueError):
         pessimistic_value(small.eset, small.pop, np.full((small.pop.n, 3), 1 / 3), scope="global")
     with pytest.raises(ValueError):
-        pessimistic_value(small.eset, small.pop, np.full((small.pop.n_groups, 2), 1 / 2), scope="global")
+        pessimistic_value(small.eset, small.pop, np.full((small.pop.n_states, 2), 1 / 2), scope="global")
 
 
 # ============================================================================ paper simulation smoke

@@ -47,7 +47,7 @@ def test_dimensions_radius_and_set(prs_random, random_low_rank_problem):
     assert s.kind == "gram" and s.level is None and s.coordinates is fit.basis
     assert s.radius == fit.radius
     np.testing.assert_array_equal(s.center, fit.theta_rtv)
-    np.testing.assert_array_equal(s.shape, fit.gram)
+    np.testing.assert_array_equal(s.precision, fit.gram)
     assert s.effective_dim == k
     np.testing.assert_allclose(fit.theta, fit.basis.to_theta(fit.theta_rtv))
     np.testing.assert_allclose(fit.basis.block22(fit.theta), 0.0, atol=1e-12)
@@ -77,7 +77,7 @@ def test_reduced_mle_matches_statsmodels(random_low_rank_problem, fraction):
     # the confidence set is the Wald set of that regression
     cs = fit.confidence_set(0.9)
     info = np.linalg.inv(ref.cov_params())
-    np.testing.assert_allclose(cs.shape, info, rtol=1e-6, atol=1e-6 * np.abs(info).max())
+    np.testing.assert_allclose(cs.precision, info, rtol=1e-6, atol=1e-6 * np.abs(info).max())
     assert cs.kind == "wald" and cs.level == 0.9 and cs.effective_dim == fit.k
 
 

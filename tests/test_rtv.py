@@ -5,8 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from bayes_loco import RTVBasis, rtv_basis
-from bayes_loco.uncertainty import Coordinates
+from bayes_loco import Coordinates, RTVBasis, rtv_basis
 
 SHAPES = [(4, 5, 1), (4, 5, 2), (6, 3, 2), (5, 5, 5), (20, 29, 3)]
 

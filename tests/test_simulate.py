@@ -231,8 +231,8 @@ def test_population_shapes_groups_and_law(law):
     pop = problem.population(50, seed=3, contexts_per_state=4, context_law=law)
     assert pop.contexts.shape == (200, 5)
     assert pop.features.shape == (200, 6, problem.d_phi)
-    np.testing.assert_array_equal(pop.groups, np.repeat(np.arange(50), 4))
-    assert pop.n_groups == 50 and pop.n_actions == 6
+    np.testing.assert_array_equal(pop.states, np.repeat(np.arange(50), 4))
+    assert pop.n_states == 50 and pop.n_actions == 6
     low = -1.0 if law == "uniform" else 0.0
     assert pop.contexts.min() >= low and pop.contexts.max() <= 1.0
     if law == "uniform":
@@ -268,7 +268,7 @@ def test_population_reproducible():
     a, b = problem.population(10, seed=5), problem.population(10, seed=5)
     np.testing.assert_array_equal(a.contexts, b.contexts)
     np.testing.assert_array_equal(a.features, b.features)
-    np.testing.assert_array_equal(a.groups, np.arange(10))
+    np.testing.assert_array_equal(a.states, np.arange(10))
     assert not np.array_equal(a.contexts, problem.population(10, seed=6).contexts)
 
 

@@ -12,8 +12,7 @@ import numpy as np
 import pytest
 from scipy import linalg, stats
 
-from bayes_loco import EllipsoidSet, UncertaintySet, VecCoordinates
-from bayes_loco.uncertainty import Coordinates, wald_set
+from bayes_loco import Coordinates, EllipsoidSet, UncertaintySet, VecCoordinates, wald_set
 
 CLARABEL_TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
 
@@ -257,7 +256,7 @@ def test_wald_radius_is_chi2_quantile_on_the_rank(rank, level):
     assert eset.level == level
     assert eset.coordinates is coords
     np.testing.assert_array_equal(eset.center, center)
-    np.testing.assert_array_equal(eset.shape, info)
+    np.testing.assert_array_equal(eset.precision, info)
 
 
 def test_wald_set_coverage_for_a_gaussian_estimate():

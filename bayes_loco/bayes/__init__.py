@@ -28,15 +28,13 @@ from .credible import (
     credible_ellipsoid,
     credible_quantile,
     credible_set,
-    identified_directions,
 )
 from .fit import Posterior, SamplerDiagnostics, available_samplers, fit_posterior
 from .model import balanced_factors, build_model, model_coords, prior_draw
-from .reduced import add_theta_rtv, rtv_labels, theta_rtv_array
+from .reduced import add_theta_rtv, theta_rtv_array
 
 __all__ = [
     "Posterior", "SamplerDiagnostics", "add_theta_rtv", "available_samplers", "balanced_factors",
     "build_model", "compare_policies", "credible_draws", "credible_ellipsoid", "credible_quantile",
-    "credible_set", "dims", "fit_posterior", "identified_directions", "model_coords", "prior_draw",
-    "rtv_labels", "theta_rtv_array",
+    "credible_set", "dims", "fit_posterior", "model_coords", "prior_draw", "theta_rtv_array",
 ]

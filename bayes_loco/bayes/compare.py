@@ -20,7 +20,7 @@ from ..evaluate import suboptimality
 from ..exceptions import BayesLocoWarning
 from ..frequentist.prs import fit_prs
 from ..policy import OBJECTIVES, SCOPES, greedy_policy, pessimistic_policy
-from ..uncertainty import DrawsSet, EllipsoidSet
+from ..sets import DrawsSet, EllipsoidSet
 from .credible import KINDS
 from .fit import Posterior, fit_posterior
 

@@ -25,32 +25,11 @@ import numpy as np
 from scipy import stats
 
 from .._validation import check_option, check_real
-from ..data import PreferenceData
-from ..frequentist.rtv import RTVBasis
-from ..uncertainty import RANGE_RTOL, DrawsSet, EllipsoidSet, QuantileSet
+from ..coordinates import RTVBasis
+from ..sets import DrawsSet, EllipsoidSet, QuantileSet
 from .reduced import draws_moments
 
 KINDS = ("ellipsoid", "draws", "quantile")
-
-
-def identified_directions(basis: RTVBasis, data: PreferenceData, *, rtol: float = RANGE_RTOL) -> np.ndarray:
-    """Orthonormal basis P (k × k_eff) of range(Σ_t z_t z_tᵀ), z_t the RTV features of the data.
-
-    These are the directions of θ_rtv that the likelihood depends on; k_eff is
-    the rank of the Gram matrix, eigenvalues below ``rtol`` times the largest
-    counting as zero (the same rule as :class:`~bayes_loco.EllipsoidSet`).
-    """
-    if not isinstance(basis, RTVBasis):
-        raise TypeError(f"basis must be an RTVBasis, got {type(basis).__name__}")
-    if not isinstance(data, PreferenceData):
-        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
-    if (data.d_x, data.d_phi) != (basis.d_x, basis.d_phi):
-        raise ValueError(f"data has (d_x, d_phi) = ({data.d_x}, {data.d_phi}), the basis "
-                         f"({basis.d_x}, {basis.d_phi})")
-    z = basis.transform(data.contexts, data.differences)
-    vals, vecs = np.linalg.eigh(z.T @ z)
-    keep = vals > rtol * max(vals.max(), np.finfo(float).tiny)
-    return vecs[:, keep]
 
 
 def _check_draws(draws, basis) -> np.ndarray:
@@ -136,7 +115,7 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
     shape = p @ precision @ p.T
     unit = EllipsoidSet(mean, 0.5 * (shape + shape.T), 1.0, basis, kind=kind, level=level)
     radius = float(np.sqrt(stats.chi2.ppf(level, unit.effective_dim)))
-    return EllipsoidSet(mean, unit.shape, radius, basis, kind=kind, level=level)
+    return EllipsoidSet(mean, unit.precision, radius, basis, kind=kind, level=level)
 
 
 def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,

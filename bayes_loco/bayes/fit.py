@@ -22,13 +22,13 @@ import pymc as pm
 import xarray as xr
 
 from .._validation import check_int, check_option, check_rank, check_real
+from ..coordinates import RTVBasis, identified_directions, rtv_basis
 from ..data import PreferenceData
 from ..exceptions import SamplerWarning
 from ..frequentist.fgd import LowRankResult, fit_low_rank
-from ..frequentist.rtv import RTVBasis, rtv_basis
 from ..model import fisher_information, margins
 from . import dims as D
-from .credible import KINDS, credible_set, identified_directions
+from .credible import KINDS, credible_set
 from .model import balanced_factors, build_model
 from .reduced import add_theta_rtv, draws_moments, stacked_draws
 

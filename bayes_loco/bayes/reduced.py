@@ -11,22 +11,10 @@ from __future__ import annotations
 import numpy as np
 import xarray as xr
 
-from ..frequentist.rtv import RTVBasis
+from ..coordinates import RTVBasis
 from . import dims as D
 
 SAMPLE_DIMS = ("chain", "draw")
-
-
-def rtv_labels(basis: RTVBasis) -> list[str]:
-    """Labels of the k reduced coordinates: ``"11[i,j]"``, ``"12[i,j]"``, ``"21[i,j]"``.
-
-    Block 11 is r × r, 12 is r × (d_φ − r) and 21 is (d_x − r) × r, indexed in
-    the rotated frame Θ' = Ûᵀ Θ V̂ (rows of 21 and columns of 12 start at r).
-    """
-    r, dx, dp = basis.rank, basis.d_x, basis.d_phi
-    return ([f"11[{i},{j}]" for i in range(r) for j in range(r)]
-            + [f"12[{i},{j}]" for i in range(r) for j in range(r, dp)]
-            + [f"21[{i},{j}]" for i in range(r, dx) for j in range(r)])
 
 
 def theta_rtv_array(theta: xr.DataArray, basis: RTVBasis) -> xr.DataArray:
@@ -39,7 +27,7 @@ def theta_rtv_array(theta: xr.DataArray, basis: RTVBasis) -> xr.DataArray:
     values = basis.to_coordinates(np.asarray(theta.values, dtype=float))
     lead = theta.dims[:-2]
     coords = {d: theta.coords[d] for d in lead if d in theta.coords}
-    coords[D.RTV_COORD] = rtv_labels(basis)
+    coords[D.RTV_COORD] = basis.labels()
     return xr.DataArray(values, dims=(*lead, D.RTV_COORD), coords=coords, name=D.THETA_RTV)
 
 

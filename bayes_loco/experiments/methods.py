@@ -16,8 +16,8 @@ from ..data import Population, PreferenceData
 from ..evaluate import suboptimality
 from ..frequentist import fit_mle, fit_prs, select_rank
 from ..policy import greedy_policy, pessimistic_policy
+from ..sets import EllipsoidSet
 from ..simulate import PaperProblem
-from ..uncertainty import EllipsoidSet
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,6 @@ from .fgd import LowRankResult, fit_low_rank
 from .mle import MLEResult, fit_mle
 from .prs import PRSResult, fit_prs
 from .rank import RankSelection, select_rank
-from .rtv import RTVBasis, rtv_basis
 
-__all__ = ["LowRankResult", "MLEResult", "PRSResult", "RTVBasis", "RankSelection", "fit_low_rank",
-           "fit_mle", "fit_prs", "rtv_basis", "select_rank"]
+__all__ = ["LowRankResult", "MLEResult", "PRSResult", "RankSelection", "fit_low_rank", "fit_mle", "fit_prs",
+           "select_rank"]

@@ -8,9 +8,10 @@ from functools import cached_property
 import numpy as np
 
 from .._validation import check_int, check_real
+from ..coordinates import VecCoordinates
 from ..data import PreferenceData
 from ..model import fisher_weights, margins, score_matrix
-from ..uncertainty import EllipsoidSet, VecCoordinates, wald_set
+from ..sets import EllipsoidSet, wald_set
 from ._logistic import fit_logistic
 
 # The d_x·d_φ × d_x·d_φ information matrix of the MLE baselines is refused above this.

@@ -16,12 +16,12 @@ from functools import cached_property
 import numpy as np
 
 from .._validation import check_real
+from ..coordinates import RTVBasis, rtv_basis
 from ..data import PreferenceData
 from ..model import fisher_information
-from ..uncertainty import EllipsoidSet, wald_set
+from ..sets import EllipsoidSet, wald_set
 from ._logistic import LogisticFit, fit_logistic
 from .fgd import LowRankResult, fit_low_rank
-from .rtv import RTVBasis, rtv_basis
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,212 @@
+"""The reduce stage: coordinates in which an estimate and its uncertainty set live.
+
+Both roads map Θ (d_x × d_φ) to k numbers by a linear map and every feature
+matrix Z = x φᵀ to the k-vector z with ⟨Z, Θ⟩ = zᵀθ (up to what the map drops):
+
+- :class:`VecCoordinates`: vec(Θ), k = d_x·d_φ (the MLE baselines);
+- :class:`RTVBasis`: the paper's rotation–truncation–vectorization, k = (d_x + d_φ) r − r²
+  (PRS and the posterior).
+
+With full SVD bases Û (d_x × d_x), V̂ (d_φ × d_φ) of a rank-r estimate Θ̂, RTV
+rotates Θ' = Ûᵀ Θ V̂ and splits it into blocks 11 (r × r), 12 (r × (d_φ−r)),
+21 ((d_x−r) × r) and 22. It keeps blocks 11, 12, 21, so for any Z = x φᵀ
+
+    ⟨Z, Θ⟩ = ⟨z_rtv, θ_rtv⟩ + ⟨Z'₂₂, Θ'₂₂⟩.
+
+The truncated block is second order near Θ̂: every rank-r Θ near Θ̂ has
+Θ'₂₂ = Θ'₂₁ Θ'₁₁⁻¹ Θ'₁₂ (docs/design.md, "The identified chart").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ._validation import as_float_array, check_rank
+from .data import PreferenceData
+
+# Eigenvalues of a Gram or information matrix below this fraction of the largest are treated as
+# zero: those directions are not reached by any comparison (docs/design.md, convention 1).
+RANGE_RTOL = 1e-10
+
+
+@runtime_checkable
+class Coordinates(Protocol):
+    """A linear map from (x, φ) to the k coordinates in which a set lives."""
+
+    @property
+    def dim(self) -> int:
+        """k, the number of coordinates."""
+        ...
+
+    @property
+    def d_x(self) -> int: ...
+
+    @property
+    def d_phi(self) -> int: ...
+
+    def transform(self, contexts: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """z for contexts (n, d_x) and features (n, d_φ) or (n, A, d_φ): shape (n, [A,] k)."""
+        ...
+
+    def to_coordinates(self, theta: np.ndarray) -> np.ndarray:
+        """Θ (…, d_x, d_φ) in these coordinates, shape (…, k)."""
+        ...
+
+    def labels(self) -> list[str]:
+        """A label for each of the k coordinates."""
+        ...
+
+
+def broadcast_contexts(contexts: np.ndarray, features: np.ndarray) -> np.ndarray:
+    """Contexts (n, d_x) reshaped to broadcast against features (n, …, d_φ)."""
+    return contexts.reshape(contexts.shape[0], *([1] * (features.ndim - 2)), contexts.shape[1])
+
+
+@dataclass(frozen=True, eq=False)
+class VecCoordinates:
+    """vec(Θ) in row-major order: z = vec(x φᵀ), k = d_x·d_φ (the MLE baselines)."""
+
+    d_x: int
+    d_phi: int
+
+    @property
+    def dim(self) -> int:
+        return self.d_x * self.d_phi
+
+    def transform(self, contexts, features):
+        outer = broadcast_contexts(contexts, features)[..., :, None] * features[..., None, :]
+        return outer.reshape(*features.shape[:-1], self.dim)
+
+    def to_coordinates(self, theta):
+        return theta.reshape(*theta.shape[:-2], self.dim)
+
+    def labels(self) -> list[str]:
+        """``"[i,j]"``: row i (context) and column j (feature) of Θ."""
+        return [f"[{i},{j}]" for i in range(self.d_x) for j in range(self.d_phi)]
+
+
+@dataclass(frozen=True, eq=False)
+class RTVBasis:
+    """The rotation (Û, V̂) and rank r that define RTV coordinates; k = (d_x + d_φ) r − r².
+
+    It is a :class:`Coordinates` object: sets built on it take x and φ through
+    :meth:`transform`.
+    """
+
+    left: np.ndarray
+    right: np.ndarray
+    rank: int
+
+    @property
+    def d_x(self) -> int:
+        return self.left.shape[0]
+
+    @property
+    def d_phi(self) -> int:
+        return self.right.shape[0]
+
+    @property
+    def dim(self) -> int:
+        r = self.rank
+        return (self.d_x + self.d_phi) * r - r * r
+
+    def _blocks(self, rotated: np.ndarray) -> np.ndarray:
+        r = self.rank
+        lead = rotated.shape[:-2]
+        return np.concatenate([rotated[..., :r, :r].reshape(*lead, -1),
+                               rotated[..., :r, r:].reshape(*lead, -1),
+                               rotated[..., r:, :r].reshape(*lead, -1)], axis=-1)
+
+    def rotate(self, theta: np.ndarray) -> np.ndarray:
+        """Θ' = Ûᵀ Θ V̂ for Θ of shape (…, d_x, d_φ)."""
+        return self.left.T @ theta @ self.right
+
+    def to_coordinates(self, theta: np.ndarray) -> np.ndarray:
+        """θ_rtv of Θ (…, d_x, d_φ): the vectorised blocks 11, 12, 21 of Θ'."""
+        return self._blocks(self.rotate(theta))
+
+    def block22(self, theta: np.ndarray) -> np.ndarray:
+        """The truncated block Θ'₂₂ of Θ (…, d_x, d_φ)."""
+        r = self.rank
+        return self.rotate(theta)[..., r:, r:]
+
+    def to_theta(self, theta_rtv: np.ndarray) -> np.ndarray:
+        """Θ = Û [[B₁₁, B₁₂], [B₂₁, 0]] V̂ᵀ for θ_rtv of shape (…, k)."""
+        r, dx, dp = self.rank, self.d_x, self.d_phi
+        lead = theta_rtv.shape[:-1]
+        rotated = np.zeros((*lead, dx, dp))
+        n11, n12 = r * r, r * (dp - r)
+        rotated[..., :r, :r] = theta_rtv[..., :n11].reshape(*lead, r, r)
+        rotated[..., :r, r:] = theta_rtv[..., n11:n11 + n12].reshape(*lead, r, dp - r)
+        rotated[..., r:, :r] = theta_rtv[..., n11 + n12:].reshape(*lead, dx - r, r)
+        return self.left @ rotated @ self.right.T
+
+    def transform(self, contexts: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """z_rtv of Z = x φᵀ for contexts (n, d_x) and features (n, [A,] d_φ), without Kronecker.
+
+        Only the three kept blocks of the rotated outer product (Ûᵀx)(V̂ᵀφ)ᵀ are formed.
+        """
+        r = self.rank
+        xr = broadcast_contexts(contexts @ self.left, features)
+        fr = features @ self.right
+        lead = fr.shape[:-1]
+        b11 = xr[..., :r, None] * fr[..., None, :r]
+        b12 = xr[..., :r, None] * fr[..., None, r:]
+        b21 = xr[..., r:, None] * fr[..., None, :r]
+        return np.concatenate([np.broadcast_to(b, (*lead, *b.shape[-2:])).reshape(*lead, -1)
+                               for b in (b11, b12, b21)], axis=-1)
+
+    def labels(self) -> list[str]:
+        """``"11[i,j]"``, ``"12[i,j]"``, ``"21[i,j]"`` in the rotated frame Θ' = Ûᵀ Θ V̂.
+
+        Block 11 is r × r, 12 is r × (d_φ − r) and 21 is (d_x − r) × r; rows of 21
+        and columns of 12 start at r.
+        """
+        r, dx, dp = self.rank, self.d_x, self.d_phi
+        return ([f"11[{i},{j}]" for i in range(r) for j in range(r)]
+                + [f"12[{i},{j}]" for i in range(r) for j in range(r, dp)]
+                + [f"21[{i},{j}]" for i in range(r, dx) for j in range(r)])
+
+
+def rtv_basis(theta_hat, rank: int) -> RTVBasis:
+    """RTV coordinates from the full SVD of a rank-r estimate Θ̂ (d_x × d_φ)."""
+    theta_hat = as_float_array(theta_hat, "theta_hat", 2)
+    rank = check_rank(rank, *theta_hat.shape)
+    u, _, vt = np.linalg.svd(theta_hat, full_matrices=True)
+    return RTVBasis(u, vt.T, rank)
+
+
+def check_coordinates(coordinates, d_x: int, d_phi: int, what: str) -> Coordinates:
+    """``coordinates`` as a :class:`Coordinates` on (d_x, d_φ), or one error naming ``what``."""
+    if not isinstance(coordinates, Coordinates):
+        raise TypeError(f"{what} must be a Coordinates object (RTVBasis, VecCoordinates), "
+                        f"got {type(coordinates).__name__}")
+    if (coordinates.d_x, coordinates.d_phi) != (d_x, d_phi):
+        raise ValueError(f"{what} live on (d_x, d_phi) = ({coordinates.d_x}, {coordinates.d_phi}), "
+                         f"but the data have ({d_x}, {d_phi})")
+    return coordinates
+
+
+def design(coordinates: Coordinates, data: PreferenceData) -> np.ndarray:
+    """The N × k design of the comparisons in these coordinates: row t is z of x_t Δφ_tᵀ."""
+    check_coordinates(coordinates, data.d_x, data.d_phi, "coordinates")
+    return coordinates.transform(data.contexts, data.differences)
+
+
+def identified_directions(coordinates: Coordinates, data: PreferenceData, *,
+                          rtol: float = RANGE_RTOL) -> np.ndarray:
+    """Orthonormal basis P (k × k_eff) of range(Σ_t z_t z_tᵀ), z_t the comparisons' coordinates.
+
+    These are the directions of θ that the likelihood depends on; k_eff is the
+    rank of the Gram matrix, eigenvalues below ``rtol`` times the largest counting
+    as zero (the same rule as :class:`~bayes_loco.EllipsoidSet`).
+    """
+    if not isinstance(data, PreferenceData):
+        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    z = design(coordinates, data)
+    vals, vecs = np.linalg.eigh(z.T @ z)
+    keep = vals > rtol * max(vals.max(), np.finfo(float).tiny)
+    return vecs[:, keep]

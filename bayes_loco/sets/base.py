@@ -1,0 +1,163 @@
+"""What the pessimistic solver needs of an uncertainty set, and the pieces every exact solve shares.
+
+A set lives in some coordinates of Θ (:mod:`bayes_loco.coordinates`) and exposes
+
+- ``lower_bound(z) = min_{θ ∈ set} θᵀz`` for a batch of feature vectors z: all the
+  relaxed objective needs (:class:`UncertaintySet`);
+- ``solve_exact(problem)`` for the exact minimax objective: a convex set
+  minimises V(θ) = Σ_u w_u max_a θᵀz_ua over itself and returns the minimiser,
+  a stochastic policy and a duality certificate (:class:`ConvexSet`).
+
+A new set kind implements these two methods; the solver never needs to know its
+class. :meth:`ExactProblem.solution` turns a candidate θ and policy into a
+certified :class:`ExactSolution`, so a set only has to find them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from ..coordinates import Coordinates
+
+
+class PolicyStatus(enum.Enum):
+    """Outcome of the solver."""
+
+    SOLVED = "solved"
+    GAP_NOT_REACHED = "gap_not_reached"
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """Bounds on the optimal pessimistic value: lower ≤ optimum ≤ upper."""
+
+    lower: float
+    upper: float
+
+    @property
+    def gap(self) -> float:
+        return self.upper - self.lower
+
+    @property
+    def relative_gap(self) -> float:
+        return self.gap / max(abs(self.upper), abs(self.lower), np.finfo(float).tiny)
+
+
+@dataclass(frozen=True)
+class ExactSolution:
+    """A set's answer to the exact objective.
+
+    Attributes
+    ----------
+    probabilities : ndarray, shape (units, A)
+        The stochastic policy whose pessimistic value is ``certificate.lower``.
+    theta : ndarray, shape (k,)
+        The minimising θ in the set; ``certificate.upper`` is V(θ).
+    certificate : Certificate
+    status : PolicyStatus
+    message : str
+    """
+
+    probabilities: np.ndarray
+    theta: np.ndarray
+    certificate: Certificate
+    status: PolicyStatus
+    message: str
+
+
+@runtime_checkable
+class UncertaintySet(Protocol):
+    """What the relaxed objective needs of a set: coordinates and a support function from below."""
+
+    coordinates: Coordinates
+
+    def lower_bound(self, z: np.ndarray) -> np.ndarray:
+        """min_{θ ∈ set} θᵀ z over the last axis of z."""
+        ...
+
+
+@runtime_checkable
+class ConvexSet(UncertaintySet, Protocol):
+    """A convex compact set, which the exact objective accepts: it solves min_{θ ∈ set} V(θ)."""
+
+    def solve_exact(self, problem: ExactProblem) -> ExactSolution:
+        """min_{θ ∈ set} Σ_u w_u max_a θᵀz_ua with a stochastic policy and a certificate."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class ExactProblem:
+    """min_{θ ∈ set} V(θ), V(θ) = Σ_u w_u max_a θᵀz_ua: the exact objective after minimax duality.
+
+    Attributes
+    ----------
+    features : ndarray, shape (units, A, k)
+        z_ua, the candidate features averaged over each unit's rows.
+    weights : ndarray, shape (units,)
+        w_u, the share of the population's rows in unit u.
+    tol : float
+        Target relative gap of the certificate.
+    max_iter : int
+        Iterations an inner solve may take (how a set uses it is its own business).
+    """
+
+    features: np.ndarray
+    weights: np.ndarray
+    tol: float = 1e-4
+    max_iter: int = 60
+
+    def value(self, theta: np.ndarray) -> float:
+        """V(θ), an upper bound on the optimal pessimistic value for any θ in the set."""
+        return float(self.weights @ (self.features @ theta).max(axis=1))
+
+    def moment(self, probabilities: np.ndarray) -> np.ndarray:
+        """m(π) = Σ_u w_u Σ_a π_ua z_ua, so that a policy's value under θ is θᵀm(π)."""
+        return np.einsum("u,ua,uak->k", self.weights, probabilities, self.features)
+
+    def worst_case(self, uncertainty_set: UncertaintySet, probabilities: np.ndarray) -> float:
+        """min_{θ ∈ set} θᵀ m(π): the policy's pessimistic value, a lower bound on the optimum."""
+        return float(uncertainty_set.lower_bound(self.moment(probabilities)))
+
+    def greedy(self, theta: np.ndarray) -> np.ndarray:
+        """The deterministic policy greedy under θ, shape (units, A)."""
+        return np.eye(self.features.shape[1])[(self.features @ theta).argmax(axis=1)]
+
+    def closed(self, certificate: Certificate, point_values: np.ndarray) -> bool:
+        """Gap ≤ tol relative to the value, floored at 1% of Σ_u w_u max_a |point_values_ua|.
+
+        ``point_values`` are the candidates' values at the set's point estimate. The floor
+        lets a zero optimum (the reference action is best) be certified too. It is not the
+        set's width: a wide set would make the floor, not the value, decide.
+        """
+        floor = 1e-2 * float(self.weights @ np.abs(point_values).max(axis=1))
+        return certificate.gap <= self.tol * max(abs(certificate.upper), abs(certificate.lower), floor)
+
+    def finish(self, probabilities: np.ndarray, theta: np.ndarray, certificate: Certificate,
+               point_values: np.ndarray, failure: str, note: str = "") -> ExactSolution:
+        """An :class:`ExactSolution`, SOLVED when the certificate closes, else ``failure`` explains."""
+        if self.closed(certificate, point_values):
+            return ExactSolution(probabilities, theta, certificate, PolicyStatus.SOLVED,
+                                 f"certified: relative gap {certificate.relative_gap:.2e} <= {self.tol:g}"
+                                 f"{note}")
+        return ExactSolution(probabilities, theta, certificate, PolicyStatus.GAP_NOT_REACHED,
+                             f"{failure} reached a relative gap of {certificate.relative_gap:.2e}, above "
+                             f"tol={self.tol:g} (bounds {certificate.lower:.6g} .. {certificate.upper:.6g})"
+                             f"{note}; the policy is feasible and its pessimistic value is the lower bound.")
+
+    def solution(self, uncertainty_set: UncertaintySet, theta: np.ndarray, probabilities: np.ndarray,
+                 *, center: np.ndarray | None = None, failure: str = "the set's exact solver") -> ExactSolution:
+        """Certify a candidate: upper bound V(θ), lower bound the policy's worst case over the set.
+
+        For a new set kind: find θ in the set (approximately minimising V) and a
+        stochastic policy (greedy under θ, or better, the dual multipliers of the
+        max), and this checks and labels the pair. ``center`` is the set's point
+        estimate (default θ), whose values set the floor of the relative gap.
+        """
+        theta = np.asarray(theta, dtype=float)
+        certificate = Certificate(self.worst_case(uncertainty_set, probabilities), self.value(theta))
+        point = self.features @ (theta if center is None else np.asarray(center, dtype=float))
+        return self.finish(probabilities, theta, certificate, point, failure)

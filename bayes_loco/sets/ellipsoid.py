@@ -1,0 +1,273 @@
+"""Ellipsoids {θ : (θ − θ̂)ᵀ W (θ − θ̂) ≤ R²}: the paper's Gram set, Wald sets, credible ellipsoids.
+
+The exact objective over an ellipsoid is solved here by smoothing the max and
+Newton's method on the ball (docs/design.md, "The exact objective").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property
+
+import numpy as np
+from scipy import linalg, stats
+from scipy.special import logsumexp, softmax
+
+from ..coordinates import RANGE_RTOL, Coordinates
+from .base import Certificate, ExactProblem, ExactSolution, PolicyStatus
+
+# A feature vector with a relative component this large outside range(W) has an
+# unbounded worst case: the set is a cylinder along the unidentified directions.
+IDENTIFIED_RTOL = 1e-6
+
+
+@dataclass(frozen=True, eq=False)
+class EllipsoidSet:
+    """{θ : (θ − θ̂)ᵀ W (θ − θ̂) ≤ R²}, a cylinder along the null space of W.
+
+    Parameters
+    ----------
+    center : ndarray, shape (k,)
+        θ̂.
+    precision : ndarray, shape (k, k)
+        W, positive semi-definite: a Gram matrix Σ z zᵀ (the paper), a Fisher
+        information Σ p̂(1−p̂) z zᵀ (Wald) or an inverse posterior covariance
+        (credible).
+    radius : float
+        R (the paper's C).
+    coordinates : Coordinates
+    kind : str
+        ``"gram"``, ``"wald"``, ``"credible"`` or ``"sandwich"``: what W and R mean
+        (docs/design.md, "What each set's level means").
+    level : float or None
+        Nominal coverage for calibrated kinds; None for the paper's tuned C₂ set,
+        which is a penalty, not a confidence set.
+    """
+
+    center: np.ndarray
+    precision: np.ndarray
+    radius: float
+    coordinates: Coordinates
+    kind: str = "gram"
+    level: float | None = None
+
+    def __post_init__(self):
+        k = self.center.shape[0]
+        if self.precision.shape != (k, k):
+            raise ValueError(f"precision (W) must have shape ({k}, {k}) to match center, got "
+                             f"{self.precision.shape}")
+        if not np.isfinite(self.radius) or self.radius < 0:
+            raise ValueError(f"radius must be finite and >= 0, got {self.radius}")
+        self._eigen  # noqa: B018 - validates that W is positive semi-definite
+
+    @cached_property
+    def _eigen(self) -> tuple[np.ndarray, np.ndarray]:
+        vals, vecs = np.linalg.eigh(0.5 * (self.precision + self.precision.T))
+        top = max(vals.max(), np.finfo(float).tiny)
+        if vals.min() < -1e-8 * top:
+            raise ValueError(f"precision (W) must be positive semi-definite; its smallest eigenvalue is "
+                             f"{vals.min():.3g} against a largest of {top:.3g}")
+        keep = vals > RANGE_RTOL * top
+        return vals[keep], vecs[:, keep]
+
+    @property
+    def dim(self) -> int:
+        return self.center.shape[0]
+
+    @property
+    def effective_dim(self) -> int:
+        """k_eff = rank of W: the directions some comparison reaches."""
+        return self._eigen[0].shape[0]
+
+    @cached_property
+    def factor(self) -> np.ndarray:
+        """L (k × k_eff) with θ = θ̂ + R L u, ‖u‖ ≤ 1 spanning the set within range(W)."""
+        vals, vecs = self._eigen
+        return vecs / np.sqrt(vals)
+
+    def _split(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """‖z‖_{W⁻¹} and whether z lies in range(W), from one product with W's eigenvectors."""
+        vals, vecs = self._eigen
+        zq = z @ vecs
+        total = np.einsum("...i,...i->...", z, z)
+        # ‖z − QQᵀz‖² = ‖z‖² − ‖Qᵀz‖² for orthonormal Q: one GEMM instead of two.
+        outside = total - np.einsum("...i,...i->...", zq, zq)
+        return np.linalg.norm(zq / np.sqrt(vals), axis=-1), outside <= IDENTIFIED_RTOL**2 * total
+
+    def identified(self, z: np.ndarray) -> np.ndarray:
+        """Whether each z lies in range(W), so that its worst case is finite."""
+        return self._split(z)[1]
+
+    def dual_norm(self, z: np.ndarray) -> np.ndarray:
+        """‖z‖_{W⁻¹} (pseudo-inverse), the width of the set along z per unit radius."""
+        return self._split(z)[0]
+
+    def lower_bound(self, z: np.ndarray) -> np.ndarray:
+        """θ̂ᵀz − R‖z‖_{W⁻¹}; −inf where z leaves range(W) (the set is unbounded along null(W))."""
+        width, inside = self._split(z)
+        return np.where(inside, z @ self.center - self.radius * width, -np.inf)
+
+    def distance(self, theta: np.ndarray) -> np.ndarray:
+        """‖θ − θ̂‖_W for θ of shape (…, k)."""
+        d = theta - self.center
+        return np.sqrt(np.maximum(np.einsum("...i,ij,...j->...", d, self.precision, d), 0.0))
+
+    def contains(self, theta: np.ndarray) -> np.ndarray:
+        """Whether θ (…, k) lies in the set."""
+        return self.distance(theta) <= self.radius * (1 + 1e-12)
+
+    def solve_exact(self, problem: ExactProblem) -> ExactSolution:
+        """min_{‖u‖ ≤ 1} V(θ̂ + R L u) by smoothing and Newton, with a duality certificate.
+
+        V(θ̂ + R L u) = Σ_i w_i max_a (c_ia + g_iaᵀ u) with c = θ̂ᵀz and g = R Lᵀz. The max
+        is smoothed by μ·logsumexp(·/μ); for each μ, Newton solves
+        min F_μ(u) + (λ/2)‖u‖² and a secant search on λ puts u on the unit sphere
+        (the KKT point of the ball-constrained problem). At that point the softmax
+        weights π are a stochastic policy whose pessimistic value is within μ·(mean
+        entropy of π) of F_μ(u) ≥ V(u), so μ is cut until the certificate closes.
+        Candidates with a component outside range(W) have an unbounded worst case
+        and get probability 0.
+        """
+        z, weights = problem.features, problem.weights
+        valid = self.identified(z)
+        c = np.where(valid, z @ self.center, -np.inf)
+        g = self.radius * (z @ self.factor)
+        g[~valid] = 0.0
+        m = g.shape[-1]
+        scale = float(max(np.abs(c[valid]).max(initial=0.0), np.linalg.norm(g, axis=-1).max(initial=0.0)))
+        if scale == 0.0 or m == 0 or self.radius == 0.0:
+            probs = np.eye(z.shape[1])[c.argmax(axis=1)]
+            value = float(weights @ c.max(axis=1))
+            return ExactSolution(probs, self.center.copy(), Certificate(value, value), PolicyStatus.SOLVED,
+                                 "set is a point in the identified directions: greedy policy")
+
+        n_units, n_actions = c.shape
+        # The action nearest the reference (z = 0 for the reference itself) has worst case 0.
+        baseline = np.zeros((n_units, n_actions))
+        baseline[np.arange(n_units), np.linalg.norm(z, axis=-1).argmin(axis=1)] = 1.0
+
+        def certify(u, probs):
+            """Upper bound V(u) and the best pessimistic value among π, its rounding and the baseline."""
+            u = u / max(1.0, float(np.linalg.norm(u)))
+            upper = float(weights @ (c + g @ u).max(axis=1))
+            rounded = np.eye(n_actions)[probs.argmax(axis=1)]
+            candidates = [(problem.worst_case(self, p), p) for p in (probs, rounded, baseline)]
+            lower, probs = max(candidates, key=lambda item: item[0])
+            return Certificate(lower, upper), u, probs
+
+        point_values = np.where(valid, c, 0.0)
+        u = np.zeros(m)
+        lam = None
+        best = None
+        mu = 0.01 * scale
+        for _ in range(12):
+            u, lam, probs = _smoothed_ball_minimum(c, g, weights, mu, u, lam, problem.max_iter)
+            cert, u_feasible, chosen = certify(u, probs)
+            if best is None or cert.gap < best[0].gap:
+                best = (cert, u_feasible, chosen)
+            if problem.closed(cert, point_values):
+                break
+            mu *= 0.1
+        cert, u, probs = best
+        theta = self.center + self.radius * (self.factor @ u)
+        return problem.finish(probs, theta, cert, point_values,
+                              "the ellipsoid's smoothing solver (it certifies to about 1e-7 relative; "
+                              "ask for no less)")
+
+    def __repr__(self) -> str:
+        lvl = "" if self.level is None else f", level={self.level:g}"
+        return (f"EllipsoidSet(kind={self.kind!r}, k={self.dim}, k_eff={self.effective_dim}, "
+                f"radius={self.radius:.4g}{lvl})")
+
+
+def wald_set(center: np.ndarray, information: np.ndarray, level: float,
+             coordinates: Coordinates) -> EllipsoidSet:
+    """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I."""
+    unit = EllipsoidSet(center, information, 1.0, coordinates, kind="wald", level=level)
+    return replace(unit, radius=float(np.sqrt(stats.chi2.ppf(level, unit.effective_dim))))
+
+
+def _smoothed_values(c, g, weights, mu, u):
+    s = (c + g @ u) / mu
+    lse = logsumexp(s, axis=1)
+    return mu * float(weights @ lse), softmax(s, axis=1)
+
+
+def _newton(c, g, weights, mu, lam, u, max_iter):
+    """Minimise F_μ(u) + (λ/2)‖u‖² by damped Newton; only mixed units add curvature.
+
+    Returns the minimiser, its softmax policy and the Hessian there (for the λ search).
+    """
+    m = u.shape[0]
+    value, probs = _smoothed_values(c, g, weights, mu, u)
+    hess = None
+    for _ in range(max_iter):
+        grad = np.einsum("ua,uam->m", weights[:, None] * probs, g) + lam * u
+        hess = _hessian(g, weights, probs, mu) + lam * np.eye(m)
+        try:
+            step = -linalg.solve(hess, grad, assume_a="pos")
+        except (linalg.LinAlgError, ValueError):
+            step = -linalg.lstsq(hess, grad)[0]
+        decrement = -float(grad @ step)
+        if decrement <= 1e-15 * max(1.0, abs(value)):
+            break
+        objective = value + 0.5 * lam * u @ u
+        t = 1.0
+        while t > 1e-10:
+            trial = u + t * step
+            trial_value, trial_probs = _smoothed_values(c, g, weights, mu, trial)
+            if trial_value + 0.5 * lam * trial @ trial <= objective - 1e-4 * t * decrement:
+                break
+            t *= 0.5
+        else:
+            break
+        u, value, probs = trial, trial_value, trial_probs
+    return u, probs, hess
+
+
+def _hessian(g, weights, probs, mu):
+    """∇²F_μ = (1/μ) Σ_i w_i Cov_{π_i}(g_i·); units with a (numerically) pure π add nothing."""
+    m = g.shape[-1]
+    mixed = probs.max(axis=1) < 1.0 - 1e-12
+    if not mixed.any():
+        return np.zeros((m, m))
+    p = weights[mixed, None] * probs[mixed]
+    gm = g[mixed]
+    gbar = np.einsum("ua,uam->um", probs[mixed], gm)
+    a = (np.sqrt(p)[..., None] * gm).reshape(-1, m)
+    b = np.sqrt(weights[mixed])[:, None] * gbar
+    return (a.T @ a - b.T @ b) / mu
+
+
+def _smoothed_ball_minimum(c, g, weights, mu, u, lam, max_iter):
+    """Minimise F_μ over ‖u‖ ≤ 1: find λ ≥ 0 with ‖u(λ)‖ = 1, or λ → 0 with u inside.
+
+    Newton on φ(λ) = 1/‖u(λ)‖ − 1 (Moré–Sorensen): φ is nearly linear in λ and
+    φ'(λ) = uᵀ(∇²F_μ + λI)⁻¹u / ‖u‖³, safeguarded by the bracket found so far.
+    """
+    if lam is None:
+        _, probs = _smoothed_values(c, g, weights, mu, np.zeros_like(u))
+        lam = max(float(np.linalg.norm(np.einsum("ua,uam->m", weights[:, None] * probs, g))), 1e-12)
+    lo, hi = 0.0, np.inf  # λ with ‖u‖ > 1 (too small) and ‖u‖ < 1 (too large)
+    # ‖u‖ = 1 to 1e-7 is plenty: the certificate rescales u into the ball, changing V by ~1e-7·‖∇V‖.
+    for _ in range(25):
+        u, probs, hess = _newton(c, g, weights, mu, lam, u, max_iter)
+        norm = float(np.linalg.norm(u))
+        if abs(norm - 1.0) <= 1e-7 or (norm < 1.0 and lam <= 1e-14):
+            break
+        if norm > 1.0:
+            lo = lam
+        else:
+            hi = lam
+        phi = 1.0 / norm - 1.0
+        try:
+            slope = float(u @ linalg.solve(hess, u, assume_a="pos")) / norm**3
+        except (linalg.LinAlgError, ValueError):
+            slope = 0.0
+        new = lam - phi / slope if slope > 0 else np.nan
+        if not lo < new < hi:
+            new = 0.5 * (lo + hi) if np.isfinite(hi) else 2.0 * lam
+        if abs(new - lam) <= 1e-13 * lam:
+            break
+        lam = new
+    return u, lam, probs

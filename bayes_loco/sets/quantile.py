@@ -1,0 +1,42 @@
+"""The pointwise lower posterior quantile: a support-function-like bound that is not a set."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..coordinates import Coordinates
+
+
+@dataclass(frozen=True, eq=False)
+class QuantileSet:
+    """Pointwise lower posterior quantile: ``lower_bound(z)`` = the (1 − level) quantile of θ_jᵀz.
+
+    Not a set at all, strictly: each z gets its own worst case, so it guarantees
+    P(θᵀz ≥ bound) ≈ level for each z separately and nothing jointly. It is not
+    convex and has no ``solve_exact``, so only ``objective="relaxed"`` accepts it.
+    A 90% pointwise bound is about c ≈ 1.28/√γ standard deviations
+    (docs/design.md, pessimism point 4).
+    """
+
+    draws: np.ndarray
+    coordinates: Coordinates
+    level: float = 0.9
+    kind: str = "quantile"
+
+    def __post_init__(self):
+        if self.draws.ndim != 2 or self.draws.shape[0] < 2:
+            raise ValueError(f"draws must be a (J, k) array with J >= 2, got shape {self.draws.shape}")
+        if not 0.0 < self.level < 1.0:
+            raise ValueError(f"level must be in (0, 1), got {self.level}")
+
+    @property
+    def dim(self) -> int:
+        return self.draws.shape[1]
+
+    def lower_bound(self, z: np.ndarray) -> np.ndarray:
+        return np.quantile(z @ self.draws.T, 1.0 - self.level, axis=-1)
+
+    def __repr__(self) -> str:
+        return f"QuantileSet(draws={self.draws.shape[0]}, k={self.dim}, level={self.level:g})"
