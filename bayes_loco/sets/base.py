@@ -148,8 +148,9 @@ class ExactProblem:
                              f"tol={self.tol:g} (bounds {certificate.lower:.6g} .. {certificate.upper:.6g})"
                              f"{note}; the policy is feasible and its pessimistic value is the lower bound.")
 
-    def solution(self, uncertainty_set: UncertaintySet, theta: np.ndarray, probabilities: np.ndarray,
-                 *, center: np.ndarray | None = None, failure: str = "the set's exact solver") -> ExactSolution:
+    def solution(self, uncertainty_set: UncertaintySet, theta: np.ndarray, probabilities: np.ndarray, *,
+                 center: np.ndarray | None = None,
+                 failure: str = "the set's exact solver") -> ExactSolution:
         """Certify a candidate: upper bound V(θ), lower bound the policy's worst case over the set.
 
         For a new set kind: find θ in the set (approximately minimising V) and a

@@ -130,7 +130,8 @@ class DrawsSet:
         try:
             import cvxpy as cp
         except ImportError as exc:  # pragma: no cover - cvxpy is in the dev and welfare extras
-            raise ImportError("welfare='nash' over draws needs cvxpy: pip install 'bayes_loco[welfare]'") from exc
+            raise ImportError("welfare='nash' over draws needs cvxpy: "
+                              "pip install 'bayes_loco[welfare]'") from exc
         z, weights = problem.features, problem.weights
         n_units, n_actions, _ = z.shape
         n_draws = self.draws.shape[0]
