@@ -110,3 +110,34 @@ def paper_q1_prs():
         warnings.simplefilter("error", bl.BayesLocoWarning)
         prs = bl.fit_prs(data, 3)
     return problem, data, prs
+
+
+# ---------------------------------------------------------------------------- the Bayesian road
+
+BAYES_RANK = 2
+
+
+@pytest.fixture(scope="session")
+def bayes_problem():
+    """A small paper simulation (d_x = 4, d_a = 4, d_s = 3, r = 2), N = 800, and its low-rank fit."""
+    problem = simulate.paper_problem(d_s=3, d_a=4, d_x=4, rank=BAYES_RANK, seed=0)
+    data = problem.sample(800, seed=3)
+    low_rank = bl.fit_low_rank(data, BAYES_RANK)
+    return problem, data, low_rank
+
+
+def bayes_short_fit(problem, **kwargs):
+    """A posterior from the frequentist start with short chains, whose low ESS is expected."""
+    from bayes_loco import bayes as bb
+
+    _, data, low_rank = problem
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bl.SamplerWarning)
+        return bb.fit_posterior(data, BAYES_RANK, initial=low_rank, progressbar=False, **kwargs)
+
+
+@pytest.fixture(scope="session")
+def bayes_nuts(bayes_problem):
+    """Two short PyMC NUTS chains on :func:`bayes_problem`."""
+    return bayes_short_fit(bayes_problem, draws=300, tune=300, chains=2, cores=1, nuts_sampler="pymc",
+                           random_seed=1)

@@ -7,39 +7,29 @@ problem (SBC, coverage, R-hat/ESS at N = 3000) are in test_bayes_slow.py.
 
 from __future__ import annotations
 
-import warnings
-
 import arviz as az
 import numpy as np
 import pytest
+from conftest import BAYES_RANK as RANK
+from conftest import bayes_short_fit
 
 import bayes_loco as bl
 from bayes_loco import bayes as bb
-from bayes_loco import simulate
 from bayes_loco.bayes import dims as D
-
-RANK = 2
 
 
 @pytest.fixture(scope="module")
-def problem():
-    problem = simulate.paper_problem(d_s=3, d_a=4, d_x=4, rank=RANK, seed=0)
-    data = problem.sample(800, seed=3)
-    low_rank = bl.fit_low_rank(data, RANK)
-    return problem, data, low_rank
+def problem(bayes_problem):
+    return bayes_problem
+
+
+@pytest.fixture(scope="module")
+def nuts(bayes_nuts):
+    return bayes_nuts
 
 
 def short_fit(problem, **kwargs):
-    """A posterior from the frequentist start with short chains, whose low ESS is expected."""
-    _, data, low_rank = problem
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", bl.SamplerWarning)
-        return bb.fit_posterior(data, RANK, initial=low_rank, progressbar=False, **kwargs)
-
-
-@pytest.fixture(scope="module")
-def nuts(problem):
-    return short_fit(problem, draws=300, tune=300, chains=2, cores=1, nuts_sampler="pymc", random_seed=1)
+    return bayes_short_fit(problem, **kwargs)
 
 
 def test_tree_has_identified_quantities_with_named_dims(nuts, problem):
@@ -244,26 +234,3 @@ def test_numpyro_vectorizes_chains_when_devices_are_fewer(monkeypatch):
     assert bb.fit._jax_chain_method(4) == "vectorized"
     monkeypatch.setattr(jax, "local_device_count", lambda: 4)
     assert bb.fit._jax_chain_method(4) == "parallel"
-
-
-def test_compare_policies_table(nuts, problem):
-    truth, data, _ = problem
-    pop = truth.population(80, seed=5)
-    table = bb.compare_policies(data, pop, rank=RANK, truth=truth, posterior=nuts, levels=(0.9,))
-    assert list(table.columns) == bb.compare.COLUMNS
-    posterior = table[table.method == "Posterior"]
-    assert set(zip(posterior.set_kind, posterior.objective, strict=True)) == {
-        ("ellipsoid", "relaxed"), ("ellipsoid", "exact"), ("draws", "relaxed"), ("draws", "exact"),
-        ("quantile", "relaxed")}
-    assert {"PRS", "PRS-Wald", "LowRank-Greedy", "Posterior-mean-Greedy"} <= set(table.method)
-    assert (table.suboptimality >= -1e-9).all()
-    sets = table.set_kind.isin(["gram", "wald", "ellipsoid", "draws"])
-    assert table.loc[sets, "covered"].isin([0, 1]).all()
-    assert table.loc[table.set_kind == "quantile", "covered"].isna().all()
-    blind = bb.compare_policies(data, pop, rank=RANK, posterior=nuts, kinds=("ellipsoid",),
-                                objectives=("exact",), include_greedy=False)
-    assert blind.suboptimality.isna().all() and len(blind) == 3
-    with pytest.raises(ValueError, match="kinds"):
-        bb.compare_policies(data, pop, rank=RANK, posterior=nuts, kinds=("box",))
-    with pytest.raises(ValueError, match="truth"):
-        bb.compare_policies(data, pop, rank=RANK, posterior=nuts, truth=np.zeros((2, 2)))

@@ -1,0 +1,220 @@
+"""One shape for every fit: the :class:`Fit` protocol, its :class:`Diagnostics` and its :class:`Summary`.
+
+Both roads meet here. The MLE, the low-rank (FGD) fit, PRS and the posterior
+(NUTS, MAP, VI) all expose
+
+- ``theta``: the point estimate Θ̂ (d_x × d_φ; the posterior mean for a posterior);
+- ``coordinates`` and ``estimate``: the coordinates the fit's sets live in, and θ̂ in them;
+- ``penalty_set(c2)``: the paper's tuned penalty {θ : ‖θ − θ̂‖_W ≤ C₂·sqrt(k/N)}, W = Σ z zᵀ;
+- ``calibrated_set(level, kind)``: a set with a nominal level (Wald for the frequentist
+  fits; credible ellipsoid, sandwich, hull of draws or pointwise quantile for a posterior);
+- ``diagnostics``: a :class:`Diagnostics`;
+- ``summary(level)``: a :class:`Summary`, the statsmodels-like table of the
+  identified coordinates with intervals.
+
+so that code downstream (the policy solver, the study runner) never asks which
+road produced a fit.
+"""
+
+from __future__ import annotations
+
+import enum
+import html
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from .coordinates import Coordinates
+from .data import PreferenceData
+from .sets import EllipsoidSet, UncertaintySet
+
+
+class FitStatus(enum.Enum):
+    """How a fit ended."""
+
+    CONVERGED = "converged"
+    NOT_CONVERGED = "not_converged"
+    SEPARATED = "separated"
+    SAMPLER_WARNINGS = "sampler_warnings"
+
+
+@dataclass(frozen=True)
+class Diagnostics:
+    """What a user asks of any fit before trusting it.
+
+    Attributes
+    ----------
+    method : str
+        The algorithm: ``"newton-cg"`` (MLE), ``"fgd-lbfgs"``/``"fgd-alternating"``
+        (low rank), ``"prs"``, ``"nuts-pymc"``/``"nuts-nutpie"``/``"nuts-numpyro"``,
+        ``"map"``, ``"vi-advi"``/``"vi-fullrank_advi"``.
+    converged : bool
+        The optimiser met its criterion, or the sampler raised no warning.
+    n_iter : int or None
+        Iterations (optimisers) or draws per chain (samplers).
+    status : FitStatus
+    message : str
+        The optimiser's or sampler's own account.
+    warnings : tuple of str
+        The package warnings the fit issued (separation, non-convergence, sampler trouble).
+    seconds : float
+        Wall time of the fit (NaN where not measured).
+    divergences, max_depth_hits : int or None
+        NUTS only: divergent transitions after tuning, transitions at the maximum tree depth.
+    mean_tree_depth : float or None
+        NUTS only.
+    max_rhat, min_ess_bulk, min_ess_tail : float
+        Samplers only, over the identified quantities Θ and θ_rtv (NaN otherwise).
+    """
+
+    method: str
+    converged: bool
+    n_iter: int | None
+    status: FitStatus
+    message: str = ""
+    warnings: tuple[str, ...] = ()
+    seconds: float = np.nan
+    divergences: int | None = None
+    max_depth_hits: int | None = None
+    mean_tree_depth: float | None = None
+    max_rhat: float = np.nan
+    min_ess_bulk: float = np.nan
+    min_ess_tail: float = np.nan
+
+    @property
+    def ess_per_second(self) -> float:
+        """min bulk ESS over identified quantities per second of sampling (NaN for optimisers)."""
+        return self.min_ess_bulk / self.seconds if self.seconds > 0 else np.nan
+
+
+@runtime_checkable
+class Fit(Protocol):
+    """What every fit of either road offers (see the module docstring)."""
+
+    @property
+    def theta(self) -> np.ndarray: ...
+
+    @property
+    def coordinates(self) -> Coordinates: ...
+
+    @property
+    def estimate(self) -> np.ndarray: ...
+
+    @property
+    def diagnostics(self) -> Diagnostics: ...
+
+    def penalty_set(self, c2: float = 5.0) -> EllipsoidSet: ...
+
+    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> UncertaintySet: ...
+
+    def summary(self, level: float = 0.95) -> Summary: ...
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A fit's summary: a header of facts, a table of estimates with intervals, and notes.
+
+    ``str(summary)`` prints it as statsmodels does; in Jupyter it renders as HTML;
+    :meth:`to_frame` gives the whole table (the printed one stops at ``max_rows``).
+
+    Attributes
+    ----------
+    title : str
+    header : dict
+        N, d_x, d_φ, rank, k, k_eff, method, converged, and fit-specific facts.
+    table : pandas.DataFrame
+        One row per identified coordinate: ``estimate``, ``std_err``, ``lower``,
+        ``upper`` and, for posteriors, ``ess_bulk``, ``ess_tail``, ``r_hat``.
+    notes : tuple of str
+        Separation, ill-conditioning, unidentified coordinates, sampler trouble.
+    max_rows : int
+        Rows of the table that ``str`` prints.
+    """
+
+    title: str
+    header: Mapping[str, object]
+    table: pd.DataFrame = field(repr=False)
+    notes: tuple[str, ...] = ()
+    max_rows: int = 20
+
+    def to_frame(self) -> pd.DataFrame:
+        return self.table.copy()
+
+    def _header_lines(self, width: int) -> list[str]:
+        cells = [f"{k + ':':<16}{_format(v):>20}" for k, v in self.header.items()]
+        half = (len(cells) + 1) // 2
+        left, right = cells[:half], cells[half:] + [""] * (2 * half - len(cells))
+        return [f"{a:<{width // 2}}{b}".rstrip() for a, b in zip(left, right, strict=True)]
+
+    def __str__(self) -> str:
+        shown = self.table.head(self.max_rows)
+        body = shown.to_string(float_format=lambda v: f"{v:.4g}")
+        width = max(78, max(len(line) for line in body.splitlines()))
+        lines = [self.title.center(width), "=" * width, *self._header_lines(width), "=" * width, body]
+        if len(self.table) > len(shown):
+            lines.append(f"... {len(self.table) - len(shown)} more rows: summary.to_frame() has them all")
+        lines.append("=" * width)
+        lines += [f"[{i}] {note}" for i, note in enumerate(self.notes, 1)]
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
+                       f"<td>{html.escape(_format(v))}</td></tr>" for k, v in self.header.items())
+        table = self.table.head(self.max_rows).to_html(float_format=lambda v: f"{v:.4g}")
+        more = (f"<p>… {len(self.table) - self.max_rows} more rows: <code>summary.to_frame()</code></p>"
+                if len(self.table) > self.max_rows else "")
+        notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
+        return (f"<div><h4>{html.escape(self.title)}</h4><table>{head}</table>{table}{more}"
+                f"{f'<ol>{notes}</ol>' if notes else ''}</div>")
+
+
+def _format(value) -> str:
+    if isinstance(value, float):
+        return "nan" if np.isnan(value) else f"{value:.5g}"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return str(value)
+
+
+def data_header(data: PreferenceData, coordinates: Coordinates, rank, k_eff) -> dict:
+    """The header every summary starts with: N, d_x, d_φ, rank, k, k_eff."""
+    return {"N": data.n, "d_x": data.d_x, "d_phi": data.d_phi, "rank": rank, "k": coordinates.dim,
+            "k_eff": k_eff}
+
+
+def diagnostics_header(diagnostics: Diagnostics) -> dict:
+    """Method, convergence and iterations of a fit, for its summary's header."""
+    return {"method": diagnostics.method, "converged": diagnostics.converged, "status": diagnostics.status,
+            "iterations": diagnostics.n_iter}
+
+
+def wald_table(estimate: np.ndarray, information_set: EllipsoidSet, labels: list[str],
+               level: float) -> tuple[pd.DataFrame, int]:
+    """Estimates, standard errors and ``level`` Wald intervals of the identified coordinates.
+
+    A coordinate e_i is identified when it lies in range(I) (``information_set``'s
+    W); its standard error is ‖e_i‖_{I⁻¹}. Returns the table and the number of
+    coordinates left out.
+    """
+    eye = np.eye(estimate.shape[0])
+    identified = information_set.identified(eye)
+    se = information_set.dual_norm(eye)
+    half = stats.norm.ppf(0.5 + level / 2) * se
+    table = pd.DataFrame({"estimate": estimate, "std_err": se, "lower": estimate - half,
+                          "upper": estimate + half}, index=pd.Index(labels, name="coordinate"))
+    return table[identified], int((~identified).sum())
+
+
+def unidentified_note(left_out: int, k: int) -> tuple[str, ...]:
+    """A note for the coordinates a summary leaves out because no comparison reaches them."""
+    if not left_out:
+        return ()
+    return (f"{left_out} of {k} coordinates are not identified (no comparison reaches them) and are "
+            "left out; every set is a cylinder along them.",)
