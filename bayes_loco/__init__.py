@@ -14,6 +14,7 @@ from .evaluate import optimal_value, policy_value, suboptimality
 from .exceptions import (
     BayesLocoWarning,
     ConvergenceWarning,
+    DataWarning,
     IllConditionedWarning,
     SamplerWarning,
     SeparationWarning,
@@ -28,7 +29,10 @@ from .frequentist import (
     fit_prs,
     select_rank,
 )
+from .io import load, save
 from .policy import Policy, greedy_policy, pessimistic_policy, pessimistic_value
+from .problems import Problem
+from .results import Diagnostics, Fit, FitStatus, Summary
 from .sets import (
     Certificate,
     ConvexSet,
@@ -44,11 +48,11 @@ from .sets import (
 
 
 def __getattr__(name: str):
-    # The Bayesian road imports PyMC (seconds); load it on first use of ``bl.bayes`` only.
-    if name == "bayes":
+    # The Bayesian road imports PyMC (seconds) and the studies matplotlib: load them on first use only.
+    if name in ("bayes", "experiments"):
         import importlib
 
-        return importlib.import_module(".bayes", __name__)
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'bayes_loco' has no attribute {name!r}")
 
 
@@ -58,11 +62,50 @@ except PackageNotFoundError:  # running from a source tree that is not installed
     __version__ = "0+unknown"
 
 __all__ = [
-    "BayesLocoWarning", "Certificate", "ConvergenceWarning", "ConvexSet", "Coordinates", "DrawsSet",
-    "EllipsoidSet", "ExactProblem", "ExactSolution", "IllConditionedWarning", "LowRankResult", "MLEResult",
-    "PRSResult", "Policy", "PolicyStatus", "Population", "PreferenceData", "QuantileSet", "RTVBasis",
-    "RankSelection", "SamplerWarning", "SeparationWarning", "UncertaintySet", "VecCoordinates",
-    "fit_low_rank", "fit_mle", "fit_prs", "greedy_policy", "identified_directions", "optimal_value",
-    "pessimistic_policy", "pessimistic_value", "policy_value", "rtv_basis", "select_rank", "simulate",
-    "suboptimality", "wald_set",
+    "BayesLocoWarning",
+    "Certificate",
+    "ConvergenceWarning",
+    "ConvexSet",
+    "Coordinates",
+    "DataWarning",
+    "Diagnostics",
+    "DrawsSet",
+    "EllipsoidSet",
+    "ExactProblem",
+    "ExactSolution",
+    "Fit",
+    "FitStatus",
+    "IllConditionedWarning",
+    "LowRankResult",
+    "MLEResult",
+    "PRSResult",
+    "Policy",
+    "PolicyStatus",
+    "Population",
+    "PreferenceData",
+    "Problem",
+    "QuantileSet",
+    "RTVBasis",
+    "RankSelection",
+    "SamplerWarning",
+    "SeparationWarning",
+    "Summary",
+    "UncertaintySet",
+    "VecCoordinates",
+    "fit_low_rank",
+    "fit_mle",
+    "fit_prs",
+    "greedy_policy",
+    "identified_directions",
+    "load",
+    "optimal_value",
+    "pessimistic_policy",
+    "pessimistic_value",
+    "policy_value",
+    "rtv_basis",
+    "save",
+    "select_rank",
+    "simulate",
+    "suboptimality",
+    "wald_set",
 ]

@@ -10,6 +10,7 @@ import json
 import sys
 from pathlib import Path
 
+import matplotlib.pyplot as plt
 import pandas as pd
 
 from .experiments import METHODS, STUDIES, plot_calibration, plot_results, run_study, summarise
@@ -55,15 +56,15 @@ def _figures(results: pd.DataFrame, study: Study | None, stem: Path) -> None:
     title = f"{study.name}: {study.description}" if study else ""
     for scope in results["scope"].unique():
         figure = stem.with_name(f"{stem.name}_{scope}")
-        plot_results(results, x=x, panel=panel, y=y, scope=scope, title=title, out=figure)
+        plt.close(plot_results(results, x=x, panel=panel, y=y, scope=scope, title=title, out=figure))
         print(f"figure: {figure}.png")
     if "truth_distance" in results and results[["truth_distance", "level"]].notna().all(axis=1).any():
         figure = stem.with_name(f"{stem.name}_calibration")
         # Coverage depends on N more than on the other settings: panels by N unless the study
         # varies Θ* itself.
-        plot_calibration(results, panel="theta_kind" if panel == "theta_kind" else "n",
-                         title=f"{study.name if study else stem.name}: coverage of θ*_rtv against "
-                               "nominal level", out=figure)
+        plt.close(plot_calibration(results, panel="theta_kind" if panel == "theta_kind" else "n",
+                                   title=f"{study.name if study else stem.name}: coverage of θ*_rtv "
+                                         "against nominal level", out=figure))
         print(f"figure: {figure}.png")
 
 
@@ -102,8 +103,11 @@ def _cmd_run(args) -> int:
     overrides = {"population": args.population} if args.population else {}
     overrides |= {key: _value(value) for key, value in args.set or []}
     only = {key: [_value(v) for v in values.split(",")] for key, values in args.only or []}
-    if study.name == "personalllm":
+    if study.problem == "personalllm":
         overrides |= _personalllm_files(args)
+    elif args.train or args.test:
+        raise StudyConfigError(f"--train and --test are the PersonalLLM files; study {study.name!r} runs on "
+                               f"the {study.problem!r} problem")
     executor = None
     if args.scheduler:
         from distributed import Client
@@ -180,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--test", default=None, help="PersonalLLM test split (parquet or CSV)")
     run.add_argument("--set", type=_setting, action="append", metavar="KEY=VALUE",
                      help="a setting for every cell, e.g. level=0.95 or posterior_nuts_sampler=numpyro "
-                          "(posterior_* go to fit_posterior); repeatable")
+                          "(posterior_<group>_<field> go to fit_posterior's nuts, prior or vi settings, "
+                          "e.g. posterior_nuts_draws=200, posterior_prior_scale=2); repeatable")
     run.add_argument("--only", type=_setting, action="append", metavar="KEY=V1,V2",
                      help="run only the cells with these settings, e.g. n=10000; seeds are the whole "
                           "study's, so subsets run apart combine; repeatable")

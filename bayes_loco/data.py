@@ -7,6 +7,7 @@ through their difference Δφ_t = φ(s_t, a_t1) − φ(s_t, a_t0), so that is wh
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -14,6 +15,7 @@ import pandas as pd
 from scipy import sparse
 
 from ._validation import as_float_array, check_int, check_option
+from .exceptions import DataWarning
 
 
 @dataclass(frozen=True, eq=False)
@@ -271,3 +273,23 @@ class Population:
     def __repr__(self) -> str:
         return (f"Population(n={self.n}, states={self.n_states}, actions={self.n_actions}, "
                 f"d_x={self.d_x}, d_phi={self.d_phi})")
+
+
+def check_data(data, name: str = "data") -> PreferenceData:
+    """``data`` as a :class:`PreferenceData` for a fit; a :class:`DataWarning` when its labels never vary.
+
+    Labels all of one class are a valid encoding for the contextual BTL model,
+    which has no intercept: (Δφ, y = 1) and (−Δφ, y = 0) are the same observation,
+    so "features_1 always holds the preferred answer" gives the same fit as any
+    random ordering. They are also what a wrong label column looks like, so say it.
+    """
+    if not isinstance(data, PreferenceData):
+        raise TypeError(f"{name} must be a PreferenceData, got {type(data).__name__}")
+    if data.n > 1 and np.all(data.labels == data.labels[0]):
+        y = int(data.labels[0])
+        warnings.warn(
+            f"{name}.labels: all {data.n} comparisons have y = {y}. That is a valid encoding when "
+            f"features_{y} always holds the preferred answer (the model has no intercept, so (Δφ, 1) and "
+            "(−Δφ, 0) are the same observation); if the labels were meant to vary, check the label column.",
+            DataWarning, stacklevel=3)
+    return data

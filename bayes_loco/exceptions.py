@@ -19,3 +19,7 @@ class IllConditionedWarning(BayesLocoWarning):
 
 class SamplerWarning(BayesLocoWarning):
     """A posterior sampler reported divergences or poor mixing."""
+
+
+class DataWarning(BayesLocoWarning):
+    """The data are valid but look unlike what was probably meant (e.g. labels all of one class)."""

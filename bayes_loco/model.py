@@ -2,7 +2,7 @@
 
 r(x, s, a) = xᵀ Θ φ(s, a) and P(y = 1) = σ(xᵀ Θ Δφ). Every function here works
 with GEMMs on X (N × d_x) and ΔΦ (N × d_φ) and never forms the N × d_x·d_φ
-Kronecker design (DESIGN.md, convention 7).
+Kronecker design (docs/design.md, convention 7).
 """
 
 from __future__ import annotations

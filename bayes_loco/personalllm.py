@@ -4,8 +4,8 @@ The benchmark (9,402 train and 1,000 test prompts) has columns ``prompt``,
 ``response_1`` … ``response_8`` and one score per response and reward model,
 ``response_{i}_{model}``, for ten reward models. As in the paper, each model's
 scores are standardised to mean 0 and variance 1 with the train-set moments and
-the ten together are φ(s, a) ∈ R^10. The file cannot be downloaded here: users
-point :func:`load_personalllm` at their local copy, and :func:`write_standin`
+the ten together are φ(s, a) ∈ R^10. The package does not download the benchmark:
+users point :func:`load_personalllm` at their local copy, and :func:`write_standin`
 writes a file in the same layout whose scores keep the published names and
 moments and agree across models, as real reward models do.
 """
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -21,6 +22,7 @@ from scipy.special import expit
 
 from ._validation import check_int, rng_from
 from .data import Population, PreferenceData
+from .model import margins, rewards
 from .simulate import decaying_columns
 
 N_RESPONSES = 8
@@ -102,6 +104,10 @@ def write_standin(path: str | Path, n_prompts: int, seed, *, agreement: float = 
 class PersonalLLMProblem:
     """The paper's PersonalLLM study: φ(s, a) = standardised scores, uniform contexts, low-rank Θ*.
 
+    A :class:`~bayes_loco.problems.Problem` without global populations: every
+    evaluation row has its own test prompt (state), so only personalised
+    policies are studied.
+
     Attributes
     ----------
     train_features, test_features : ndarray, shape (prompts, 8, 10 + noise_dims)
@@ -117,9 +123,15 @@ class PersonalLLMProblem:
     theta: np.ndarray
     source: str
 
+    has_global_populations: ClassVar[bool] = False
+
     @property
     def d_x(self) -> int:
         return self.theta.shape[0]
+
+    @property
+    def d_phi(self) -> int:
+        return self.theta.shape[1]
 
     def sample(self, n: int, seed) -> PreferenceData:
         """N comparisons: a random train prompt, a random pair of its responses, BTL labels from Θ*."""
@@ -130,12 +142,18 @@ class PersonalLLMProblem:
         x = rng.uniform(-1.0, 1.0, size=(n, self.d_x))
         f0 = self.train_features[prompts, pair[:, 0]]
         f1 = self.train_features[prompts, pair[:, 1]]
-        eta = np.einsum("ij,ij->i", x @ self.theta, f1 - f0)
+        eta = margins(self.theta, x, f1 - f0)
         y = (rng.random(n) < expit(eta)).astype(np.int8)
         return PreferenceData.from_arrays(x, y, features_1=f1, features_0=f0, actions=pair)
 
-    def population(self, n: int, seed) -> Population:
-        """Evaluation on the test split: ``n`` (x, test prompt) pairs, all 8 responses as actions."""
+    def population(self, n: int, seed, **options) -> Population:
+        """Evaluation on the test split: ``n`` (x, test prompt) pairs, all 8 responses as actions.
+
+        There are no options: each row has its own prompt (no global populations).
+        """
+        if options:
+            raise TypeError(f"PersonalLLMProblem.population takes no options (one context per prompt), "
+                            f"got {sorted(options)}")
         n = check_int(n, "n", 1)
         rng = rng_from(seed)
         prompts = rng.integers(0, self.test_features.shape[0], size=n)
@@ -143,7 +161,8 @@ class PersonalLLMProblem:
         return Population(x, self.test_features[prompts], np.arange(n))
 
     def rewards(self, population: Population) -> np.ndarray:
-        return np.einsum("ik,iak->ia", population.contexts @ self.theta, population.features)
+        """True rewards r*(x_i, s_i, a) = x_iᵀ Θ* φ(s_i, a), shape (n, 8)."""
+        return rewards(self.theta, population.contexts, population.features)
 
 
 def personalllm_problem(train: str | Path, test: str | Path, *, d_x: int = 10, rank: int = 3,

@@ -208,9 +208,9 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
         with ``objective="relaxed"`` each unit maximises its own lower bound, which
         guarantees Σ_i w_i log(lower bound_i − r₀) whenever the true θ lies in the
         set; ``objective="exact"`` needs a set with an exact Nash program
-        (``solve_nash``: the hull of draws, an exponential-cone solve that
-        guarantees the welfare for every draw, hence for every θ in the hull only
-        up to Jensen's gap) and is refused for other sets.
+        (``solve_nash``: the hull of draws, an exponential-cone solve whose welfare,
+        guaranteed at every draw, holds over the whole hull because it is concave
+        in θ) and is refused for other sets.
     floor : float
         r₀ < 0 for Nash welfare (the reference action scores 0).
     tol : float

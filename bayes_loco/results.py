@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import html
+import textwrap
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -28,6 +29,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from ._validation import check_real
 from .coordinates import Coordinates
 from .data import PreferenceData
 from .sets import EllipsoidSet, UncertaintySet
@@ -158,7 +160,8 @@ class Summary:
         if len(self.table) > len(shown):
             lines.append(f"... {len(self.table) - len(shown)} more rows: summary.to_frame() has them all")
         lines.append("=" * width)
-        lines += [f"[{i}] {note}" for i, note in enumerate(self.notes, 1)]
+        lines += [textwrap.fill(f"[{i}] {note}", width, subsequent_indent="    ")
+                  for i, note in enumerate(self.notes, 1)]
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -176,6 +179,8 @@ class Summary:
 
 
 def _format(value) -> str:
+    if value is None:
+        return "–"
     if isinstance(value, float):
         return "nan" if np.isnan(value) else f"{value:.5g}"
     if isinstance(value, enum.Enum):
@@ -218,3 +223,46 @@ def unidentified_note(left_out: int, k: int) -> tuple[str, ...]:
         return ()
     return (f"{left_out} of {k} coordinates are not identified (no comparison reaches them) and are "
             "left out; every set is a cylinder along them.",)
+
+
+# The identified part of an information matrix with a condition number above this gets a note.
+ILL_CONDITIONED = 1e10
+
+
+def penalty_ellipsoid(center: np.ndarray, gram: np.ndarray, n: int, coordinates: Coordinates,
+                      c2: float) -> EllipsoidSet:
+    """The paper's set {θ : ‖θ − θ̂‖_W ≤ C}, W = Σ_t z_t z_tᵀ (``gram``) over N = ``n``, C = C₂·sqrt(k/N).
+
+    docs/design.md, convention 2. With the paper's C₂ = 5 this is a tuned penalty, not a
+    confidence set: its ``level`` is None.
+    """
+    c2 = check_real(c2, "c2", 0.0)
+    radius = c2 * float(np.sqrt(coordinates.dim / n))
+    return EllipsoidSet(center, gram, radius, coordinates, kind="gram")
+
+
+def wald_summary(title: str, fit, data: PreferenceData, level: float, extra: Mapping[str, object],
+                 notes: tuple[str, ...] = ()) -> Summary:
+    """A frequentist fit's summary: estimates with ``level`` Wald intervals on the identified coordinates.
+
+    Standard errors come from the Fisher information of ``fit.calibrated_set`` (the
+    Wald set); a fit too large for it (the MLE baselines above 2 GiB) gets
+    estimates only and a note.
+    """
+    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    coordinates, estimate = fit.coordinates, fit.estimate
+    labels = coordinates.labels()
+    try:
+        wald = fit.calibrated_set(level)
+    except MemoryError as exc:
+        table = pd.DataFrame({"estimate": estimate}, index=pd.Index(labels, name="coordinate"))
+        header = data_header(data, coordinates, getattr(fit, "rank", None), None)
+        return Summary(title, header | diagnostics_header(fit.diagnostics) | dict(extra), table,
+                       (*fit.diagnostics.warnings, *notes, f"no intervals: {exc}"))
+    table, left_out = wald_table(estimate, wald, labels, level)
+    header = data_header(data, coordinates, getattr(fit, "rank", None), wald.effective_dim)
+    notes = (*fit.diagnostics.warnings, *notes, *unidentified_note(left_out, coordinates.dim))
+    if wald.condition_number > ILL_CONDITIONED:
+        notes += (f"The Fisher information is ill-conditioned (condition number {wald.condition_number:.2g} "
+                  "on the identified directions): some standard errors are unreliable.",)
+    return Summary(title, header | diagnostics_header(fit.diagnostics) | dict(extra), table, notes)

@@ -10,6 +10,7 @@ uniform over the non-zero actions, the rest a₁ = 1 (imbalance q).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from scipy.special import expit
@@ -28,7 +29,7 @@ def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") ->
     ``kind="diagonal"`` is the rank-selection appendix's Θ: Θ_ii = 2 for i ≤ r on
     the action columns. The §5.1 Θ has nearly parallel columns (singular values
     5.96, 0.65, 0.038 for r = 3), so its effective rank is below its nominal rank
-    (DESIGN.md, convention 8).
+    (docs/design.md, convention 8).
     """
     check_option(kind, "kind", THETA_KINDS)
     d_x = check_int(d_x, "d_x", 1)
@@ -63,8 +64,12 @@ def effective_rank(theta: np.ndarray, rtol: float = 0.01) -> int:
 class PaperProblem:
     """A fixed instance of the §5.1 simulation: the truth Θ*, M and the data law.
 
-    Build with :func:`paper_problem`. ``d_phi = d_a − 1 + d_s + noise_dims``.
+    Build with :func:`paper_problem`. ``d_phi = d_a − 1 + d_s + noise_dims``. It is a
+    :class:`~bayes_loco.problems.Problem` whose populations can hold several contexts per
+    state (``has_global_populations``).
     """
+
+    has_global_populations: ClassVar[bool] = True
 
     d_s: int
     d_a: int
@@ -127,7 +132,7 @@ class PaperProblem:
             Number of states s.
         contexts_per_state : int
             Contexts x drawn for each state; 1 gives the paper's i.i.d. (x, s) pairs.
-            A global policy π(s) needs several (DESIGN.md, pessimism point 6).
+            A global policy π(s) needs several (docs/design.md, pessimism point 6).
         context_law : {"uniform", "shifted"}
             x ~ Unif[−1, 1]^{d_x} (the paper's ρ) or Unif[0, 1]^{d_x}. Under the
             paper's law E_{x|s} r(x, s, a) = 0 for every action, so a global policy

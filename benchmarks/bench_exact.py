@@ -27,7 +27,7 @@ def reference(cs, z):
 def main():
     problem = bl.simulate.paper_problem(rank=3, imbalance=3, seed=0)
     fit = bl.fit_prs(problem.sample(10000, seed=1), rank=3)
-    cs = fit.confidence_set(0.9)
+    cs = fit.calibrated_set(0.9)
     print(f"{'units':>6} {'exact s':>8} {'cvxpy s':>8} {'ratio':>7} {'value':>9} {'cvxpy value':>11} "
           f"{'rel gap':>8}")
     for n_units in (500, 2000, 10000):

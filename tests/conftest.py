@@ -133,11 +133,11 @@ def bayes_short_fit(problem, **kwargs):
     _, data, low_rank = problem
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bl.SamplerWarning)
-        return bb.fit_posterior(data, BAYES_RANK, initial=low_rank, progressbar=False, **kwargs)
+        return bb.fit_posterior(data, BAYES_RANK, start=low_rank, progressbar=False, **kwargs)
 
 
 @pytest.fixture(scope="session")
 def bayes_nuts(bayes_problem):
     """Two short PyMC NUTS chains on :func:`bayes_problem`."""
-    return bayes_short_fit(bayes_problem, draws=300, tune=300, chains=2, cores=1, nuts_sampler="pymc",
-                           random_seed=1)
+    return bayes_short_fit(bayes_problem, nuts={"draws": 300, "tune": 300, "chains": 2, "cores": 1,
+                                                "sampler": "pymc"}, random_seed=1)

@@ -47,7 +47,7 @@ def test_identified_directions_match_the_wald_set(small_paper):
     np.testing.assert_allclose(p.T @ p, np.eye(p.shape[1]), atol=1e-10)
     # The state features cancel in Δφ: 3 state columns × r = 2 rows of block 12 are unreachable.
     assert basis.dim == 16 and p.shape[1] == 10
-    wald = bl.fit_prs(data, 2, ridge=1.0, low_rank=low_rank).confidence_set(0.9)
+    wald = bl.fit_prs(data, 2, ridge=1.0, low_rank=low_rank).calibrated_set(0.9)
     assert wald.effective_dim == p.shape[1]
     z = basis.transform(data.contexts, data.differences)
     np.testing.assert_allclose(z - (z @ p) @ p.T, 0.0, atol=1e-9)
@@ -119,6 +119,11 @@ def test_sandwich_bad_information(gaussian_draws, basis6):
         bb.credible_ellipsoid(draws, basis6, 0.9, information=np.eye(5))
     with pytest.raises(ValueError, match="information"):
         bb.credible_set(draws, basis6, 0.9, "draws", information=np.eye(6))
+    for kind in ("credible", "quantile"):
+        with pytest.raises(ValueError, match="kind='sandwich' only"):
+            bb.credible_set(draws, basis6, 0.9, kind, information=np.eye(6))
+    with pytest.raises(ValueError, match="kind='sandwich' needs"):
+        bb.credible_set(draws, basis6, 0.9, "sandwich")
 
 
 def test_draws_set_keeps_the_nearest_fraction(gaussian_draws, basis6):
@@ -141,10 +146,29 @@ def test_quantile_set(gaussian_draws, basis6):
     np.testing.assert_allclose(qs.lower_bound(z), np.quantile(z @ draws[:500].T, 0.1, axis=1))
 
 
+def test_kinds():
+    assert bb.credible.KINDS == ("credible", "sandwich", "draws", "quantile")
+
+
 @pytest.mark.parametrize("kind", bb.credible.KINDS)
 def test_credible_set_dispatch(gaussian_draws, basis6, kind):
-    cs = bb.credible_set(gaussian_draws[2][:300], basis6, 0.9, kind)
-    assert cs.kind == {"ellipsoid": "credible"}.get(kind, kind)
+    draws = gaussian_draws[2][:300]
+    information = np.diag(np.arange(1.0, 7.0)) if kind == "sandwich" else None
+    cs = bb.credible_set(draws, basis6, 0.9, kind, information=information)
+    assert cs.kind == kind and cs.level == 0.9
+    expected = {"credible": lambda: bb.credible_ellipsoid(draws, basis6, 0.9),
+                "sandwich": lambda: bb.credible_ellipsoid(draws, basis6, 0.9, information=information),
+                "draws": lambda: bb.credible_draws(draws, basis6, 0.9),
+                "quantile": lambda: bb.credible_quantile(draws, basis6, 0.9)}[kind]()
+    z = np.random.default_rng(2).standard_normal((4, 6))
+    np.testing.assert_array_equal(cs.lower_bound(z), expected.lower_bound(z))
+
+
+def test_credible_set_default_kind_is_the_credible_ellipsoid(gaussian_draws, basis6):
+    cs = bb.credible_set(gaussian_draws[2][:300], basis6)
+    assert isinstance(cs, bl.EllipsoidSet) and cs.kind == "credible"
+    with pytest.raises(ValueError, match="kind"):
+        bb.credible_set(gaussian_draws[2][:300], basis6, 0.9, "ellipsoid")  # the old name
 
 
 @pytest.mark.parametrize(("call", "name"), [

@@ -43,9 +43,14 @@ def test_coords_and_dims(tiny):
 
 
 def test_logp_matches_numpy_likelihood_and_prior(tiny):
-    model = bb.build_model(tiny.data, 2, prior_scale=0.7)
+    model = bb.build_model(tiny.data, 2, prior={"scale": 0.7})
     point = _point(tiny.data, 2, 0)
     assert model.compile_logp()(point) == pytest.approx(_reference_logp(point, tiny.data, 0.7), rel=1e-10)
+    # The group as an instance builds the same model; None is the default prior (scale 1).
+    same = bb.build_model(tiny.data, 2, prior=bb.Prior(scale=0.7))
+    assert same.compile_logp()(point) == pytest.approx(_reference_logp(point, tiny.data, 0.7), rel=1e-10)
+    default = bb.build_model(tiny.data, 2, prior=None)
+    assert default.compile_logp()(point) == pytest.approx(_reference_logp(point, tiny.data, 1.0), rel=1e-10)
 
 
 def test_theta_deterministic_is_product(tiny):
@@ -58,7 +63,7 @@ def test_theta_deterministic_is_product(tiny):
 def test_balance_potential_value(tiny):
     point = _point(tiny.data, 2, 2)
     free = bb.build_model(tiny.data, 2).compile_logp()(point)
-    balanced = bb.build_model(tiny.data, 2, balance=2.0).compile_logp()(point)
+    balanced = bb.build_model(tiny.data, 2, prior={"balance": 2.0}).compile_logp()(point)
     gap = point[D.LEFT].T @ point[D.LEFT] - point[D.RIGHT].T @ point[D.RIGHT]
     assert balanced - free == pytest.approx(-(2.0 / 8) * np.sum(gap * gap), rel=1e-10)
 
@@ -75,7 +80,7 @@ def test_set_data_reuses_the_model_on_new_data(tiny, random_problem_factory):
 
 
 def test_scale_prior_and_margins(tiny):
-    model = bb.build_model(tiny.data, 2, scale_prior=True, store_margins=True)
+    model = bb.build_model(tiny.data, 2, prior={"hyper": True}, store_margins=True)
     assert {v.name for v in model.free_RVs} == {D.LEFT, D.RIGHT, D.LEFT_SCALE, D.RIGHT_SCALE}
     assert model.named_vars_to_dims[D.MARGINS] == (D.COMPARISON,)
     point = _point(tiny.data, 2, 4)
@@ -92,8 +97,8 @@ def test_named_coordinates(tiny):
 
 
 @pytest.mark.parametrize(("kwargs", "name"), [
-    (dict(rank=0), "rank"), (dict(rank=5), "rank"), (dict(prior_scale=0.0), "prior_scale"),
-    (dict(balance=-1.0), "balance")])
+    (dict(rank=0), "rank"), (dict(rank=5), "rank"), (dict(prior={"scale": 0.0}), r"prior\.scale"),
+    (dict(prior={"balance": -1.0}), r"prior\.balance"), (dict(prior={"scale_prior": True}), "scale_prior")])
 def test_bad_arguments_name_themselves(tiny, kwargs, name):
     args = {"rank": 2, **kwargs}
     with pytest.raises(ValueError, match=name):
@@ -103,8 +108,13 @@ def test_bad_arguments_name_themselves(tiny, kwargs, name):
 def test_bad_data_type():
     with pytest.raises(TypeError, match="data"):
         bb.build_model(np.zeros((3, 3)), 1)
-    with pytest.raises(TypeError, match="scale_prior"):
-        bb.build_model(bl.PreferenceData(np.ones((2, 2)), np.ones((2, 2)), [0, 1]), 1, scale_prior=1)
+    tiny_data = bl.PreferenceData(np.ones((2, 2)), np.ones((2, 2)), [0, 1])
+    with pytest.raises(TypeError, match=r"prior\.hyper"):
+        bb.build_model(tiny_data, 1, prior={"hyper": 1})
+    with pytest.raises(TypeError, match="store_margins"):
+        bb.build_model(tiny_data, 1, store_margins="yes")
+    with pytest.raises(TypeError, match="scale_prior"):  # the old keywords are gone
+        bb.build_model(tiny_data, 1, scale_prior=True)
 
 
 def test_balanced_factors(random_problem_factory):

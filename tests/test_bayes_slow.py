@@ -14,6 +14,7 @@ import os
 import time
 import warnings
 
+import arviz as az
 import numpy as np
 import pandas as pd
 import pytest
@@ -58,9 +59,9 @@ def sbc_ranks(reps: int, *, d_x: int = 4, d_phi: int = 5, rank: int = 2, n: int 
         y = (rng.random(n) < expit(np.einsum("ij,ij->i", x @ theta, dphi))).astype(np.int8)
         data = bl.PreferenceData(x, dphi, y)
         with _quiet():
-            post = bb.fit_posterior(data, rank, draws=500, tune=500, chains=2, cores=1,
-                                    nuts_sampler="pymc", ridge=1.0, progressbar=False,
-                                    random_seed=int(rng.integers(2**31)))
+            post = bb.fit_posterior(data, rank, nuts={"draws": 500, "tune": 500, "chains": 2, "cores": 1,
+                                                      "sampler": "pymc"},
+                                    ridge=1.0, progressbar=False, random_seed=int(rng.integers(2**31)))
         draws = post.theta_draws
         keep = np.linspace(0, draws.shape[0] - 1, thin_to).round().astype(int)
         for e, (a, b) in enumerate(SBC_ENTRIES):
@@ -86,7 +87,7 @@ def test_sbc_rank_statistics_are_uniform():
 # ---------------------------------------------------------------- frequentist coverage
 
 def coverage_run(theta_kind: str, seeds: int, n: int, *, draws: int = 500, tune: int = 500,
-                 chains: int = 4, nuts_sampler: str | None = None, on_row=None,
+                 chains: int = 4, sampler: str | None = None, on_row=None,
                  first_seed: int = 0) -> pd.DataFrame:
     """Per seed: is θ*_rtv in the 90% credible ellipsoid, its sandwich, the C₂ = 5 set, the Wald 90% set?"""
     problem = simulate.paper_problem(rank=3, imbalance=1, theta_kind=theta_kind)
@@ -95,18 +96,18 @@ def coverage_run(theta_kind: str, seeds: int, n: int, *, draws: int = 500, tune:
         data = problem.sample(n, seed=1000 + seed)
         with _quiet():
             start = time.perf_counter()
-            prs = bl.fit_prs(data, 3, c2=5.0, ridge=1.0)  # the studies' ridge (runner.DEFAULTS)
-            post = bb.fit_posterior(data, 3, draws=draws, tune=tune, chains=chains, cores=2,
-                                    nuts_sampler=nuts_sampler, initial=prs.low_rank, progressbar=False,
-                                    random_seed=seed)
+            prs = bl.fit_prs(data, 3, ridge=1.0)  # the studies' ridge (runner.DEFAULTS)
+            post = bb.fit_posterior(data, 3, nuts={"draws": draws, "tune": tune, "chains": chains, "cores": 2,
+                                                   "sampler": sampler},
+                                    start=prs.low_rank, progressbar=False, random_seed=seed)
             truth = post.basis.to_coordinates(problem.theta)
-            ellipsoid = post.credible_set(0.9)
+            ellipsoid = post.calibrated_set(0.9, "credible")
             rows.append(dict(
                 seed=seed, credible90=bool(ellipsoid.contains(truth)),
-                credible90_all_k=bool(post.credible_set(0.9, identified=False).contains(truth)),
-                sandwich90=bool(post.credible_set(0.9, covariance="sandwich").contains(truth)),
-                prs_c2_5=bool(prs.uncertainty_set.contains(truth)),
-                wald90=bool(prs.confidence_set(0.9).contains(truth)),
+                credible90_all_k=bool(post.calibrated_set(0.9, identified=False).contains(truth)),
+                sandwich90=bool(post.calibrated_set(0.9, "sandwich").contains(truth)),
+                prs_c2_5=bool(prs.penalty_set(5.0).contains(truth)),
+                wald90=bool(prs.calibrated_set(0.9).contains(truth)),
                 distance=float(ellipsoid.distance(truth) / ellipsoid.radius),
                 max_rhat=post.diagnostics.max_rhat, min_ess=post.diagnostics.min_ess_bulk,
                 divergences=post.diagnostics.divergences, seconds=time.perf_counter() - start))
@@ -151,10 +152,10 @@ def paper3000():
 
 def test_nuts_mixes_on_every_theta_rtv_entry(paper3000):
     _, data, low_rank = paper3000
-    post = bb.fit_posterior(data, 3, draws=1000, tune=1000, chains=4, cores=2, initial=low_rank,
-                            progressbar=False, random_seed=1)
-    s = post.diagnostics.summary
-    print(f"\nNUTS N=3000 r=3 (default configuration, sampler {post.diagnostics.sampler}): "
+    post = bb.fit_posterior(data, 3, nuts={"draws": 1000, "tune": 1000, "chains": 4, "cores": 2},
+                            start=low_rank, progressbar=False, random_seed=1)
+    s = az.summary(post.tree, var_names=["theta_rtv"], kind="diagnostics")  # every entry, identified or not
+    print(f"\nNUTS N=3000 r=3 (default configuration, {post.diagnostics.method}): "
           f"{post.diagnostics.seconds:.0f} s, divergences {post.diagnostics.divergences}, "
           f"mean tree depth {post.diagnostics.mean_tree_depth:.2f}; θ_rtv: max R-hat {s.r_hat.max():.4f}, "
           f"min bulk ESS {s.ess_bulk.min():.0f}, min tail ESS {s.ess_tail.min():.0f}")
@@ -165,8 +166,8 @@ def test_nuts_mixes_on_every_theta_rtv_entry(paper3000):
 
 def test_map_recovers_theta_as_well_as_fgd(paper3000):
     problem, data, low_rank = paper3000
-    post = bb.fit_posterior(data, 3, method="map", initial=low_rank, progressbar=False)
-    err_map = np.linalg.norm(post.theta_mean - problem.theta)
+    post = bb.fit_posterior(data, 3, method="map", start=low_rank, progressbar=False)
+    err_map = np.linalg.norm(post.theta - problem.theta)
     err_fgd = np.linalg.norm(low_rank.theta - problem.theta)
     print(f"\nN=3000: ‖Θ_MAP − Θ*‖_F = {err_map:.4f}, ‖Θ_FGD − Θ*‖_F = {err_fgd:.4f} "
           f"({post.diagnostics.seconds:.1f} s)")
@@ -176,6 +177,8 @@ def test_map_recovers_theta_as_well_as_fgd(paper3000):
 # ---------------------------------------------------------------- policies: posterior vs PRS
 
 def table_run(seeds: int, ns=(1000, 3000, 10000), qs=(1, 3, 10), *, pop_states: int = 1000) -> pd.DataFrame:
+    from bayes_loco.experiments import compare_policies
+
     frames = []
     for q in qs:
         problem = simulate.paper_problem(rank=3, imbalance=q)
@@ -184,9 +187,9 @@ def table_run(seeds: int, ns=(1000, 3000, 10000), qs=(1, 3, 10), *, pop_states: 
                 data = problem.sample(n, seed=500 + seed)
                 pop = problem.population(pop_states, seed=900 + seed)
                 with _quiet():
-                    table = bb.compare_policies(
-                        data, pop, rank=3, truth=problem, ridge=1.0, levels=(0.9,),
-                        fit_kwargs=dict(draws=500, tune=500, chains=4, cores=2, random_seed=seed))
+                    table = compare_policies(
+                        data, pop, rank=3, truth=problem, ridge=1.0, level=0.9, seed=seed,
+                        posterior={"nuts": {"draws": 500, "tune": 500, "chains": 4, "cores": 2}})
                 frames.append(table.assign(q=q, n=n, seed=seed))
     return pd.concat(frames, ignore_index=True)
 

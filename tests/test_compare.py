@@ -1,4 +1,8 @@
-"""The comparison harness: every method through the one solver, with truth and coverage."""
+"""The comparison harness: every method through the one solver, with truth and coverage.
+
+``compare_policies`` is the studies' own machinery (the same methods, fits, sets
+and rows as :func:`bayes_loco.experiments.run_methods`) on the user's data.
+"""
 
 from __future__ import annotations
 
@@ -6,28 +10,58 @@ import numpy as np
 import pytest
 from conftest import BAYES_RANK as RANK
 
-from bayes_loco import bayes as bb
+from bayes_loco.experiments import COLUMNS, METHODS, compare_policies, run_methods
 
 
 def test_compare_policies_table(bayes_nuts, bayes_problem):
     nuts = bayes_nuts
     truth, data, _ = bayes_problem
     pop = truth.population(80, seed=5)
-    table = bb.compare_policies(data, pop, rank=RANK, truth=truth, posterior=nuts, levels=(0.9,))
-    assert list(table.columns) == bb.compare.COLUMNS
-    posterior = table[table.method == "Posterior"]
+    table = compare_policies(data, pop, rank=RANK, truth=truth, fits={"posterior": nuts}, level=0.9)
+    assert list(table.columns) == COLUMNS
+    posterior = table[(table.fit == "posterior") & (table.set_kind != "none")]
     assert set(zip(posterior.set_kind, posterior.objective, strict=True)) == {
-        ("ellipsoid", "relaxed"), ("ellipsoid", "exact"), ("draws", "relaxed"), ("draws", "exact"),
-        ("quantile", "relaxed")}
-    assert {"PRS", "PRS-Wald", "LowRank-Greedy", "Posterior-mean-Greedy"} <= set(table.method)
+        ("credible", "relaxed"), ("credible", "exact"), ("sandwich", "exact"), ("draws", "relaxed"),
+        ("draws", "exact"), ("quantile", "relaxed")}
+    assert {"PRS", "PRS-exact-Wald", "PRS-relaxed-Wald", "LowRank-Greedy", "Posterior-mean-Greedy"} <= set(
+        table.method)
     assert (table.suboptimality >= -1e-9).all()
-    sets = table.set_kind.isin(["gram", "wald", "ellipsoid", "draws"])
+    sets = table.set_kind.isin(["gram", "wald", "credible", "sandwich", "draws"])
     assert table.loc[sets, "covered"].isin([0, 1]).all()
     assert table.loc[table.set_kind == "quantile", "covered"].isna().all()
-    blind = bb.compare_policies(data, pop, rank=RANK, posterior=nuts, kinds=("ellipsoid",),
-                                objectives=("exact",), include_greedy=False)
+    calibrated = table.set_kind.isin(["wald", "credible", "sandwich", "draws", "quantile"])
+    assert (table.level[calibrated] == 0.9).all()
+    assert table.level[table.set_kind == "gram"].isna().all()
+    # The posterior passed in serves every posterior method: its diagnostics on each of their rows.
+    assert (table.loc[table.fit == "posterior", "max_rhat"] == nuts.diagnostics.max_rhat).all()
+    blind = compare_policies(data, pop, rank=RANK, fits={"posterior": nuts},
+                             methods=("PRS-exact-Gram", "PRS-exact-Wald", "Posterior-exact-ellipsoid"))
     assert blind.suboptimality.isna().all() and len(blind) == 3
-    with pytest.raises(ValueError, match="kinds"):
-        bb.compare_policies(data, pop, rank=RANK, posterior=nuts, kinds=("box",))
+    assert blind.covered.isna().all() and blind.truth_distance.isna().all()
+    assert np.isfinite(blind.pessimistic_value).all()
+    with pytest.raises(ValueError, match="methods"):
+        compare_policies(data, pop, rank=RANK, fits={"posterior": nuts}, methods=("Posterior-exact-box",))
     with pytest.raises(ValueError, match="truth"):
-        bb.compare_policies(data, pop, rank=RANK, posterior=nuts, truth=np.zeros((2, 2)))
+        compare_policies(data, pop, rank=RANK, fits={"posterior": nuts}, truth=np.zeros((2, 2)))
+    with pytest.raises(ValueError, match="fits"):
+        compare_policies(data, pop, rank=RANK + 1, fits={"posterior": nuts})
+
+
+def test_compare_policies_is_the_studies_harness(bayes_problem):
+    """Frequentist methods only (no posterior fitted): the rows of run_methods, as a table."""
+    truth, data, _ = bayes_problem
+    pop = truth.population(60, seed=6)
+    methods = ["MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald", "PRS-GIC"]
+    table = compare_policies(data, pop, rank=RANK, truth=truth, methods=methods, ridge=1.0)
+    rows = run_methods(truth, data, {"personalised": pop}, methods, rank=RANK, ridge=1.0)
+    numeric = ["suboptimality", "pessimistic_value", "covered", "truth_distance", "radius", "theta_error"]
+    assert np.array_equal(table[numeric].to_numpy(float),
+                          np.array([[r[c] for c in numeric] for r in rows], dtype=float), equal_nan=True)
+    assert list(table.method) == methods and set(table.method) <= set(METHODS)
+    assert table.max_rhat.isna().all() and table.divergences.isna().all()
+    with pytest.raises(ValueError, match="scope"):
+        compare_policies(data, pop, rank=RANK, methods=methods, scope="everyone")
+    with pytest.raises(ValueError, match="level"):
+        compare_policies(data, pop, rank=RANK, methods=methods, level=1.5)
+    with pytest.raises(TypeError, match="population"):
+        compare_policies(data, data, rank=RANK, methods=methods)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -14,17 +16,28 @@ import pytest
 
 from bayes_loco import cli
 from bayes_loco.experiments import (
+    FITTERS,
+    POSTERIOR_DEFAULTS,
+    PROBLEMS,
+    STUDIES,
+    Fitter,
     Study,
     calibration,
     plot_calibration,
     plot_results,
+    posterior_settings,
+    run_methods,
     run_study,
     run_task,
     summarise,
     task_seed,
 )
 from bayes_loco.experiments import runner as runner_module
+from bayes_loco.experiments.methods import posterior_arguments
+from bayes_loco.experiments.problems import PROBLEM_KEYS
 from bayes_loco.experiments.runner import StudyConfigError, select_cells
+from bayes_loco.frequentist import fit_prs
+from bayes_loco.simulate import paper_problem
 
 TINY = {"d_x": 4, "d_s": 3, "d_a": 4, "rank": 1, "population": 40, "global_states": 5,
         "contexts_per_state": 4}
@@ -79,9 +92,9 @@ def test_interrupted_study_resumes_only_missing_tasks(reference_run, tmp_path, m
     calls = []
     original = runner_module.run_task
 
-    def spy(study, cell, settings, rep, seed, methods):
+    def spy(study, cell, settings, rep, seed, methods, **kwargs):
         calls.append((cell, rep))
-        return original(study, cell, settings, rep, seed, methods)
+        return original(study, cell, settings, rep, seed, methods, **kwargs)
 
     monkeypatch.setattr(runner_module, "run_task", spy)
     resumed = run_study(tiny_study(), tmp_path, progress=False, workers=1)
@@ -172,10 +185,14 @@ def test_cli_run_with_settings_and_a_subset_of_cells(tmp_path, monkeypatch, caps
 
 
 def test_cli_plot_combines_runs_of_different_cells(reference_run, tmp_path, capsys):
+    import matplotlib.pyplot as plt
+
     out, whole = reference_run
     for n in (300, 600):
         whole[whole["n"] == n].to_csv(tmp_path / f"tiny{n}.csv", index=False)
+    open_before = set(plt.get_fignums())
     assert cli.main(["plot", str(tmp_path / "tiny300.csv"), str(tmp_path / "tiny600.csv")]) == 0
+    assert set(plt.get_fignums()) == open_before  # the CLI closes the figures it saved
     table = capsys.readouterr().out
     assert {"300", "600"} <= set(table.split())
     assert (tmp_path / "tiny300_personalised.png").exists()
@@ -194,8 +211,8 @@ def test_posterior_methods_share_one_fit_and_report_coverage_consistently():
 
     methods = ("PRS-exact-Wald", "Posterior-mean-Greedy", "Posterior-exact-ellipsoid",
                "Posterior-exact-draws", "Posterior-relaxed-quantile")
-    settings = {"n": 400, **TINY, "posterior_draws": 150, "posterior_tune": 150, "posterior_chains": 2,
-                "posterior_nuts_sampler": "pymc"}
+    settings = {"n": 400, **TINY, "posterior_nuts_draws": 150, "posterior_nuts_tune": 150,
+                "posterior_nuts_chains": 2, "posterior_nuts_sampler": "pymc"}
     frame = pd.DataFrame(run_task("t", 0, settings, 0, 0, methods))
     assert len(frame) == len(methods) * 2
     post = frame[frame.method.str.startswith("Posterior")]
@@ -210,6 +227,9 @@ def test_posterior_methods_share_one_fit_and_report_coverage_consistently():
     assert frame[frame.method == "Posterior-relaxed-quantile"].covered.isna().all()
     assert frame[frame.method == "Posterior-exact-draws"].covered.isin([0.0, 1.0]).all()
     assert (frame.suboptimality >= -1e-9).all()
+    # The method names stay; the set kinds are the fits' own.
+    kinds = frame.drop_duplicates("method").set_index("method").set_kind
+    assert kinds["Posterior-exact-ellipsoid"] == "credible" and kinds["Posterior-mean-Greedy"] == "none"
 
 
 def test_gic_method_reports_its_rank_and_summarise_scores_it():
@@ -328,3 +348,153 @@ def test_strength_figure_uses_a_log_axis_for_a_wide_grid(x, grid, scale):
                           for v in grid for _ in range(2)])
     fig = plot_results(frame, x=x)
     assert fig.axes[0].get_xscale() == scale
+
+
+def test_posterior_settings_nest_by_group_over_the_defaults():
+    flat = {"n": 3000, "posterior_nuts_sampler": "numpyro", "posterior_nuts_draws": 200,
+            "posterior_nuts_target_accept": 0.95, "posterior_prior_scale": 2, "posterior_method": "vi",
+            "posterior_vi_learning_rate": 0.1}
+    nested = posterior_settings(flat)
+    assert nested == {"nuts": {"sampler": "numpyro", "draws": 200, "target_accept": 0.95},
+                      "prior": {"scale": 2}, "vi": {"learning_rate": 0.1}, "method": "vi"}
+    merged = posterior_arguments(nested)
+    assert merged["nuts"] == {"draws": 200, "tune": 500, "chains": 4, "cores": 1, "sampler": "numpyro",
+                              "target_accept": 0.95}
+    assert merged["prior"] == {"scale": 2} and merged["method"] == "vi"
+    defaults = posterior_arguments(None)
+    assert defaults == POSTERIOR_DEFAULTS
+    defaults["nuts"]["draws"] = 1
+    assert POSTERIOR_DEFAULTS["nuts"]["draws"] == 500  # a copy, not the module's defaults
+    for bad in ("posterior_draws", "posterior_nuts", "posterior_foo_bar"):
+        with pytest.raises(ValueError, match=bad):
+            posterior_settings({bad: 1})
+
+
+def test_runner_hands_the_nested_posterior_settings_to_the_posterior_fitter(monkeypatch):
+    seen = []
+
+    def fake_posterior(fits):
+        seen.append(posterior_arguments(fits.posterior))
+        return fits["prs"]
+
+    monkeypatch.setitem(FITTERS, "posterior", Fitter(fake_posterior))
+    settings = {"n": 300, **TINY, "global_states": 0, "posterior_nuts_sampler": "numpyro",
+                "posterior_nuts_draws": 7, "posterior_prior_scale": 2}
+    rows = run_task("t", 0, settings, 0, 0, ("Posterior-mean-Greedy",))
+    assert seen == [{"nuts": {"draws": 7, "tune": 500, "chains": 4, "cores": 1, "sampler": "numpyro"},
+                     "prior": {"scale": 2}}]
+    assert [r["posterior_nuts_sampler"] for r in rows] == ["numpyro"]  # the flat setting is recorded
+
+
+def test_cli_refuses_a_malformed_posterior_setting_before_running(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(cli.STUDIES, "tiny", tiny_study(reps=1))
+    code = cli.main(["run", "tiny", "--out", str(tmp_path), "--quiet", "--workers", "1",
+                     "--set", "posterior_draws=200"])
+    assert code == cli.EXIT_INPUT
+    assert "posterior_draws" in capsys.readouterr().err
+    assert not (tmp_path / "tiny.csv").exists()
+
+
+def test_rows_come_from_the_fit_protocol_whatever_the_road():
+    """A frequentist fit reporting sampler diagnostics gets them in its rows: nothing asks which road."""
+    problem = paper_problem(d_s=3, d_a=4, d_x=4, rank=1)
+    data, pop = problem.sample(400, seed=1), problem.population(40, seed=2)
+    prs = fit_prs(data, 1)
+    odd = dataclasses.replace(prs, diagnostics=dataclasses.replace(prs.diagnostics, max_rhat=1.5,
+                                                                   divergences=3, seconds=100.0))
+    methods = ["PRS", "PRS-exact-Wald", "LowRank-Greedy", "MLE-Greedy"]
+    frame = pd.DataFrame(run_methods(problem, data, {"personalised": pop}, methods, rank=1,
+                                     fits={"prs": odd})).set_index("method")
+    assert (frame.loc[["PRS", "PRS-exact-Wald"], "max_rhat"] == 1.5).all()
+    assert (frame.loc[["PRS", "PRS-exact-Wald"], "divergences"] == 3).all()
+    # A fit passed in counts its own seconds; the low-rank fit counts the PRS fit it came from.
+    assert (frame.loc[["PRS", "LowRank-Greedy"], "fit_seconds"] >= 100.0).all()
+    assert frame.loc["MLE-Greedy", ["max_rhat", "divergences"]].isna().all()
+    assert frame.loc["MLE-Greedy", "fit_seconds"] < 100.0
+    assert list(frame.loc[methods, "set_kind"]) == ["gram", "wald", "none", "none"]
+    assert np.isnan(frame.loc["PRS", "level"]) and frame.loc["PRS-exact-Wald", "level"] == 0.9
+    with pytest.raises(ValueError, match="fits"):
+        run_methods(problem, data, {"personalised": pop}, methods, rank=2, fits={"prs": odd})
+    with pytest.raises(ValueError, match="fits"):
+        run_methods(problem, data, {"personalised": pop}, methods, rank=1, fits={"wald": odd})
+    with pytest.raises(ValueError, match="methods"):
+        run_methods(problem, data, {"personalised": pop}, ["PRS-Wald"], rank=1)
+    with pytest.raises(ValueError, match="truth"):
+        run_methods(np.zeros((2, 2)), data, {"personalised": pop}, methods, rank=1)
+
+
+class PersonalisedOnly:
+    """The paper's problem, declared to have no global populations."""
+
+    has_global_populations = False
+
+    def __init__(self, inner):
+        self.inner = inner
+
+    theta = property(lambda self: self.inner.theta)
+    d_x = property(lambda self: self.inner.d_x)
+    d_phi = property(lambda self: self.inner.d_phi)
+
+    def sample(self, n, seed):
+        return self.inner.sample(n, seed)
+
+    def population(self, n, seed, **options):
+        return self.inner.population(n, seed, **options)
+
+    def rewards(self, population):
+        return self.inner.rewards(population)
+
+
+def test_study_runs_on_the_problem_it_names(monkeypatch, tmp_path):
+    monkeypatch.setitem(PROBLEMS, "local", lambda settings, seed: PersonalisedOnly(
+        paper_problem(**{k: settings[k] for k in PROBLEM_KEYS}, seed=seed)))
+    study = Study("local", ({"n": 300, "imbalance": 1.0},), methods=("MLE-Greedy", "PRS"), fixed=TINY, reps=2,
+                  problem="local")
+    local = run_study(study, tmp_path / "local", progress=False, workers=1)
+    paper = run_study(dataclasses.replace(study, problem="paper"), tmp_path / "paper", progress=False,
+                      workers=1)
+    assert set(local.scope) == {"personalised"} and set(paper.scope) == {"personalised", "global"}
+    # The same seeds whatever the problem's name: the same data and the same numbers.
+    assert np.array_equal(numbers(local), numbers(paper[paper.scope == "personalised"]), equal_nan=True)
+    assert STUDIES["personalllm"].problem == "personalllm" and STUDIES["demo"].problem == "paper"
+
+
+IMPORTS_OF_THE_PACKAGE = """
+import importlib, json, pkgutil, sys
+import bayes_loco
+for module in pkgutil.walk_packages(bayes_loco.__path__, "bayes_loco."):
+    importlib.import_module(module.name)
+print(json.dumps(sorted(name for name in sys.modules if name.split(".")[0] != "bayes_loco")))
+"""
+
+IMPORT_EVERY_MODULE = """
+import importlib, json, logging, pkgutil, sys, warnings
+for name in json.loads(sys.stdin.read()):  # the dependencies first: their own imports may add filters
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+import matplotlib
+root = logging.getLogger()
+before = (repr(warnings.filters), list(root.handlers), root.level, matplotlib.get_backend())
+import bayes_loco
+changed = []
+for module in pkgutil.walk_packages(bayes_loco.__path__, "bayes_loco."):
+    importlib.import_module(module.name)
+    now = (repr(warnings.filters), list(root.handlers), root.level, matplotlib.get_backend())
+    if now != before:
+        changed.append(module.name)
+        before = now
+print(json.dumps({"backend": matplotlib.get_backend(), "changed": changed}))
+"""
+
+
+def test_importing_any_module_leaves_backend_warnings_and_logging_alone():
+    env = {**os.environ, "MPLBACKEND": "svg"}
+    deps = subprocess.run([sys.executable, "-c", IMPORTS_OF_THE_PACKAGE], capture_output=True, text=True,
+                          check=True, env=env).stdout
+    out = subprocess.run([sys.executable, "-c", IMPORT_EVERY_MODULE], input=deps, capture_output=True,
+                         text=True, check=True, env=env).stdout
+    result = json.loads(out)
+    assert result["backend"] == "svg"
+    assert result["changed"] == []

@@ -51,7 +51,7 @@ def test_result_is_rank_r_with_consistent_factors(paper_q3):
     assert sv[3] <= 1e-12 * sv[0] and sv[2] > 1e-3 * sv[0]  # exactly rank 3, not a degenerate fit
     assert fit.n_params == (20 + 29) * 3 - 3 * 3
     assert fit.initial is paper_q3.mle
-    assert fit.converged and fit.n_iter >= 1
+    assert fit.diagnostics.converged and fit.diagnostics.n_iter >= 1
     assert "rank=3" in repr(fit)
 
 
@@ -103,7 +103,7 @@ def test_refits_the_initial_mle_when_not_given(random_low_rank_problem):
 def test_methods_agree_on_paper_simulation(paper_q3):
     alt = _quiet(bl.fit_low_rank, paper_q3.data, 3, method="alternating", initial=paper_q3.mle)
     lbfgs = paper_q3.low_rank
-    assert alt.converged and lbfgs.converged
+    assert alt.diagnostics.converged and lbfgs.diagnostics.converged
     assert np.linalg.norm(alt.theta - lbfgs.theta) <= 1e-4 * np.linalg.norm(lbfgs.theta)
     assert alt.nll == pytest.approx(lbfgs.nll, rel=1e-8)
 
@@ -118,7 +118,7 @@ def test_methods_agree_on_a_small_paper_problem(theta_kind):
     mle = _quiet(bl.fit_mle, data)
     fits = {m: _quiet(bl.fit_low_rank, data, 3, method=m, initial=mle) for m in ("lbfgs", "alternating")}
     a, b = fits["lbfgs"], fits["alternating"]
-    assert a.converged and b.converged
+    assert a.diagnostics.converged and b.diagnostics.converged
     assert np.linalg.norm(a.theta - b.theta) <= 1e-4 * np.linalg.norm(a.theta)
     for fit in (a, b):
         g = _tangent_projection(fit.theta, 3, _grad(fit.theta, data))
@@ -190,7 +190,7 @@ def test_low_rank_beats_mle_on_paper_simulation(theta_kind):
 def test_iteration_limit_warns(paper_q3, method):
     with pytest.warns(bl.ConvergenceWarning, match="fit_low_rank"):
         fit = bl.fit_low_rank(paper_q3.data, 3, method=method, max_iter=1, initial=paper_q3.mle)
-    assert not fit.converged
+    assert not fit.diagnostics.converged
 
 
 @pytest.mark.parametrize("rank", [0, 5, 6])

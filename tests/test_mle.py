@@ -34,12 +34,12 @@ def mle(random_problem):
 def test_mle_matches_statsmodels(mle, reference):
     _, _, ref = reference
     assert ref.mle_retvals["converged"]
-    assert mle.converged and not mle.separated
+    assert mle.diagnostics.converged and not mle.separated
     assert mle.theta.shape == (4, 5)
     assert np.abs(mle.theta.ravel() - ref.params).max() < 1e-4
     assert mle.loglik == pytest.approx(ref.llf, rel=1e-9)
     assert mle.nll == -mle.loglik
-    assert mle.ridge == 0.0 and mle.n_iter >= 1
+    assert mle.ridge == 0.0 and mle.diagnostics.n_iter >= 1
     assert mle.data is not None and mle.data.n == 4000
 
 
@@ -61,14 +61,14 @@ def test_mle_is_stationary(mle, random_problem):
 
 def test_confidence_set_is_the_wald_set(mle, reference):
     _, _, ref = reference
-    cs = mle.confidence_set(0.9)
+    cs = mle.calibrated_set(0.9)
     assert cs.kind == "wald" and cs.level == 0.9
     np.testing.assert_allclose(cs.center, mle.theta.ravel())
     info = np.linalg.inv(ref.cov_params())  # statsmodels' observed = expected information for the logit
     np.testing.assert_allclose(cs.precision, info, rtol=1e-6, atol=1e-6 * np.abs(info).max())
     assert cs.effective_dim == 20
     for level in (0.5, 0.9, 0.99):
-        assert mle.confidence_set(level).radius ** 2 == pytest.approx(stats.chi2.ppf(level, 20), rel=1e-12)
+        assert mle.calibrated_set(level).radius ** 2 == pytest.approx(stats.chi2.ppf(level, 20), rel=1e-12)
     # the coordinates are row-major vec(Θ)
     np.testing.assert_array_equal(cs.coordinates.to_coordinates(mle.theta), mle.theta.ravel())
 
@@ -76,20 +76,20 @@ def test_confidence_set_is_the_wald_set(mle, reference):
 @pytest.mark.parametrize("level", [0.0, 1.0, -0.1, 1.5])
 def test_confidence_set_level_out_of_range(mle, level):
     with pytest.raises(ValueError, match=r"^level must be in"):
-        mle.confidence_set(level)
+        mle.calibrated_set(level)
 
 
 def test_gram_set(mle, reference):
     z, _, _ = reference
     for c2 in (0.0, 1.0, 5.0):
-        gs = mle.gram_set(c2)
+        gs = mle.penalty_set(c2)
         assert gs.kind == "gram" and gs.level is None
         # C₂·sqrt(d_x d_φ / N)
         assert gs.radius == pytest.approx(c2 * np.sqrt(20 / 4000), rel=1e-12)
         np.testing.assert_allclose(gs.center, mle.theta.ravel())
         np.testing.assert_allclose(gs.precision, z.T @ z, rtol=1e-10, atol=1e-8)
     with pytest.raises(ValueError, match=r"^c2 must be in"):
-        mle.gram_set(-1.0)
+        mle.penalty_set(-1.0)
 
 
 def test_wald_set_coverage_and_calibration(random_problem_factory):
@@ -100,7 +100,7 @@ def test_wald_set_coverage_and_calibration(random_problem_factory):
     covered = 0
     for i in range(reps):
         prob = random_problem_factory(4, 5, 1000, seed=1000 + i)
-        cs = bl.fit_mle(prob.data).confidence_set(level)
+        cs = bl.fit_mle(prob.data).calibrated_set(level)
         theta_star = prob.theta.ravel()
         stat[i] = cs.distance(theta_star) ** 2
         covered += bool(cs.contains(theta_star))
@@ -134,7 +134,7 @@ def test_ridge_shrinks_and_matches_penalised_optimum(random_problem, reference):
     norms = []
     for lam in (0.0, 10.0, 100.0, 1000.0):
         fit = bl.fit_mle(d, ridge=lam)
-        assert fit.ridge == lam and fit.converged
+        assert fit.ridge == lam and fit.diagnostics.converged
         grad = model.nll_and_gradient(fit.theta, d.contexts, d.differences, d.labels)[1]
         # first-order condition of Σ NLL + (λ/2)‖Θ‖²
         assert np.linalg.norm(grad + lam * fit.theta) / d.n < 1e-7
@@ -217,7 +217,7 @@ def test_ridge_removes_separation():
     with warnings.catch_warnings():
         warnings.simplefilter("error", bl.BayesLocoWarning)
         fit = bl.fit_mle(data, ridge=1.0)
-    assert not fit.separated and fit.converged
+    assert not fit.separated and fit.diagnostics.converged
     grad = model.nll_and_gradient(fit.theta, data.contexts, data.differences, data.labels)[1]
     np.testing.assert_allclose(grad + 1.0 * fit.theta, 0.0, atol=1e-6)
     assert 0 < fit.theta[0, 0] < 10
@@ -231,13 +231,13 @@ def test_unreached_directions_stay_at_zero(random_problem):
     np.testing.assert_array_equal(fit.theta[:, 2], 0.0)
     assert np.abs(fit.theta[:, [0, 1, 3, 4]]).min() > 0
     # so its Wald set is a cylinder with k_eff = 4·4
-    assert fit.confidence_set().effective_dim == 16
+    assert fit.calibrated_set().effective_dim == 16
 
 
 def test_iteration_limit_warns(random_problem):
     with pytest.warns(bl.ConvergenceWarning, match="max_iter"):
         fit = bl.fit_mle(random_problem.data, max_iter=1)
-    assert not fit.converged and fit.n_iter == 1
+    assert not fit.diagnostics.converged and fit.diagnostics.n_iter == 1
 
 
 @pytest.mark.parametrize(("kwargs", "error", "pattern"), [
@@ -266,9 +266,9 @@ def test_information_matrix_refuses_when_too_large():
         fit = bl.fit_mle(data, ridge=1.0)
     assert fit.theta.shape == (2, 8200)
     with pytest.raises(MemoryError, match="GiB"):
-        fit.gram_set()
+        fit.penalty_set()
     with pytest.raises(MemoryError, match="GiB"):
-        fit.confidence_set()
+        fit.calibrated_set()
 
 
 def test_large_margins_of_a_finite_mle_are_not_called_separation(kron):

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from bayes_loco import cli
-from bayes_loco.experiments import run_task
+from bayes_loco.experiments import STUDIES, run_task
 from bayes_loco.personalllm import (
     N_RESPONSES,
     REWARD_MODELS,
@@ -17,6 +17,7 @@ from bayes_loco.personalllm import (
     score_tensor,
     write_standin,
 )
+from bayes_loco.problems import Problem
 
 
 @pytest.fixture(scope="module")
@@ -94,14 +95,42 @@ def test_problem_samples_btl_labels_and_a_test_population(files):
 def test_study_task_runs_end_to_end(files):
     settings = {"n": 1500, "d_x": 5, "rank": 2, "population": 100, "global_states": 0,
                 "personalllm_train": str(files[0]), "personalllm_test": str(files[1])}
-    rows = run_task("personalllm", 0, settings, 0, 0, ("MLE-Greedy", "PRS", "PRS-exact-Wald"))
+    rows = run_task("personalllm", 0, settings, 0, 0, ("MLE-Greedy", "PRS", "PRS-exact-Wald"),
+                    problem=STUDIES["personalllm"].problem)
     frame = pd.DataFrame(rows)
     assert set(frame["scope"]) == {"personalised"}
     assert (frame["suboptimality"] >= -1e-12).all()
     assert frame.set_index("method").loc["PRS-exact-Wald", "relative_gap"] <= 1e-4
+    # The problem is the study's choice, not the settings': with global states asked for, a problem
+    # without global populations still gets the personalised policy only.
+    rows = run_task("personalllm", 0, {**settings, "global_states": 5}, 0, 0, ("MLE-Greedy",),
+                    problem="personalllm")
+    assert {r["scope"] for r in rows} == {"personalised"}
+    with pytest.raises(ValueError, match="personalllm_train"):
+        run_task("personalllm", 0, {"n": 100, "d_x": 5, "rank": 2}, 0, 0, ("MLE-Greedy",),
+                 problem="personalllm")
+
+
+def test_problem_draws_its_data_with_the_model_functions(files):
+    from bayes_loco.model import margins, rewards
+
+    problem = personalllm_problem(*files, d_x=5, rank=2, seed=0)
+    assert isinstance(problem, Problem) and not problem.has_global_populations
+    assert (problem.d_x, problem.d_phi) == (5, len(REWARD_MODELS))
+    pop = problem.population(20, seed=2)
+    assert np.array_equal(problem.rewards(pop), rewards(problem.theta, pop.contexts, pop.features))
+    data = problem.sample(300, seed=1)
+    eta = margins(problem.theta, data.contexts, data.differences)
+    assert np.corrcoef(eta, data.labels)[0, 1] > 0.2  # labels follow the margins under Θ*
+    with pytest.raises(TypeError, match="no options"):
+        problem.population(20, seed=2, contexts_per_state=4)
 
 
 def test_cli_needs_both_split_files(tmp_path, files, capsys):
     code = cli.main(["run", "personalllm", "--train", str(files[0]), "--out", str(tmp_path), "--quiet"])
     assert code == cli.EXIT_INPUT
     assert "both --train and --test" in capsys.readouterr().err
+    code = cli.main(["run", "demo", "--train", str(files[0]), "--test", str(files[1]), "--out",
+                     str(tmp_path), "--quiet"])
+    assert code == cli.EXIT_INPUT
+    assert "'paper' problem" in capsys.readouterr().err

@@ -120,10 +120,10 @@ def prs_instance(scope, which):
     problem, data, fit = small_prs_fit()
     design = fit.basis.transform(data.contexts, data.differences)  # z_t of every comparison
     if which == "gram":
-        eset = fit.uncertainty_set
+        eset = fit.penalty_set()
         b = design.T  # W = Σ z zᵀ = Zᵀ Z
     else:
-        eset = fit.confidence_set(0.9)
+        eset = fit.calibrated_set(0.9)
         b = (np.sqrt(expit(design @ fit.theta_rtv) * expit(-(design @ fit.theta_rtv)))[:, None] * design).T
     if scope == "personalised":
         pop = problem.population(8, seed=2)
@@ -738,7 +738,7 @@ def test_paper_simulation_exact_wald_policy():
 def check_paper_simulation():
     problem, fit = paper_run()
     pop = problem.population(500, seed=2)
-    wald = fit.confidence_set(0.9)
+    wald = fit.calibrated_set(0.9)
     policy = pessimistic_policy(wald, pop, objective="exact")
     assert policy.status is PolicyStatus.SOLVED
     assert policy.certificate.relative_gap <= 1e-4
@@ -749,7 +749,8 @@ def check_paper_simulation():
                                       "personalised", "relaxed", 0, 0.0, 0.0), problem, pop)
     sub = bl.suboptimality(policy, problem, pop)
     assert 0.0 <= sub <= optimum - baseline
-    # the calibrated set needs the exact objective: relaxed Wald is far more pessimistic (DESIGN.md)
+    # the calibrated set needs the exact objective: relaxed Wald is far more pessimistic
+    # (docs/design.md, pessimism point 2)
     relaxed_sub = bl.suboptimality(pessimistic_policy(wald, pop, objective="relaxed"), problem, pop)
     assert sub < relaxed_sub
     # a global policy under a shifted context law is meaningful and certified too

@@ -39,13 +39,13 @@ def test_dimensions_radius_and_set(prs_random, random_low_rank_problem):
     k = (4 + 5) * 2 - 2 * 2
     assert fit.rank == 2 and fit.k == k and fit.theta_rtv.shape == (k,)
     assert fit.n_initial is None and fit.estimation_data is data
-    assert fit.c2 == 5.0
-    assert fit.radius == pytest.approx(5.0 * np.sqrt(k / 4000), rel=1e-12)
+    # the paper's C₂ = 5 is the default: C = 5·sqrt(k/N)
+    assert fit.penalty_set().radius == pytest.approx(5.0 * np.sqrt(k / 4000), rel=1e-12)
     z = _reduced_design(fit.basis, data.contexts, data.differences)
     np.testing.assert_allclose(fit.gram, z.T @ z, rtol=1e-10, atol=1e-8)
-    s = fit.uncertainty_set
+    s = fit.penalty_set()
     assert s.kind == "gram" and s.level is None and s.coordinates is fit.basis
-    assert s.radius == fit.radius
+    assert s.radius == fit.penalty_set(5.0).radius
     np.testing.assert_array_equal(s.center, fit.theta_rtv)
     np.testing.assert_array_equal(s.precision, fit.gram)
     assert s.effective_dim == k
@@ -71,11 +71,11 @@ def test_reduced_mle_matches_statsmodels(random_low_rank_problem, fraction):
     est = data if n0 is None else data.subset(slice(n0, None))
     z = _reduced_design(fit.basis, est.contexts, est.differences)
     ref = sm.Logit(est.labels.astype(float), z).fit(method="newton", tol=1e-12, disp=0)
-    assert ref.mle_retvals["converged"] and fit.reduced.converged and not fit.reduced.separated
+    assert ref.mle_retvals["converged"] and fit.diagnostics.converged and not fit.separated
     assert np.abs(fit.theta_rtv - ref.params).max() < 1e-4
-    assert -fit.reduced.nll == pytest.approx(ref.llf, rel=1e-9)
+    assert -fit.nll == pytest.approx(ref.llf, rel=1e-9)
     # the confidence set is the Wald set of that regression
-    cs = fit.confidence_set(0.9)
+    cs = fit.calibrated_set(0.9)
     info = np.linalg.inv(ref.cov_params())
     np.testing.assert_allclose(cs.precision, info, rtol=1e-6, atol=1e-6 * np.abs(info).max())
     assert cs.kind == "wald" and cs.level == 0.9 and cs.effective_dim == fit.k
@@ -93,24 +93,25 @@ def test_split_uses_first_rows_for_subspace_and_rest_for_estimation(random_low_r
     first = fit.low_rank.initial.data
     assert first.n == n0
     np.testing.assert_array_equal(first.differences, data.differences[:n0])
-    assert fit.radius == pytest.approx(5.0 * np.sqrt(fit.k / (data.n - n0)), rel=1e-12)
+    assert fit.penalty_set().radius == pytest.approx(5.0 * np.sqrt(fit.k / (data.n - n0)), rel=1e-12)
     z = _reduced_design(fit.basis, data.contexts[n0:], data.differences[n0:])
     np.testing.assert_allclose(fit.gram, z.T @ z, rtol=1e-10, atol=1e-8)
 
 
 def test_precomputed_low_rank_is_reused(prs_random, random_low_rank_problem):
     lr = prs_random.low_rank
-    fit = _quiet(bl.fit_prs, random_low_rank_problem.data, 2, low_rank=lr, c2=2.0)
+    fit = _quiet(bl.fit_prs, random_low_rank_problem.data, 2, low_rank=lr)
     assert fit.low_rank is lr
     np.testing.assert_allclose(fit.theta_rtv, prs_random.theta_rtv, rtol=1e-12, atol=1e-12)
-    assert fit.radius == pytest.approx(prs_random.radius * 2.0 / 5.0, rel=1e-12)
+    assert fit.penalty_set(2.0).radius == pytest.approx(prs_random.penalty_set().radius * 2.0 / 5.0,
+                                                        rel=1e-12)
     with pytest.raises(ValueError, match=r"low_rank has rank 2, but rank=3"):
         bl.fit_prs(random_low_rank_problem.data, 3, low_rank=lr)
 
 
 @pytest.mark.parametrize("level", [0.5, 0.9, 0.99])
 def test_confidence_set_radius_is_chi2_quantile(prs_random, level):
-    cs = prs_random.confidence_set(level)
+    cs = prs_random.calibrated_set(level)
     assert cs.radius ** 2 == pytest.approx(stats.chi2.ppf(level, cs.effective_dim), rel=1e-12)
     np.testing.assert_array_equal(cs.center, prs_random.theta_rtv)
 
@@ -118,27 +119,29 @@ def test_confidence_set_radius_is_chi2_quantile(prs_random, level):
 @pytest.mark.parametrize("level", [0.0, 1.0, 2.0])
 def test_confidence_set_level_out_of_range(prs_random, level):
     with pytest.raises(ValueError, match=r"^level must be in"):
-        prs_random.confidence_set(level)
+        prs_random.calibrated_set(level)
 
 
 def test_effective_dimension_on_paper_simulation(paper_q1_prs):
-    """k = (d_x + d_φ) r − r² = 138; k_eff = 78 (DESIGN.md): Δφ only spans the m = d_a − 1 = 9 action
-    directions (state features cancel) and V̂'s first r columns lie in them (Θ̂'s state columns stay 0),
-    so block 11 has r², block 12 has r(m − r) and block 21 has (d_x − r)r reachable coordinates."""
+    """k = (d_x + d_φ) r − r² = 138; k_eff = 78 (docs/design.md, convention 1): Δφ only spans the
+    m = d_a − 1 = 9 action directions (state features cancel) and V̂'s first r columns lie in them
+    (Θ̂'s state columns stay 0), so block 11 has r², block 12 has r(m − r) and block 21 has (d_x − r)r
+    reachable coordinates."""
     problem, _, prs = paper_q1_prs
     d_x, m, r = 20, problem.d_a - 1, 3
     assert prs.k == (20 + 29) * 3 - 9 == 138
     k_eff = r * r + r * (m - r) + (d_x - r) * r
     assert k_eff == 78
-    assert prs.uncertainty_set.effective_dim == k_eff
-    cs = prs.confidence_set(0.9)
+    assert prs.penalty_set().effective_dim == k_eff
+    cs = prs.calibrated_set(0.9)
     assert cs.effective_dim == k_eff
     assert cs.radius ** 2 == pytest.approx(stats.chi2.ppf(0.9, k_eff), rel=1e-12)
-    assert prs.radius == pytest.approx(5.0 * np.sqrt(138 / 3000), rel=1e-12)
+    assert prs.penalty_set().radius == pytest.approx(5.0 * np.sqrt(138 / 3000), rel=1e-12)
 
 
 def test_gram_set_is_not_a_confidence_set(paper_q1_prs, paper_q3):
-    """DESIGN.md: with W = Σ z zᵀ and C₂ = 5 the set contained θ*_rtv in 0 of 6 seeds at N = 3000.
+    """docs/design.md, pessimism point 1: with W = Σ z zᵀ and C₂ = 5 the set contained θ*_rtv in 0 of 6
+    seeds at N = 3000.
     Three seeds here (q = 1 twice, q = 3 once); at most one may contain it."""
     problem1, _, prs1 = paper_q1_prs
     fits = [(problem1, prs1),
@@ -147,14 +150,18 @@ def test_gram_set_is_not_a_confidence_set(paper_q1_prs, paper_q3):
     contained, ratios = 0, []
     for problem, prs in fits:
         truth = prs.basis.to_coordinates(problem.theta)
-        contained += bool(prs.uncertainty_set.contains(truth))
-        ratios.append(float(prs.uncertainty_set.distance(truth) / prs.radius))
+        contained += bool(prs.penalty_set().contains(truth))
+        ratios.append(float(prs.penalty_set().distance(truth) / prs.penalty_set().radius))
     assert contained <= 1, ratios
 
 
+@pytest.mark.parametrize("c2", [-1.0, float("inf")])
+def test_bad_c2_is_named(prs_random, c2):
+    with pytest.raises(ValueError, match=r"^c2 must be in"):
+        prs_random.penalty_set(c2)
+
+
 @pytest.mark.parametrize(("kwargs", "error", "pattern"), [
-    ({"c2": -1.0}, ValueError, "^c2 must be in"),
-    ({"c2": float("inf")}, ValueError, "^c2 must be in"),
     ({"ridge": -1.0}, ValueError, "^ridge must be in"),
     ({"n_initial": 4000}, ValueError, r"^n_initial must be in \[1, 3999\]"),
     ({"n_initial": 5000}, ValueError, r"^n_initial must be in \[1, 3999\]"),
@@ -179,5 +186,5 @@ def test_gram_set_coverage_over_six_seeds():
     contained = 0
     for seed in range(10, 16):
         prs = _quiet(bl.fit_prs, problem.sample(3000, seed=seed), 3)
-        contained += bool(prs.uncertainty_set.contains(prs.basis.to_coordinates(problem.theta)))
+        contained += bool(prs.penalty_set().contains(prs.basis.to_coordinates(problem.theta)))
     assert contained <= 1

@@ -12,7 +12,7 @@ from bayes_loco.simulate import effective_rank, paper_problem, paper_theta
 
 
 def test_paper_theta_singular_values_rank3_match_design_notes():
-    # DESIGN.md, convention 8 (an independent measurement): 5.96, 0.65, 0.038.
+    # docs/design.md, convention 8 (an independent measurement): 5.96, 0.65, 0.038.
     sv = np.linalg.svd(paper_theta(20, 10, 20, 3), compute_uv=False)
     half_unit = np.array([0.005, 0.005, 0.0005])  # half a unit in the last printed digit
     assert np.all(np.abs(sv[:3] - [5.96, 0.65, 0.038]) <= half_unit), sv[:3]
@@ -20,7 +20,7 @@ def test_paper_theta_singular_values_rank3_match_design_notes():
 
 
 def test_paper_theta_singular_values_rank5_match_design_notes():
-    # DESIGN.md, convention 8: 5.94, 0.81, 0.075, 0.0036, 0.0001 (each to its last printed digit).
+    # docs/design.md, convention 8: 5.94, 0.81, 0.075, 0.0036, 0.0001 (each to its last printed digit).
     sv = np.linalg.svd(paper_theta(20, 10, 20, 5), compute_uv=False)
     half_unit = np.array([0.005, 0.005, 0.0005, 0.00005, 0.00005])
     assert np.all(np.abs(sv[:5] - [5.94, 0.81, 0.075, 0.0036, 0.0001]) <= half_unit), sv[:5]
@@ -76,7 +76,7 @@ def test_effective_rank():
     m = np.zeros((5, 6))
     m[[0, 1, 2], [0, 1, 2]] = [10.0, 0.5, 0.05]
     assert effective_rank(q1 @ m @ q2) == 2
-    # the §5.1 Θ is nearly rank 2 for r = 3 (DESIGN.md convention 8); the diagonal one is not
+    # the §5.1 Θ is nearly rank 2 for r = 3 (docs/design.md, convention 8); the diagonal one is not
     assert effective_rank(paper_theta(20, 10, 20, 3)) == 2
     assert effective_rank(paper_theta(20, 10, 20, 3, "diagonal")) == 3
 

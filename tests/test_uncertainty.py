@@ -186,12 +186,16 @@ def test_radius_zero_is_the_centre_for_full_rank_w():
     assert not eset.contains(center + 1e-6)
 
 
+def random_ellipsoid(seed, radius, **psd):
+    """An ellipsoid in k = 4 vec coordinates (2 × 2) with W from :func:`random_psd`; returns (set, B, rng)."""
+    rng = np.random.default_rng(seed)
+    w, b = random_psd(rng, 4, **psd)
+    return EllipsoidSet(rng.normal(size=4), w, radius, VecCoordinates(2, 2)), b, rng
+
+
 def test_radius_zero_singular_w_is_consistent_with_contains():
-    rng = np.random.default_rng(9)
-    k = 4
-    w, b = random_psd(rng, k, rank=2)
-    center = rng.normal(size=k)
-    eset = EllipsoidSet(center, w, 0.0, VecCoordinates(2, 2))
+    eset, b, rng = random_ellipsoid(9, 0.0, rank=2)
+    k, center = eset.dim, eset.center
     null = linalg.null_space(b.T)[:, 0]
     z = rng.normal(size=k)
     assert abs(z @ null) > 1e-3
@@ -225,11 +229,8 @@ def test_factor_maps_unit_sphere_to_boundary(rank):
 
 
 def test_distance_and_contains_agree_with_the_quadratic_form():
-    rng = np.random.default_rng(12)
-    k = 4
-    w, _ = random_psd(rng, k, ridge=0.5)
-    center = rng.normal(size=k)
-    eset = EllipsoidSet(center, w, 1.0, VecCoordinates(2, 2))
+    eset, _, rng = random_ellipsoid(12, 1.0, ridge=0.5)
+    k, center, w = eset.dim, eset.center, eset.precision
     thetas = center + rng.normal(scale=0.6, size=(200, k))
     quad = np.array([(t - center) @ w @ (t - center) for t in thetas])
     np.testing.assert_allclose(eset.distance(thetas), np.sqrt(quad), rtol=1e-12)

@@ -2,10 +2,16 @@
 
 ::
 
-    post = bl.bayes.fit_posterior(data, rank=3, draws=1000, chains=4)
-    az.summary(post.tree, var_names=["theta_rtv"])
-    cs = post.credible_set(level=0.9, kind="ellipsoid")   # or "draws", "quantile"
+    post = bl.bayes.fit_posterior(data, rank=3, nuts={"draws": 1000, "chains": 4})
+    print(post.summary())                      # identified coordinates of θ_rtv, R-hat, ESS
+    cs = post.calibrated_set(level=0.9, kind="credible")   # or "sandwich", "draws", "quantile"
     policy = bl.pessimistic_policy(cs, population, objective="exact")
+
+A :class:`Posterior` is a :class:`bayes_loco.results.Fit` like the frequentist
+fits: ``theta`` (the posterior mean), ``estimate`` (θ_rtv's posterior mean),
+``penalty_set``, ``calibrated_set``, ``diagnostics`` and ``summary``.
+:func:`fit_posterior`'s settings come in groups: :class:`Prior`,
+:class:`NUTS` and :class:`VI` (each also as a dict of its fields).
 
 Choices, and why (measured on the paper's simulation, d_x = 20, d_φ = 29, r = 3):
 
@@ -17,24 +23,23 @@ Choices, and why (measured on the paper's simulation, d_x = 20, d_φ = 29, r = 3
 - Credible sets are restricted to the k_eff directions of θ_rtv that the data
   identify (78 of 138 there), as the Wald set is; see :mod:`.credible`.
 - nutpie is used when installed (5.7 against 4.4 ESS/s for PyMC's NUTS at
-  N = 3000, 4 chains); pass ``nuts_sampler="pymc"`` to avoid its ~10–30 s
+  N = 3000, 4 chains); pass ``nuts={"sampler": "pymc"}`` to avoid its ~10–30 s
   numba compilation on small problems.
 """
 
 from . import dims
-from .compare import compare_policies
 from .credible import (
     credible_draws,
     credible_ellipsoid,
     credible_quantile,
     credible_set,
 )
-from .fit import Posterior, SamplerDiagnostics, available_samplers, fit_posterior
+from .fit import NUTS, VI, Posterior, Prior, available_samplers, fit_posterior
 from .model import balanced_factors, build_model, model_coords, prior_draw
 from .reduced import add_theta_rtv, theta_rtv_array
 
 __all__ = [
-    "Posterior", "SamplerDiagnostics", "add_theta_rtv", "available_samplers", "balanced_factors",
-    "build_model", "compare_policies", "credible_draws", "credible_ellipsoid", "credible_quantile",
-    "credible_set", "dims", "fit_posterior", "model_coords", "prior_draw", "theta_rtv_array",
+    "NUTS", "VI", "Posterior", "Prior", "add_theta_rtv", "available_samplers", "balanced_factors",
+    "build_model", "credible_draws", "credible_ellipsoid", "credible_quantile", "credible_set", "dims",
+    "fit_posterior", "model_coords", "prior_draw", "theta_rtv_array",
 ]

@@ -1,9 +1,10 @@
 """Credible sets for θ_rtv with the interface the pessimistic solver uses.
 
-All three kinds live in the RTV coordinates of the reference fit
-(``coordinates`` is its :class:`~bayes_loco.RTVBasis`) and expose
-``lower_bound(z) = min_{θ ∈ set} θᵀz``, so :func:`bayes_loco.pessimistic_policy`
-treats them like the frequentist ellipsoids.
+Every kind of :data:`KINDS` — the Gaussian credible ellipsoid, its sandwich,
+the hull of draws, the pointwise quantile — lives in the RTV coordinates of the
+reference fit (``coordinates`` is its :class:`~bayes_loco.RTVBasis`) and
+exposes ``lower_bound(z) = min_{θ ∈ set} θᵀz``, so
+:func:`bayes_loco.pessimistic_policy` treats them like the frequentist ellipsoids.
 
 Identified directions. With proper Normal priors on U and V the posterior
 covariance of θ_rtv is full rank, but along directions that no comparison
@@ -15,7 +16,7 @@ frequentist Wald set keeps (78 of 138 there) — and are cylinders along the
 rest: a credible statement about what the data identify, with radius
 χ²_{k_eff} rather than χ²_k (a 30 % smaller radius at k_eff = 78, k = 138). A
 reward difference z that leaves those directions gets lower bound −inf, exactly
-as for the Wald set; with reference-action differencing (DESIGN.md,
+as for the Wald set; with reference-action differencing (docs/design.md,
 convention 1) the candidate z of the paper's populations never do.
 """
 
@@ -29,7 +30,8 @@ from ..coordinates import RTVBasis
 from ..sets import DrawsSet, EllipsoidSet, QuantileSet
 from .reduced import draws_moments
 
-KINDS = ("ellipsoid", "draws", "quantile")
+#: The kinds of :func:`credible_set`, each the ``kind`` of the set it returns.
+KINDS = ("credible", "sandwich", "draws", "quantile")
 
 
 def _check_draws(draws, basis) -> np.ndarray:
@@ -95,7 +97,7 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
     θ̄ ≈ Σ (F θ̂ + prior term) with θ̂ the MLE (Müller 2013, Econometrica 81).
     It is a frequentist confidence set centred at the Bayesian estimate, meant
     for low-rank truths where the posterior is wider than the error of its own
-    mean (DESIGN.md, convention 8; docs/results.md measures both). It ignores
+    mean (docs/design.md, convention 8; docs/results.md measures both). It ignores
     the prior's bias, and the noise of Σ enters twice, so the debiasing factor
     is applied twice.
     """
@@ -155,18 +157,26 @@ def credible_quantile(draws, basis: RTVBasis, level: float = 0.9) -> QuantileSet
     return QuantileSet(draws, basis, level=level)
 
 
-def credible_set(draws, basis: RTVBasis, level: float = 0.9, kind: str = "ellipsoid", *,
+def credible_set(draws, basis: RTVBasis, level: float = 0.9, kind: str = "credible", *,
                  directions: np.ndarray | None = None, information: np.ndarray | None = None):
-    """Dispatch to :func:`credible_ellipsoid`, :func:`credible_draws` or :func:`credible_quantile`.
+    """The ``kind`` set of :data:`KINDS` from posterior draws of θ_rtv; its ``.kind`` is ``kind``.
 
-    ``information`` (the sandwich shape) applies to the ellipsoid only.
+    ``"credible"``: :func:`credible_ellipsoid`; ``"sandwich"``: the same with
+    the sandwich shape, which needs ``information`` (the Fisher information at
+    the posterior mean); ``"draws"``: :func:`credible_draws`; ``"quantile"``:
+    :func:`credible_quantile`.
     """
     check_option(kind, "kind", KINDS)
-    if information is not None and kind != "ellipsoid":
-        raise ValueError(f"the sandwich covariance (covariance='sandwich', information=F) applies to "
-                         f"kind='ellipsoid' only, got kind={kind!r}")
-    if kind == "ellipsoid":
+    if kind == "sandwich":
+        if information is None:
+            raise ValueError("kind='sandwich' needs the Fisher information at the posterior mean "
+                             "(information=F, k × k)")
         return credible_ellipsoid(draws, basis, level, directions=directions, information=information)
+    if information is not None:
+        raise ValueError(f"information (the sandwich shape) applies to kind='sandwich' only, "
+                         f"got kind={kind!r}")
+    if kind == "credible":
+        return credible_ellipsoid(draws, basis, level, directions=directions)
     if kind == "draws":
         return credible_draws(draws, basis, level, directions=directions)
     return credible_quantile(draws, basis, level)

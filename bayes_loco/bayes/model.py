@@ -2,10 +2,10 @@
 
 Θ = U Vᵀ with U (d_x × r) and V (d_φ × r) under independent Normal priors, and
 y_t ~ Bernoulli(σ(η_t)) with η_t = x_tᵀ Θ Δφ_t computed as the row-wise dot of
-X U and ΔΦ V: two GEMMs, never the N × d_x·d_φ Kronecker design (DESIGN.md,
+X U and ΔΦ V: two GEMMs, never the N × d_x·d_φ Kronecker design (docs/design.md,
 convention 7). U and V are not identified (U R, V R give the same Θ for any
 orthogonal R); Θ and its reduced coordinates θ_rtv are, and those are what
-:func:`bayes_loco.bayes.fit_posterior` diagnoses (DESIGN.md, convention 6).
+:func:`bayes_loco.bayes.fit_posterior` diagnoses (docs/design.md, convention 6).
 """
 
 from __future__ import annotations
@@ -45,17 +45,16 @@ def model_coords(data: PreferenceData, rank: int, *, context_names=None, feature
     return coords
 
 
-def build_model(data: PreferenceData, rank: int, *, prior_scale: float = 1.0,
-                scale_prior: bool = False, balance: float = 0.0, store_margins: bool = False,
+def build_model(data: PreferenceData, rank: int, *, prior=None, store_margins: bool = False,
                 context_names=None, feature_names=None) -> pm.Model:
     """PyMC model of the contextual BTL likelihood with a factored rank-r Θ = U Vᵀ.
 
-    Priors: U_ik ~ N(0, s_U²), V_jk ~ N(0, s_V²), independent, with
-    s_U = s_V = ``prior_scale`` or, with ``scale_prior=True``, s_U, s_V ~
-    HalfNormal(``prior_scale``). The implied prior on Θ has mean 0, entries of
-    variance r·s_U²·s_V² that are uncorrelated but not independent and not
-    Gaussian (each is a sum of r products of Normals), and its mass
-    concentrates on rank-r matrices.
+    Priors (the :class:`~bayes_loco.bayes.Prior` ``prior``): U_ik ~ N(0, s_U²),
+    V_jk ~ N(0, s_V²), independent, with s_U = s_V = ``prior.scale`` or, with
+    ``prior.hyper=True``, s_U, s_V ~ HalfNormal(``prior.scale``). The implied
+    prior on Θ has mean 0, entries of variance r·s_U²·s_V² that are
+    uncorrelated but not independent and not Gaussian (each is a sum of r
+    products of Normals), and its mass concentrates on rank-r matrices.
 
     Likelihood: y_t ~ Bernoulli(σ(η_t)), η_t = Σ_k (X U)_tk (ΔΦ V)_tk.
 
@@ -69,22 +68,24 @@ def build_model(data: PreferenceData, rank: int, *, prior_scale: float = 1.0,
         changes).
     rank : int
         r, 1 ≤ r ≤ min(d_x, d_φ).
-    prior_scale : float
-        s > 0, the prior standard deviation of the factor entries (or the scale
-        of their HalfNormal hyper-prior).
-    scale_prior : bool
-        Put HalfNormal(``prior_scale``) hyper-priors on s_U and s_V.
-    balance : float
-        c ≥ 0 of an optional balancing potential −(c/8)‖UᵀU − VᵀV‖²_F, the
-        Bayesian counterpart of FGD's balancing term. It removes the scale
-        ridge U → UA, V → VA⁻ᵀ but not the rotations (the Normal prior already
-        penalises the scale ridge). 0 (default) leaves the factors free. Measured
-        with nutpie, 4 chains × (1000 + 1000) from the frequentist start, paper
-        simulation N = 3000, r = 3, q = 1 (2 shared cores): §5.1 Θ — free 183 s,
-        min ESS(Θ, θ_rtv) 1051, mean tree depth 5.05; c = 1: 204 s, 1295, 5.15.
-        Diagonal Θ — free 199 s, 1944, 4.92; c = 1: 261 s, 1942, 5.00. No
-        divergences, R-hat ≤ 1.007 in all four. Neither wins consistently, so the
-        simpler free model is the default.
+    prior : Prior, dict or None
+        The prior settings (a dict of :class:`~bayes_loco.bayes.Prior`'s fields,
+        or None for the defaults):
+
+        - ``scale`` (1.0): s > 0, the prior standard deviation of the factor
+          entries (or the scale of their HalfNormal hyper-prior);
+        - ``hyper`` (False): put HalfNormal(``scale``) hyper-priors on s_U and s_V;
+        - ``balance`` (0.0): c ≥ 0 of an optional balancing potential
+          −(c/8)‖UᵀU − VᵀV‖²_F, the Bayesian counterpart of FGD's balancing
+          term. It removes the scale ridge U → UA, V → VA⁻ᵀ but not the
+          rotations (the Normal prior already penalises the scale ridge). 0
+          (default) leaves the factors free. Measured with nutpie, 4 chains ×
+          (1000 + 1000) from the frequentist start, paper simulation N = 3000,
+          r = 3, q = 1 (2 shared cores): §5.1 Θ — free 183 s, min ESS(Θ, θ_rtv)
+          1051, mean tree depth 5.05; c = 1: 204 s, 1295, 5.15. Diagonal Θ —
+          free 199 s, 1944, 4.92; c = 1: 261 s, 1942, 5.00. No divergences,
+          R-hat ≤ 1.007 in all four. Neither wins consistently, so the simpler
+          free model is the default.
     store_margins : bool
         Also keep η (dims ``comparison``) as a Deterministic; off by default as
         it stores N numbers per draw.
@@ -94,31 +95,33 @@ def build_model(data: PreferenceData, rank: int, *, prior_scale: float = 1.0,
     Returns
     -------
     pymc.Model
-        Free variables ``U`` (context × rank) and ``V`` (feature × rank);
-        Deterministic ``theta`` = Θ (context × feature); observed ``y``.
+        Free variables ``U`` (context × rank) and ``V`` (feature × rank)
+        (and ``sigma_U``, ``sigma_V`` with ``prior.hyper``); Deterministic
+        ``theta`` = Θ (context × feature); observed ``y``.
     """
+    from .fit import Prior, settings_group  # fit.py imports this module
+
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     rank = check_rank(rank, data.d_x, data.d_phi)
-    prior_scale = check_real(prior_scale, "prior_scale", 0.0, low_open=True)
-    balance = check_real(balance, "balance", 0.0)
-    if not isinstance(scale_prior, bool):
-        raise TypeError(f"scale_prior must be a bool, got {scale_prior!r}")
+    prior = settings_group(prior, Prior, "prior")
+    if not isinstance(store_margins, bool):
+        raise TypeError(f"store_margins must be a bool, got {store_margins!r}")
     coords = model_coords(data, rank, context_names=context_names, feature_names=feature_names)
     with pm.Model(coords=coords) as model:
         x = pm.Data(D.DATA_CONTEXTS, data.contexts, dims=(D.COMPARISON, D.CONTEXT))
         dphi = pm.Data(D.DATA_DIFFERENCES, data.differences, dims=(D.COMPARISON, D.FEATURE))
         y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=np.int64), dims=D.COMPARISON)
-        if scale_prior:
-            s_u = pm.HalfNormal(D.LEFT_SCALE, sigma=prior_scale)
-            s_v = pm.HalfNormal(D.RIGHT_SCALE, sigma=prior_scale)
+        if prior.hyper:
+            s_u = pm.HalfNormal(D.LEFT_SCALE, sigma=prior.scale)
+            s_v = pm.HalfNormal(D.RIGHT_SCALE, sigma=prior.scale)
         else:
-            s_u = s_v = prior_scale
+            s_u = s_v = prior.scale
         u = pm.Normal(D.LEFT, mu=0.0, sigma=s_u, dims=(D.CONTEXT, D.RANK))
         v = pm.Normal(D.RIGHT, mu=0.0, sigma=s_v, dims=(D.FEATURE, D.RANK))
-        if balance > 0:
+        if prior.balance > 0:
             gap = pt.dot(u.T, u) - pt.dot(v.T, v)
-            pm.Potential(D.BALANCE, -(balance / 8.0) * pt.sum(gap * gap))
+            pm.Potential(D.BALANCE, -(prior.balance / 8.0) * pt.sum(gap * gap))
         pm.Deterministic(D.THETA, pt.dot(u, v.T), dims=(D.CONTEXT, D.FEATURE))
         eta = pt.sum(pt.dot(x, u) * pt.dot(dphi, v), axis=1)
         if store_margins:
@@ -130,7 +133,7 @@ def build_model(data: PreferenceData, rank: int, *, prior_scale: float = 1.0,
 def balanced_factors(theta: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
     """U = P_r S_r^{1/2}, V = Q_r S_r^{1/2} from the SVD Θ = P S Qᵀ: balanced (UᵀU = VᵀV).
 
-    The start of every fit (DESIGN.md, convention 5: U = V = 0 is a saddle).
+    The start of every fit (docs/design.md, convention 5: U = V = 0 is a saddle).
     """
     p, s, qt = np.linalg.svd(np.asarray(theta, dtype=float), full_matrices=False)
     root = np.sqrt(s[:rank])

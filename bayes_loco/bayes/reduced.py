@@ -1,7 +1,7 @@
 """Posterior draws of Θ in the reduced coordinates θ_rtv of a fixed reference fit.
 
 U and V are not identified, Θ = U Vᵀ is; and the pessimistic solver works in
-the RTV coordinates of a reference fit Θ̂ (DESIGN.md, convention 6). This module
+the RTV coordinates of a reference fit Θ̂ (docs/design.md, convention 6). This module
 maps every posterior draw Θ_j to θ_rtv,j = RTV(Ûᵀ Θ_j V̂) with the Û, V̂ of the
 reference and stores the result in the DataTree with its own named dim.
 """

@@ -1,9 +1,35 @@
-"""Studies of the paper and beyond: definitions, a resumable runner and figures."""
+"""Studies of the paper and beyond: methods, problems, study definitions, a resumable runner and figures.
 
-from .methods import DEFAULT_METHODS, METHODS, run_methods
+- :data:`METHODS` (name → :class:`MethodSpec`: fit, set, objective) and the
+  fitters of :data:`FITTERS` make every method's policy through the one solver;
+  :func:`compare_policies` runs them on your data, :func:`run_methods` on a
+  study's task.
+- :data:`PROBLEMS` maps a problem name to its builder; :data:`STUDIES` maps a
+  study name to its :class:`Study` (a grid of settings on one problem).
+- :func:`run_study` runs a study resumably on any executor; :func:`summarise`,
+  :func:`plot_results` and :func:`plot_calibration` report it.
+"""
+
+from .methods import (
+    COLUMNS,
+    COMPARE_METHODS,
+    DEFAULT_METHODS,
+    FITTERS,
+    METHODS,
+    POSTERIOR_DEFAULTS,
+    Fits,
+    Fitter,
+    MethodSpec,
+    compare_policies,
+    posterior_settings,
+    run_methods,
+)
 from .plots import calibration, plot_calibration, plot_results
+from .problems import PROBLEMS, build_problem
 from .runner import run_study, run_task, summarise, task_seed
 from .studies import STUDIES, Study
 
-__all__ = ["DEFAULT_METHODS", "METHODS", "STUDIES", "Study", "calibration", "plot_calibration",
-           "plot_results", "run_methods", "run_study", "run_task", "summarise", "task_seed"]
+__all__ = ["COLUMNS", "COMPARE_METHODS", "DEFAULT_METHODS", "FITTERS", "METHODS", "POSTERIOR_DEFAULTS",
+           "PROBLEMS", "STUDIES", "Fits", "Fitter", "MethodSpec", "Study", "build_problem", "calibration",
+           "compare_policies", "plot_calibration", "plot_results", "posterior_settings", "run_methods",
+           "run_study", "run_task", "summarise", "task_seed"]

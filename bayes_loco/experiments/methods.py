@@ -1,35 +1,53 @@
-"""The methods compared in every study, run on one replication's data.
+"""The methods compared in every study, and the one harness that runs them on a data set.
 
-Each method is a name mapped to how its policy is made from shared fits, so the
-MLE, the low-rank fit, PRS and the posterior are computed once per replication
-and every policy goes through the one solver.
+A method is a name mapped to a :class:`MethodSpec`: which fit, which of the fit's
+sets, which objective. The fits are made once per data set by the fitters of
+:data:`FITTERS` and shared by every method; every set comes from the
+:class:`~bayes_loco.results.Fit` protocol (``penalty_set`` for the paper's Gram
+set, ``calibrated_set`` for the others) and every policy from the one solver, so
+nothing here asks which road produced a fit. Studies call :func:`run_methods`;
+users call :func:`compare_policies`; both build their rows with the same code.
+
+To add a fit: a fitter in :data:`FITTERS` and methods in :data:`METHODS` that name
+it. To add a set kind: teach the fit's ``calibrated_set`` the kind and add a
+method that names it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 
-from ..data import Population, PreferenceData
+from .._validation import check_option, check_real
+from ..data import SCOPES, Population, PreferenceData
 from ..evaluate import suboptimality
 from ..frequentist import fit_mle, fit_prs, select_rank
 from ..policy import greedy_policy, pessimistic_policy
+from ..results import Fit
 from ..sets import EllipsoidSet
-from ..simulate import PaperProblem
 
 
 @dataclass(frozen=True)
 class MethodSpec:
     """How a method builds its policy.
 
-    ``fit`` in {"mle", "prs", "low_rank", "gic", "posterior"} ("gic": PRS at the rank
-    GIC selects among 1 … :data:`GIC_RANKS`); ``set`` in {None (greedy),
-    "gram", "wald"} for the frequentist fits and {None (greedy under the posterior
-    mean), "ellipsoid", "draws", "quantile"} (credible-set kinds) and "sandwich"
-    (the ellipsoid with the sandwich covariance) for the posterior; ``objective`` in
-    {"greedy", "relaxed", "exact"}.
+    Attributes
+    ----------
+    fit : str
+        A key of :data:`FITTERS`: "mle", "prs", "low_rank", "gic" (PRS at the rank
+        GIC selects among 1 … :data:`GIC_RANKS`) or "posterior".
+    set : str or None
+        None: the greedy policy under the fit's Θ̂ (the posterior mean for a
+        posterior). "gram": the paper's tuned set ``fit.penalty_set(c2)``.
+        Otherwise a kind of ``fit.calibrated_set(level, kind)``: "wald" for the
+        frequentist fits; "credible" (the credible ellipsoid), "sandwich",
+        "draws" (hull of draws) or "quantile" for a posterior.
+    objective : {"greedy", "relaxed", "exact"}
     """
 
     fit: str
@@ -48,118 +66,398 @@ METHODS: dict[str, MethodSpec] = {
     "MLE-exact-Wald": MethodSpec("mle", "wald", "exact"),
     "PRS-GIC": MethodSpec("gic", "gram", "relaxed"),
     "Posterior-mean-Greedy": MethodSpec("posterior", None, "greedy"),
-    "Posterior-exact-ellipsoid": MethodSpec("posterior", "ellipsoid", "exact"),
+    # The method names predate the set kinds' names: "ellipsoid" is the credible ellipsoid.
+    "Posterior-exact-ellipsoid": MethodSpec("posterior", "credible", "exact"),
+    "Posterior-relaxed-ellipsoid": MethodSpec("posterior", "credible", "relaxed"),
     "Posterior-exact-sandwich": MethodSpec("posterior", "sandwich", "exact"),
     "Posterior-exact-draws": MethodSpec("posterior", "draws", "exact"),
+    "Posterior-relaxed-draws": MethodSpec("posterior", "draws", "relaxed"),
     "Posterior-relaxed-quantile": MethodSpec("posterior", "quantile", "relaxed"),
 }
 DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
-POSTERIOR_DEFAULTS = {"draws": 500, "tune": 500, "chains": 4, "cores": 1}
+# compare_policies' default: the paper's PRS set and the Wald set against every posterior set.
+COMPARE_METHODS = ("PRS", "PRS-exact-Gram", "PRS-exact-Wald", "PRS-relaxed-Wald", "LowRank-Greedy",
+                   "Posterior-mean-Greedy", "Posterior-exact-ellipsoid", "Posterior-relaxed-ellipsoid",
+                   "Posterior-exact-sandwich", "Posterior-exact-draws", "Posterior-relaxed-draws",
+                   "Posterior-relaxed-quantile")
 GIC_RANKS = 5
 
+# fit_posterior's settings that come in groups (its arguments nuts, prior, vi), and their defaults here.
+POSTERIOR_GROUPS = ("nuts", "prior", "vi")
+POSTERIOR_DEFAULTS: dict[str, dict] = {"nuts": {"draws": 500, "tune": 500, "chains": 4, "cores": 1}}
+# fit_posterior's ungrouped settings that a study may set (posterior_method=vi).
+POSTERIOR_KEYWORDS = ("method",)
+POSTERIOR_PREFIX = "posterior_"
 
-def _make_set(spec: MethodSpec, fit, c2: float, level: float):
-    if spec.set is None:
-        return None
-    if spec.fit == "posterior":
-        if spec.set == "sandwich":
-            return fit.credible_set(level, "ellipsoid", covariance="sandwich")
-        return fit.credible_set(level, spec.set)
-    if spec.set == "gram":
-        return fit.gram_set(c2) if spec.fit == "mle" else fit.uncertainty_set
-    return fit.confidence_set(level)
+# The columns of every row, in order.
+COLUMNS = ["method", "fit", "set_kind", "level", "objective", "scope", "suboptimality", "pessimistic_value",
+           "relative_gap", "covered", "truth_distance", "radius", "k_eff", "theta_error", "fit_seconds",
+           "policy_seconds", "selected_rank", "max_rhat", "divergences"]
 
+
+# ------------------------------------------------------------------------------------------ fits
+
+@dataclass(frozen=True)
+class Fitter:
+    """How one kind of fit is made from the shared :class:`Fits` of a data set.
+
+    ``at_rank``: the fit has the rank asked for (a fit passed in must match it);
+    ``selects_rank``: the fit chooses its own rank, reported as ``selected_rank``.
+    """
+
+    make: Callable[[Fits], Fit]
+    at_rank: bool = True
+    selects_rank: bool = False
+
+
+def _fit_mle(fits: Fits) -> Fit:
+    return fit_mle(fits.data, ridge=fits.ridge)
+
+
+def _fit_prs(fits: Fits) -> Fit:
+    return fit_prs(fits.data, fits.rank, n_initial=fits.n_initial, ridge=fits.ridge)
+
+
+def _fit_low_rank(fits: Fits) -> Fit:
+    # PRS's own low-rank fit (on the first N₀ comparisons when PRS splits the data).
+    return fits["prs"].low_rank
+
+
+def _fit_gic(fits: Fits) -> Fit:
+    data = fits.data
+    selection = select_rank(data, range(1, min(GIC_RANKS, data.d_x, data.d_phi) + 1), ridge=fits.ridge)
+    # Without a split GIC's fit at the chosen rank is PRS's low-rank fit: reuse it.
+    return fit_prs(data, selection.rank, n_initial=fits.n_initial, ridge=fits.ridge,
+                   low_rank=selection.best if fits.n_initial is None else None)
+
+
+def _fit_posterior(fits: Fits) -> Fit:
+    # Imported here: PyMC takes seconds to import and only the posterior methods need it.
+    from ..bayes import fit_posterior
+
+    # Started at (and in the RTV coordinates of) PRS's low-rank fit, so its sets live where PRS's do.
+    arguments = {"start": fits["low_rank"], "random_seed": fits.seed, "progressbar": False}
+    return fit_posterior(fits.data, fits.rank, **(arguments | posterior_arguments(fits.posterior)))
+
+
+FITTERS: dict[str, Fitter] = {
+    "mle": Fitter(_fit_mle, at_rank=False),
+    "prs": Fitter(_fit_prs),
+    "low_rank": Fitter(_fit_low_rank),
+    "gic": Fitter(_fit_gic, at_rank=False, selects_rank=True),
+    "posterior": Fitter(_fit_posterior),
+}
+
+
+class Fits:
+    """The fits of one data set, each made on first use by :data:`FITTERS` and shared by every method.
+
+    ``seconds(kind)`` is the wall time of the fit and of the fits it started from
+    (the posterior's includes the PRS fit it starts at), whatever order the
+    methods ask in; a fit passed in ``given`` counts its ``diagnostics.seconds``.
+    """
+
+    def __init__(self, data: PreferenceData, *, rank: int, ridge: float = 0.0, n_initial: int | None = None,
+                 seed: int = 0, posterior: Mapping | None = None, given: Mapping[str, Fit] | None = None):
+        self.data, self.rank, self.ridge, self.n_initial = data, rank, ridge, n_initial
+        self.seed, self.posterior = seed, posterior
+        self._fits: dict[str, Fit] = {}
+        self._own: dict[str, float] = {}
+        self._needs: dict[str, set[str]] = {}
+        self._making: list[list] = []  # [kind, seconds spent in the fits it needed] of the fits being made
+        for kind, fit in (given or {}).items():
+            self._fits[kind] = fit
+            self._own[kind] = float(fit.diagnostics.seconds)
+            self._needs[kind] = set()
+
+    def __getitem__(self, kind: str) -> Fit:
+        if self._making:
+            self._needs[self._making[-1][0]].add(kind)
+        if kind not in self._fits:
+            self._needs[kind] = set()
+            self._making.append([kind, 0.0])
+            start = time.perf_counter()
+            try:
+                fit = FITTERS[kind].make(self)
+            finally:
+                _, nested = self._making.pop()
+            elapsed = time.perf_counter() - start
+            self._fits[kind], self._own[kind] = fit, elapsed - nested
+            if self._making:
+                self._making[-1][1] += elapsed
+        return self._fits[kind]
+
+    def seconds(self, kind: str) -> float:
+        return self._own[kind] + sum(self.seconds(need) for need in self._needs[kind])
+
+
+# ------------------------------------------------------------------------- posterior settings
+
+def posterior_settings(settings: Mapping) -> dict:
+    """fit_posterior's settings from a study's flat ``posterior_<group>_<field>`` settings.
+
+    ``{"posterior_nuts_sampler": "numpyro", "posterior_nuts_draws": 200,
+    "posterior_prior_scale": 2, "n": 3000}`` gives ``{"nuts": {"sampler":
+    "numpyro", "draws": 200}, "prior": {"scale": 2}}``; groups are
+    :data:`POSTERIOR_GROUPS`, and ``posterior_method`` sets the method. Other
+    settings are ignored.
+
+    Raises
+    ------
+    ValueError
+        A ``posterior_*`` setting that is neither, naming it.
+    """
+    out: dict = {}
+    for key, value in settings.items():
+        if not key.startswith(POSTERIOR_PREFIX):
+            continue
+        name = key.removeprefix(POSTERIOR_PREFIX)
+        group, _, field = name.partition("_")
+        if group in POSTERIOR_GROUPS and field:
+            out.setdefault(group, {})[field] = value
+        elif name in POSTERIOR_KEYWORDS:
+            out[name] = value
+        else:
+            raise ValueError(
+                f"setting {key!r}: posterior settings are posterior_<group>_<field> with group in "
+                f"{', '.join(POSTERIOR_GROUPS)} (e.g. posterior_nuts_draws=200, "
+                f"posterior_nuts_sampler=numpyro, posterior_prior_scale=2) or "
+                f"posterior_{'/'.join(POSTERIOR_KEYWORDS)}")
+    return out
+
+
+def posterior_arguments(posterior: Mapping | None) -> dict:
+    """``posterior`` (fit_posterior's keyword arguments) over :data:`POSTERIOR_DEFAULTS`, group by group.
+
+    A group given as a dict is merged into its defaults; one given as a
+    dataclass (``NUTS(...)``) is taken whole.
+    """
+    out = dict(posterior or {})
+    for group, defaults in POSTERIOR_DEFAULTS.items():
+        given = out.get(group)
+        if given is None:
+            out[group] = dict(defaults)
+        elif isinstance(given, Mapping):
+            out[group] = defaults | dict(given)
+        elif not dataclasses.is_dataclass(given):
+            raise TypeError(f"posterior[{group!r}] must be a dict or a dataclass of fit_posterior's "
+                            f"{group} settings, got {type(given).__name__}")
+    return out
+
+
+# ------------------------------------------------------------------------------------- rows
 
 def _truth_columns(uset, truth) -> dict:
     """Whether θ* is in the set; for an ellipsoid also its W-distance, radius and k_eff.
 
-    With the distance, coverage at any other level follows from the same run:
-    θ* is in the level-α set iff distance² ≤ χ²_{k_eff}(α) (Wald and credible sets).
+    ``truth`` is θ* in the set's coordinates, or None (no truth: coverage and
+    distance are NaN). With the distance, coverage at any other level follows
+    from the same run: θ* is in the level-α set iff distance² ≤ χ²_{k_eff}(α)
+    (Wald and credible sets).
     """
     out = dict.fromkeys(("covered", "truth_distance", "radius", "k_eff"), np.nan)
-    if hasattr(uset, "contains"):  # not greedy, nor a pointwise-quantile set (not a set of θ)
+    if truth is not None and hasattr(uset, "contains"):  # not greedy, nor a pointwise-quantile set
         out["covered"] = float(np.all(uset.contains(truth)))
     if isinstance(uset, EllipsoidSet):
-        out |= {"truth_distance": float(uset.distance(truth)), "radius": float(uset.radius),
-                "k_eff": float(uset.effective_dim)}
+        out |= {"radius": float(uset.radius), "k_eff": float(uset.effective_dim)}
+        if truth is not None:
+            out["truth_distance"] = float(uset.distance(truth))
     return out
 
 
-def run_methods(problem: PaperProblem, data: PreferenceData, populations: dict[str, Population],
-                methods, *, rank: int, c2: float = 5.0, level: float = 0.9, ridge: float = 1.0,
-                n_initial: int | None = None, seed: int = 0,
-                posterior: dict | None = None) -> list[dict]:
+def _make_set(spec: MethodSpec, fit: Fit, c2: float, level: float):
+    if spec.set is None:
+        return None
+    if spec.set == "gram":
+        return fit.penalty_set(c2)
+    return fit.calibrated_set(level, spec.set)
+
+
+def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], theta_star, *,
+                 c2: float, level: float) -> list[dict]:
+    """The rows of one method, one per scope (see :data:`COLUMNS`)."""
+    spec = METHODS[name]
+    fit = fits[spec.fit]
+    start = time.perf_counter()
+    uset = _make_set(spec, fit, c2, level)
+    set_seconds = time.perf_counter() - start
+    truth = None if uset is None or theta_star is None else uset.coordinates.to_coordinates(theta_star)
+    truth_columns = _truth_columns(uset, truth)
+    diagnostics = fit.diagnostics
+    rows = []
+    for scope, population in populations.items():
+        start = time.perf_counter()
+        if uset is None:
+            policy = greedy_policy(fit.theta, population, scope=scope)
+        else:
+            policy = pessimistic_policy(uset, population, objective=spec.objective, scope=scope)
+        rows.append({
+            "method": name, "fit": spec.fit, "set_kind": "none" if uset is None else uset.kind,
+            "level": np.nan if uset is None or uset.level is None else uset.level,
+            "objective": spec.objective, "scope": scope,
+            "suboptimality": np.nan if theta_star is None else suboptimality(policy, theta_star, population),
+            "pessimistic_value": policy.pessimistic_value,
+            "relative_gap": np.nan if policy.certificate is None else policy.certificate.relative_gap,
+            **truth_columns,
+            "theta_error": np.nan if theta_star is None else float(np.linalg.norm(fit.theta - theta_star)),
+            "fit_seconds": fits.seconds(spec.fit) + set_seconds,
+            "policy_seconds": time.perf_counter() - start,
+            "selected_rank": fit.rank if FITTERS[spec.fit].selects_rank else np.nan,
+            "max_rhat": diagnostics.max_rhat,
+            "divergences": np.nan if diagnostics.divergences is None else diagnostics.divergences,
+        })
+    return rows
+
+
+def _check_methods(methods) -> list[str]:
+    methods = [methods] if isinstance(methods, str) else list(methods)
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown or not methods:
+        raise ValueError(f"methods: unknown methods {unknown}; known: {', '.join(METHODS)}" if unknown
+                         else "methods: no method given")
+    return methods
+
+
+def _truth_theta(truth, data: PreferenceData) -> np.ndarray | None:
+    """Θ* from ``truth`` (a Problem, anything with ``.theta``, an array or None), checked against ``data``."""
+    if truth is None:
+        return None
+    theta = np.asarray(getattr(truth, "theta", truth), dtype=float)
+    if theta.shape != (data.d_x, data.d_phi):
+        raise ValueError(f"truth: Θ* must have shape (d_x, d_phi) = ({data.d_x}, {data.d_phi}) like the "
+                         f"data, got {theta.shape}")
+    return theta
+
+
+def run_methods(truth, data: PreferenceData, populations: Mapping[str, Population], methods: Iterable[str], *,
+                rank: int, c2: float = 5.0, level: float = 0.9, ridge: float = 1.0,
+                n_initial: int | None = None, seed: int = 0, posterior: Mapping | None = None,
+                fits: Mapping[str, Fit] | None = None) -> list[dict]:
     """One row per method × scope with sub-optimality, coverage of the truth and timings.
 
-    ``populations`` maps a scope ("personalised", "global") to its evaluation
-    population. Coverage is whether Θ* (in the set's coordinates: θ*_rtv for PRS
-    and the posterior, vec Θ* for the MLE) lies in the method's set. The
-    posterior methods share one :func:`~bayes_loco.bayes.fit_posterior` run,
-    started at PRS's low-rank fit and in its RTV coordinates, with ``seed`` and
-    the arguments ``posterior`` (default :data:`POSTERIOR_DEFAULTS`); their rows
-    carry the sampler's largest R-hat and its divergences.
+    Parameters
+    ----------
+    truth : Problem, ndarray or None
+        The truth Θ* (a :class:`~bayes_loco.problems.Problem` or anything with
+        ``.theta``); None leaves sub-optimality, coverage and Θ error NaN.
+    data : PreferenceData
+    populations : dict
+        Scope ("personalised", "global") → its evaluation population.
+    methods : iterable of str
+        Keys of :data:`METHODS`.
+    rank : int
+        r of the low-rank fits.
+    c2 : float
+        C₂ of the paper's Gram sets ("gram").
+    level : float
+        Level of the calibrated sets (Wald, credible, …).
+    ridge : float
+        λ of the frequentist fits.
+    n_initial : int, optional
+        N₀ of PRS's data split.
+    seed : int
+        The posterior's random seed.
+    posterior : dict, optional
+        :func:`~bayes_loco.bayes.fit_posterior`'s settings, e.g. ``{"nuts":
+        {"sampler": "numpyro"}, "prior": {"scale": 2}}``, over
+        :data:`POSTERIOR_DEFAULTS` group by group. The posterior starts at (and
+        in the RTV coordinates of) PRS's low-rank fit.
+    fits : dict, optional
+        Fits to reuse, by :data:`FITTERS` kind (``{"posterior": post, "prs": prs}``).
+
+    Returns
+    -------
+    list of dict
+        Rows with the :data:`COLUMNS`. Coverage is whether θ* (in the set's
+        coordinates: θ*_rtv for PRS and the posterior, vec Θ* for the MLE) lies
+        in the method's set; every row carries its fit's largest R-hat and
+        divergences (NaN for the optimisers). The methods of one fit share it.
     """
-    unknown = [m for m in methods if m not in METHODS]
-    if unknown:
-        raise ValueError(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
-    fits: dict[str, object] = {}
-    fit_seconds: dict[str, float] = {}
+    methods = _check_methods(methods)
+    theta_star = _truth_theta(truth, data)
+    shared = Fits(data, rank=rank, ridge=ridge, n_initial=n_initial, seed=seed, posterior=posterior,
+                  given=_check_fits(fits, rank))
+    return [row for name in methods
+            for row in _method_rows(name, shared, populations, theta_star, c2=c2, level=level)]
 
-    def get_fit(kind):
-        if kind not in fits:
-            start = time.perf_counter()
-            if kind == "mle":
-                fits[kind] = fit_mle(data, ridge=ridge)
-            elif kind == "gic":
-                candidates = range(1, min(GIC_RANKS, data.d_x, data.d_phi) + 1)
-                selection = select_rank(data, candidates, ridge=ridge)
-                # Without a split GIC's fit at the chosen rank is PRS's low-rank fit: reuse it.
-                fits[kind] = fit_prs(data, selection.rank, c2=c2, n_initial=n_initial, ridge=ridge,
-                                     low_rank=selection.best if n_initial is None else None)
-            elif kind == "posterior":
-                # Imported here: PyMC takes seconds to import and only these methods need it.
-                from ..bayes import fit_posterior
 
-                start_fit = get_fit("prs").low_rank
-                start = time.perf_counter()
-                fits[kind] = fit_posterior(data, rank, initial=start_fit, random_seed=seed,
-                                           progressbar=False, **(POSTERIOR_DEFAULTS | (posterior or {})))
-            else:
-                fits["prs"] = fit_prs(data, rank, c2=c2, n_initial=n_initial, ridge=ridge)
-                fits["low_rank"] = fits["prs"].low_rank
-                fit_seconds["low_rank"] = time.perf_counter() - start
-            fit_seconds[kind] = time.perf_counter() - start
-        return fits[kind]
+def _check_fits(fits: Mapping | None, rank: int) -> dict:
+    fits = dict(fits or {})
+    for kind, fit in fits.items():
+        if kind not in FITTERS:
+            raise ValueError(f"fits: unknown kind {kind!r}; known: {', '.join(FITTERS)}")
+        if not isinstance(fit, Fit):
+            raise TypeError(f"fits[{kind!r}] must be a fit (bayes_loco.Fit), got {type(fit).__name__}")
+        if FITTERS[kind].at_rank and fit.rank != rank:
+            raise ValueError(f"fits[{kind!r}] has rank {fit.rank}, but rank={rank} was asked for")
+    return fits
 
-    rows = []
-    for name in methods:
-        spec = METHODS[name]
-        fit = get_fit(spec.fit)
-        estimate = fit.theta_mean if spec.fit == "posterior" else fit.theta
-        start = time.perf_counter()
-        uset = _make_set(spec, fit, c2, level)
-        set_seconds = time.perf_counter() - start
-        truth_columns = _truth_columns(
-            uset, None if uset is None else uset.coordinates.to_coordinates(problem.theta))
-        sampler = fit.diagnostics if spec.fit == "posterior" else None
-        for scope, population in populations.items():
-            start = time.perf_counter()
-            if uset is None:
-                policy = greedy_policy(estimate, population, scope=scope)
-            else:
-                policy = pessimistic_policy(uset, population, objective=spec.objective, scope=scope)
-            rows.append({
-                "method": name, "fit": spec.fit, "set_kind": spec.set or "none",
-                "level": level if spec.set not in (None, "gram") else np.nan, "objective": spec.objective,
-                "scope": scope, "suboptimality": suboptimality(policy, problem, population),
-                "pessimistic_value": policy.pessimistic_value,
-                "relative_gap": np.nan if policy.certificate is None else policy.certificate.relative_gap,
-                **truth_columns,
-                "theta_error": float(np.linalg.norm(estimate - problem.theta)),
-                "fit_seconds": fit_seconds.get(spec.fit, 0.0) + set_seconds,
-                "policy_seconds": time.perf_counter() - start,
-                "selected_rank": fit.rank if spec.fit == "gic" else np.nan,
-                "max_rhat": np.nan if sampler is None else sampler.max_rhat,
-                "divergences": np.nan if sampler is None else sampler.divergences,
-            })
-    return rows
+
+def compare_policies(data: PreferenceData, population: Population, *, rank: int, truth=None,
+                     methods: Iterable[str] = COMPARE_METHODS, fits: Mapping[str, Fit] | None = None,
+                     level: float = 0.9, c2: float = 5.0, ridge: float = 0.0, scope: str = "personalised",
+                     posterior: Mapping | None = None, seed: int = 0) -> pd.DataFrame:
+    """Every method's policy on ``population`` through the one solver: a tidy table, one row per method.
+
+    The same methods, fits, sets and rows as the studies (:func:`run_methods`),
+    on your data: by default the paper's PRS set (C₂, relaxed and exact), the
+    ``level`` Wald set, the low-rank fit's greedy policy and the posterior's
+    greedy policy and sets (credible ellipsoid, sandwich, hull of draws,
+    pointwise quantile), each with the objectives it allows.
+
+    Parameters
+    ----------
+    data : PreferenceData
+    population : Population
+        The evaluation population ρ.
+    rank : int
+        r.
+    truth : Problem or ndarray, optional
+        The true Θ* (or anything with ``.theta``), needed for
+        ``suboptimality``, ``covered`` (whether θ* lies in the set, in its
+        coordinates), ``truth_distance`` and ``theta_error``; NaN without it.
+    methods : sequence of str
+        Keys of :data:`METHODS` (default :data:`COMPARE_METHODS`).
+    fits : dict, optional
+        Fits of ``data`` to reuse, by kind: ``{"posterior": post, "prs": prs}``
+        (kinds: :data:`FITTERS`). The others are fitted here; a posterior
+        fitted here starts at (and lives in the RTV coordinates of) PRS's
+        low-rank fit.
+    level : float
+        Level of the Wald and credible sets.
+    c2 : float
+        C₂ of the paper's Gram sets.
+    ridge : float
+        λ of the frequentist fits made here.
+    scope : {"personalised", "global"}
+    posterior : dict, optional
+        :func:`~bayes_loco.bayes.fit_posterior`'s settings when the posterior is
+        fitted here, e.g. ``{"nuts": {"draws": 1000, "sampler": "pymc"}}``
+        (over :data:`POSTERIOR_DEFAULTS`).
+    seed : int
+        The posterior's random seed when it is fitted here.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The :data:`COLUMNS`: ``method, fit, set_kind, level, objective, scope,
+        suboptimality, pessimistic_value, relative_gap, covered,
+        truth_distance, radius, k_eff, theta_error, fit_seconds,
+        policy_seconds, selected_rank, max_rhat, divergences``.
+
+    Raises
+    ------
+    ValueError
+        An unknown method or fit kind, a fit of another rank, a truth of the
+        wrong shape, a bad scope or level; the message names the argument.
+    """
+    if not isinstance(data, PreferenceData):
+        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    if not isinstance(population, Population):
+        raise TypeError(f"population must be a Population, got {type(population).__name__}")
+    check_option(scope, "scope", SCOPES)
+    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    c2 = check_real(c2, "c2", 0.0)
+    rows = run_methods(truth, data, {scope: population}, methods, rank=rank, c2=c2, level=level, ridge=ridge,
+                       seed=seed, posterior=posterior, fits=fits)
+    return pd.DataFrame(rows, columns=COLUMNS)

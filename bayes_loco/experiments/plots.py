@@ -1,13 +1,15 @@
-"""Figures of study results: mean ± standard error against N, one panel per setting."""
+"""Figures of study results: mean ± standard error against N, one panel per setting.
+
+Importing this module leaves matplotlib's backend alone (without a display
+matplotlib picks Agg itself); the figures are returned open, for the caller to
+show or close.
+"""
 
 from __future__ import annotations
 
 import textwrap
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd

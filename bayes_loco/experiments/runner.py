@@ -23,12 +23,10 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 from tqdm.auto import tqdm
 
-from ..personalllm import personalllm_problem
-from ..simulate import paper_problem
-from .methods import run_methods
+from .methods import posterior_settings, run_methods
+from .problems import build_problem
 from .studies import Study
 
-PROBLEM_KEYS = ("d_s", "d_a", "d_x", "rank", "imbalance", "theta_kind", "noise_dims")
 DEFAULTS = {"d_s": 20, "d_a": 10, "d_x": 20, "rank": 3, "imbalance": 1.0, "theta_kind": "paper",
             "noise_dims": 0, "c2": 5.0, "level": 0.9, "ridge": 1.0, "n_initial_fraction": None,
             "population": 2000, "global_states": 200, "contexts_per_state": 10}
@@ -44,35 +42,32 @@ def task_seed(seed: int, study: str, cell: int, rep: int) -> np.random.SeedSeque
 
 
 def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
-             methods: Iterable[str]) -> list[dict]:
-    """One replication of one cell: simulate, fit every method, evaluate both scopes."""
+             methods: Iterable[str], problem: str = "paper") -> list[dict]:
+    """One replication of one cell: build the problem, simulate, fit every method, evaluate the scopes.
+
+    ``problem`` names the problem (a key of :data:`~bayes_loco.experiments.PROBLEMS`,
+    the study's ``problem``); it is built from ``settings`` over :data:`DEFAULTS`.
+    The global policy is studied only on problems with global populations.
+    """
     s = DEFAULTS | settings
     seeds = task_seed(seed, study, cell_index, rep).spawn(5)
     problem_seed, data_seed, pop_seed, global_seed, fit_seed = seeds
-    if s.get("personalllm_train"):
-        # The test split's prompts are the evaluation population; a global policy over prompts
-        # has one context per prompt, so only the personalised policy is studied.
-        problem = personalllm_problem(s["personalllm_train"], s["personalllm_test"], d_x=int(s["d_x"]),
-                                      rank=int(s["rank"]), noise_dims=int(s["noise_dims"]), seed=problem_seed)
-    else:
-        problem = paper_problem(**{k: s[k] for k in PROBLEM_KEYS}, seed=problem_seed)
-    data = problem.sample(int(s["n"]), seed=data_seed)
-    populations = {"personalised": problem.population(int(s["population"]), seed=pop_seed)}
-    if s["global_states"] and not s.get("personalllm_train"):
-        # The paper's ρ makes every action's E_{x|s} reward 0 (DESIGN.md, pessimism point 6), so the
+    truth = build_problem(problem, s, problem_seed)
+    data = truth.sample(int(s["n"]), seed=data_seed)
+    populations = {"personalised": truth.population(int(s["population"]), seed=pop_seed)}
+    if s["global_states"] and truth.has_global_populations:
+        # The paper's ρ makes every action's E_{x|s} reward 0 (docs/design.md, pessimism point 6), so the
         # global policy is studied under a shifted context law with several contexts per state.
-        populations["global"] = problem.population(int(s["global_states"]), seed=global_seed,
-                                                   contexts_per_state=int(s["contexts_per_state"]),
-                                                   context_law="shifted")
+        populations["global"] = truth.population(int(s["global_states"]), seed=global_seed,
+                                                 contexts_per_state=int(s["contexts_per_state"]),
+                                                 context_law="shifted")
     frac = s["n_initial_fraction"]
     n_initial = None if frac is None or pd.isna(frac) else round(frac * data.n)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rows = run_methods(problem, data, populations, list(methods), rank=int(s["rank"]), c2=float(s["c2"]),
+        rows = run_methods(truth, data, populations, list(methods), rank=int(s["rank"]), c2=float(s["c2"]),
                            level=float(s["level"]), ridge=float(s["ridge"]), n_initial=n_initial,
-                           seed=int(fit_seed.generate_state(1)[0]),
-                           posterior={k.removeprefix("posterior_"): v for k, v in s.items()
-                                      if k.startswith("posterior_")})
+                           seed=int(fit_seed.generate_state(1)[0]), posterior=posterior_settings(s))
     notes = "; ".join(sorted({f"{w.category.__name__}: {str(w.message)[:80]}" for w in caught}))
     for row in rows:
         row.update({"study": study, "cell": cell_index, "rep": rep, **settings, "warnings": notes})
@@ -151,6 +146,8 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
                                    "output folder or delete it to start afresh")
     done = _done(csv)
     chosen = set(select_cells(study, only))
+    for cell in study.cells:  # a malformed posterior_* setting fails here, not in every task
+        posterior_settings({**study.fixed, **cell, **(overrides or {})})
     # Replication-major order: an interrupted run leaves every cell with about as many reps.
     tasks = [(i, {**study.fixed, **cell, **(overrides or {})}, rep)
              for rep in range(reps) for i, cell in enumerate(study.cells)
@@ -170,10 +167,12 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
     try:
         if pool is None:
             for i, settings, rep in tasks:
-                _append(csv, run_task(study.name, i, settings, rep, seed, study.methods))
+                _append(csv, run_task(study.name, i, settings, rep, seed, study.methods,
+                                      problem=study.problem))
                 bar.update()
         else:
-            futures = [pool.submit(run_task, study.name, i, settings, rep, seed, study.methods)
+            futures = [pool.submit(run_task, study.name, i, settings, rep, seed, study.methods,
+                                   problem=study.problem)
                        for i, settings, rep in tasks]
             for future in as_completed(futures):
                 _append(csv, future.result())

@@ -5,16 +5,20 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from .methods import DEFAULT_METHODS
+from .methods import DEFAULT_METHODS, METHODS
+from .problems import PROBLEMS
 
 
 @dataclass(frozen=True)
 class Study:
     """A grid of simulation settings; every (cell, replication) is one independent task.
 
-    ``cells`` holds the varying settings (keys of :func:`..simulate.paper_problem`
-    plus ``n`` and ``n_initial_fraction``); ``fixed`` the rest. ``x``, ``panel`` and
-    ``y`` name the figure's axis, panel and plotted variables.
+    ``cells`` holds the varying settings (the problem's settings, e.g. the keys
+    of :func:`bayes_loco.simulate.paper_problem`, plus ``n`` and
+    ``n_initial_fraction``); ``fixed`` the rest. ``problem`` names the problem
+    the tasks run on (a key of :data:`~bayes_loco.experiments.PROBLEMS`).
+    ``x``, ``panel`` and ``y`` name the figure's axis, panel and plotted
+    variables.
     """
 
     name: str
@@ -26,6 +30,15 @@ class Study:
     y: str = "suboptimality"
     reps: int = 20
     description: str = ""
+    problem: str = "paper"
+
+    def __post_init__(self):
+        unknown = [m for m in self.methods if m not in METHODS]
+        if unknown:
+            raise ValueError(f"study {self.name!r}: unknown methods {unknown}; known: {', '.join(METHODS)}")
+        if self.problem not in PROBLEMS:
+            raise ValueError(f"study {self.name!r}: unknown problem {self.problem!r}; known: "
+                             f"{', '.join(PROBLEMS)}")
 
 
 def _grid(**axes) -> tuple[dict, ...]:
@@ -89,7 +102,7 @@ STUDIES: dict[str, Study] = {
                      reps=3,
                      description="runtime of every method against (d_x, d_φ = 9 + d_s) at N = 10,000"),
     "personalllm": Study("personalllm", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10]),
-                         fixed={"d_x": 10, "global_states": 0}, panel="noise_dims",
+                         fixed={"d_x": 10, "global_states": 0}, panel="noise_dims", problem="personalllm",
                          description="PersonalLLM: standardised reward-model scores as φ(s, a), d_x = 10"),
     "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
                    panel="noise_dims", description="appendix: pure-noise feature dimensions"),

@@ -16,6 +16,7 @@ from scipy.optimize import minimize
 
 from ..exceptions import ConvergenceWarning, SeparationWarning
 from ..model import fisher_weights, neg_log_likelihood, residuals
+from ..results import Diagnostics, FitStatus
 
 # Separation test by recession: re-solving with a 1e4 times tighter gradient tolerance moves a
 # finite maximiser by ~tol/curvature, but a separated fit runs on (‖θ‖ grows like log(1/tol)).
@@ -24,6 +25,8 @@ RECESSION_RTOL = 1e-2
 
 @dataclass(frozen=True)
 class LogisticFit:
+    """What :func:`fit_logistic` found; the public results carry it as their ``diagnostics``."""
+
     params: np.ndarray
     nll: float
     n_iter: int
@@ -31,10 +34,18 @@ class LogisticFit:
     message: str
     max_abs_margin: float
     n_extreme: int
+    warning: str | None = None
 
     @property
     def separated(self) -> bool:
         return self.n_extreme > 0
+
+    def diagnostics(self, method: str, seconds: float = np.nan) -> Diagnostics:
+        """This fit as a :class:`~bayes_loco.results.Diagnostics`."""
+        status = (FitStatus.SEPARATED if self.separated else
+                  FitStatus.CONVERGED if self.converged else FitStatus.NOT_CONVERGED)
+        return Diagnostics(method, self.converged, self.n_iter, status, self.message,
+                           () if self.warning is None else (self.warning,), seconds)
 
 
 def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
@@ -78,16 +89,20 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
         receding = float(np.linalg.norm(tight.x - res.x)) > RECESSION_RTOL * scale
     # Large margins alone are no evidence: a strong, well-identified signal has them too.
     n_extreme = max(int((np.abs(forward(tight.x)) > np.abs(eta) + 1.0).sum()), 1) if receding else 0
-    fit = LogisticFit(res.x, float(neg_log_likelihood(eta, labels)), int(res.nit), converged,
-                      str(res.message), float(np.abs(eta).max()), n_extreme)
-    if fit.separated:
-        warnings.warn(
-            f"{what}: the data look separable: {n_extreme} of {n} comparisons are fitted ever closer to "
-            f"probability 0 or 1 as the tolerance tightens (max |η| = {fit.max_abs_margin:.3g}), so the "
-            "unpenalised MLE does not exist and this fit is not trustworthy. Pass a small ridge (e.g. "
-            "ridge=1.0) or use more data for rarely compared actions.", SeparationWarning, stacklevel=3)
-    elif not fit.converged:
-        warnings.warn(f"{what}: Newton-CG stopped after {fit.n_iter} iterations without reaching "
-                      f"gtol={tol:g} ({fit.message}). Increase max_iter or pass a small ridge.",
-                      ConvergenceWarning, stacklevel=3)
-    return fit
+    max_abs_margin = float(np.abs(eta).max())
+    warning, category = None, None
+    if n_extreme:
+        warning = (f"{what}: the data look separable: {n_extreme} of {n} comparisons are fitted ever "
+                   "closer to probability 0 or 1 as the tolerance tightens "
+                   f"(max |η| = {max_abs_margin:.3g}), so the unpenalised MLE does not exist and this fit is "
+                   "not trustworthy. Pass a small ridge (e.g. ridge=1.0) or use more data for rarely "
+                   "compared actions.")
+        category = SeparationWarning
+    elif not converged:
+        warning = (f"{what}: Newton-CG stopped after {int(res.nit)} iterations without reaching "
+                   f"gtol={tol:g} ({res.message}). Increase max_iter or pass a small ridge.")
+        category = ConvergenceWarning
+    if warning is not None:
+        warnings.warn(warning, category, stacklevel=3)
+    return LogisticFit(res.x, float(neg_log_likelihood(eta, labels)), int(res.nit), converged,
+                       str(res.message), max_abs_margin, n_extreme, warning)

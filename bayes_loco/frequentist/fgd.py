@@ -11,16 +11,21 @@ the paper's simulation, with the total about a hundred.
 
 from __future__ import annotations
 
+import time
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 from scipy.optimize import minimize
 
 from .._validation import check_int, check_option, check_rank, check_real
-from ..data import PreferenceData
+from ..coordinates import RTVBasis, design, rtv_basis
+from ..data import PreferenceData, check_data
 from ..exceptions import ConvergenceWarning
-from ..model import nll_and_gradient
+from ..model import fisher_information, margins, nll_and_gradient
+from ..results import Diagnostics, FitStatus, Summary, penalty_ellipsoid, wald_summary
+from ..sets import EllipsoidSet, wald_set
 from .mle import MLEResult, fit_mle
 
 ARMIJO = 1e-4
@@ -30,6 +35,10 @@ METHODS = ("lbfgs", "alternating")
 @dataclass(frozen=True, eq=False)
 class LowRankResult:
     """Rank-r estimate Θ̂ = U Vᵀ from FGD.
+
+    It follows the :class:`~bayes_loco.results.Fit` protocol in its own RTV
+    coordinates (``rtv_basis(Θ̂, r)``): its sets are PRS's without the reduced
+    re-fit.
 
     Attributes
     ----------
@@ -43,10 +52,14 @@ class LowRankResult:
         Negative log-likelihood at Θ̂.
     objective : float
         Final value of F (total NLL + ridge + balancing term).
-    n_iter, converged, message
-        FGD diagnostics; ``grad_norm`` is the final ‖∇F‖.
+    grad_norm : float
+        The final ‖∇F‖.
     initial : MLEResult
         The unconstrained MLE FGD started from.
+    data : PreferenceData
+        The comparisons FGD ran on.
+    diagnostics : Diagnostics
+        FGD's convergence, iterations, message and warnings.
     """
 
     theta: np.ndarray
@@ -55,11 +68,12 @@ class LowRankResult:
     rank: int
     nll: float
     objective: float
-    n_iter: int
-    converged: bool
     grad_norm: float
-    message: str
     initial: MLEResult
+    data: PreferenceData
+    diagnostics: Diagnostics
+
+    calibrated_kinds = ("wald",)
 
     @property
     def singular_values(self) -> np.ndarray:
@@ -71,10 +85,43 @@ class LowRankResult:
         dx, dp = self.theta.shape
         return (dx + dp) * self.rank - self.rank**2
 
+    @cached_property
+    def coordinates(self) -> RTVBasis:
+        """The RTV coordinates of Θ̂ itself (full SVD bases Û, V̂)."""
+        return rtv_basis(self.theta, self.rank)
+
+    @property
+    def estimate(self) -> np.ndarray:
+        """Θ̂ in its own RTV coordinates: block 11 holds its singular values, blocks 12 and 21 are ~0."""
+        return self.coordinates.to_coordinates(self.theta)
+
+    @cached_property
+    def _design(self) -> np.ndarray:
+        return design(self.coordinates, self.data)
+
+    def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
+        """The paper's Gram-W ellipsoid around Θ̂'s RTV coordinates, C = C₂·sqrt(k/N)."""
+        z = self._design
+        return penalty_ellipsoid(self.estimate, z.T @ z, self.data.n, self.coordinates, c2)
+
+    def calibrated_set(self, level: float = 0.9, kind: str = "wald") -> EllipsoidSet:
+        """Wald set for θ_rtv at Θ̂: Fisher information Σ p̂(1−p̂) z zᵀ, radius² = χ²_{k_eff}(level)."""
+        level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+        check_option(kind, "kind", self.calibrated_kinds)
+        eta = margins(self.theta, self.data.contexts, self.data.differences)
+        return wald_set(self.estimate, fisher_information(self._design, eta), level, self.coordinates)
+
+    def summary(self, level: float = 0.95) -> Summary:
+        """θ̂_rtv of the FGD fit with ``level`` Wald intervals, singular values and FGD's convergence."""
+        sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
+        return wald_summary(f"Rank-{self.rank} fit (factored gradient descent)", self, self.data, level,
+                            {"log-likelihood": -self.nll, "singular values": sv, "‖∇F‖": self.grad_norm})
+
     def __repr__(self) -> str:
         sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
+        d = self.diagnostics
         return (f"LowRankResult(rank={self.rank}, σ = [{sv}], loglik={-self.nll:.4g}, "
-                f"converged={self.converged}, n_iter={self.n_iter}, grad_norm={self.grad_norm:.2e})")
+                f"converged={d.converged}, n_iter={d.n_iter}, grad_norm={self.grad_norm:.2e})")
 
 
 def _objective(u, v, x, dphi, y, ridge):
@@ -108,7 +155,7 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     """Rank-r MLE Θ̂ by factored gradient descent (Burer–Monteiro, Algorithm 1).
 
     Both methods minimise the same F(U, V) and decrease it at every step
-    (DESIGN.md, convention 4: a fixed η = c/σ₁ can diverge):
+    (docs/design.md, convention 4: a fixed η = c/σ₁ can diverge):
 
     - ``"alternating"`` is Algorithm 1: U and V are updated alternately, each by
       a gradient step whose length is chosen by Armijo backtracking from a
@@ -132,13 +179,13 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     initial : MLEResult, optional
         A precomputed MLE to start from (Θ₀); fitted here if not given.
     """
-    if not isinstance(data, PreferenceData):
-        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    check_data(data)
     rank = check_rank(rank, data.d_x, data.d_phi)
     ridge = check_real(ridge, "ridge", 0.0)
     max_iter = check_int(max_iter, "max_iter", 1)
     tol = check_real(tol, "tol", 0.0, low_open=True)
     check_option(method, "method", METHODS)
+    start = time.perf_counter()
     if initial is None:
         initial = fit_mle(data, ridge=ridge)
     x, dphi, y = data.contexts, data.differences, data.labels
@@ -151,12 +198,17 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     value, grad_theta, diff, nll = _objective(u, v, x, dphi, y, ridge)
     gu, gv = _factor_gradients(u, v, grad_theta, diff)
     grad_norm = float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv)))
+    issued = ()
     if not converged:
-        warnings.warn(f"fit_low_rank: FGD stopped after {it} iterations with ‖∇F‖ = {grad_norm:.2e} "
-                      f"(tol {tol:g}): {message}. Increase max_iter, or pass a small ridge if the "
-                      "initial MLE was separated.", ConvergenceWarning, stacklevel=2)
-    return LowRankResult(u @ v.T, u, v, rank, float(nll), float(value), it, converged, grad_norm,
-                         message, initial)
+        issued = (f"fit_low_rank: FGD stopped after {it} iterations with ‖∇F‖ = {grad_norm:.2e} "
+                  f"(tol {tol:g}): {message}. Increase max_iter, or pass a small ridge if the "
+                  "initial MLE was separated.",)
+        warnings.warn(issued[0], ConvergenceWarning, stacklevel=2)
+    diagnostics = Diagnostics(f"fgd-{method}", converged, it,
+                              FitStatus.CONVERGED if converged else FitStatus.NOT_CONVERGED, message, issued,
+                              time.perf_counter() - start)
+    return LowRankResult(u @ v.T, u, v, rank, float(nll), float(value), grad_norm, initial, data,
+                         diagnostics)
 
 
 def _converged(grad_norm, u, v, y, tol):

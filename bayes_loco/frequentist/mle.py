@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
 
-from .._validation import check_int, check_real
+from .._validation import check_int, check_option, check_real
 from ..coordinates import VecCoordinates
-from ..data import PreferenceData
-from ..model import fisher_weights, margins, score_matrix
+from ..data import PreferenceData, check_data
+from ..model import fisher_information, margins, score_matrix
+from ..results import Diagnostics, Summary, penalty_ellipsoid, wald_summary
 from ..sets import EllipsoidSet, wald_set
 from ._logistic import fit_logistic
 
@@ -22,6 +24,9 @@ MAX_FULL_W_BYTES = 2 * 1024**3
 class MLEResult:
     """Unconstrained (optionally ridge-penalised) MLE Θ̂ of the contextual BTL model.
 
+    It follows the :class:`~bayes_loco.results.Fit` protocol, in the vec(Θ)
+    coordinates (k = d_x·d_φ): the MLE baselines' sets.
+
     Attributes
     ----------
     theta : ndarray, shape (d_x, d_φ)
@@ -30,25 +35,26 @@ class MLEResult:
         The data it was fitted on (used by the baselines' uncertainty sets).
     nll : float
         Negative log-likelihood at Θ̂ (without the ridge term).
-    n_iter, converged, message
-        Newton-CG diagnostics.
     max_abs_margin : float
         max_t |x_tᵀ Θ̂ Δφ_t|; above 30 the data are (quasi-)separable.
     separated : bool
-        True when some fitted probabilities are numerically 0 or 1 (a warning was issued).
+        True when some fitted probabilities run off to 0 or 1 (a warning was issued).
     ridge : float
         The ridge λ of the penalty (λ/2)‖Θ‖²_F.
+    diagnostics : Diagnostics
+        Newton-CG's convergence, iterations, status, message and warnings.
     """
 
     theta: np.ndarray
     data: PreferenceData
     nll: float
-    n_iter: int
-    converged: bool
-    message: str
     max_abs_margin: float
     separated: bool
     ridge: float
+    diagnostics: Diagnostics
+
+    calibrated_kinds = ("wald",)
+    rank = None
 
     @property
     def loglik(self) -> float:
@@ -56,37 +62,43 @@ class MLEResult:
 
     def __repr__(self) -> str:
         return (f"MLEResult(N={self.data.n}, d_x={self.data.d_x}, d_phi={self.data.d_phi}, "
-                f"loglik={self.loglik:.4g}, converged={self.converged}, n_iter={self.n_iter}, "
-                f"separated={self.separated}, ridge={self.ridge:g})")
+                f"loglik={self.loglik:.4g}, converged={self.diagnostics.converged}, "
+                f"n_iter={self.diagnostics.n_iter}, separated={self.separated}, ridge={self.ridge:g})")
 
     @cached_property
     def coordinates(self) -> VecCoordinates:
         return VecCoordinates(self.data.d_x, self.data.d_phi)
 
-    def _information(self, weights: np.ndarray | None) -> np.ndarray:
-        d = self.data.d_x * self.data.d_phi
+    @property
+    def estimate(self) -> np.ndarray:
+        """vec(Θ̂), row-major."""
+        return self.theta.ravel()
+
+    def _design(self) -> np.ndarray:
+        d = self.coordinates.dim
         if d * d * 8 > MAX_FULL_W_BYTES:
             raise MemoryError(
                 f"the MLE baseline's W is {d} x {d} ({d * d * 8 / 1024**3:.1f} GiB), above the "
                 f"{MAX_FULL_W_BYTES / 1024**3:.0f} GiB limit; use the low-rank PRS fit at this size")
-        z = self.coordinates.transform(self.data.contexts, self.data.differences)
-        if weights is not None:
-            return z.T @ (weights[:, None] * z)
-        return z.T @ z
+        return self.coordinates.transform(self.data.contexts, self.data.differences)
 
-    def gram_set(self, c2: float = 5.0) -> EllipsoidSet:
+    def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """MLE-Pessimistic's set: ‖vec Θ − vec Θ̂‖_W ≤ C₂ sqrt(d_x d_φ / N), W = Σ z zᵀ (Gram)."""
-        c2 = check_real(c2, "c2", 0.0)
-        d = self.coordinates.dim
-        return EllipsoidSet(self.theta.ravel(), self._information(None),
-                            c2 * np.sqrt(d / self.data.n), self.coordinates, kind="gram")
+        z = self._design()
+        return penalty_ellipsoid(self.estimate, z.T @ z, self.data.n, self.coordinates, c2)
 
-    def confidence_set(self, level: float = 0.9) -> EllipsoidSet:
+    def calibrated_set(self, level: float = 0.9, kind: str = "wald") -> EllipsoidSet:
         """Asymptotic Wald set: Fisher information Σ p̂(1−p̂) z zᵀ, radius² = χ²_{k_eff}(level)."""
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+        check_option(kind, "kind", self.calibrated_kinds)
         eta = margins(self.theta, self.data.contexts, self.data.differences)
-        return wald_set(self.theta.ravel(), self._information(fisher_weights(eta)), level,
-                        self.coordinates)
+        return wald_set(self.estimate, fisher_information(self._design(), eta), level, self.coordinates)
+
+    def summary(self, level: float = 0.95) -> Summary:
+        """Estimates of vec(Θ) with ``level`` Wald intervals, log-likelihood, ridge and warnings."""
+        return wald_summary("Unconstrained MLE (Newton-CG)", self, self.data, level,
+                            {"log-likelihood": self.loglik, "ridge": self.ridge,
+                             "max |margin|": self.max_abs_margin, "separated": self.separated})
 
 
 def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
@@ -109,8 +121,7 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
     tol : float
         Gradient-norm tolerance on the mean negative log-likelihood.
     """
-    if not isinstance(data, PreferenceData):
-        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    check_data(data)
     ridge = check_real(ridge, "ridge", 0.0)
     max_iter = check_int(max_iter, "max_iter", 1)
     tol = check_real(tol, "tol", 0.0, low_open=True)
@@ -123,7 +134,8 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
     def adjoint(w):
         return score_matrix(w, x, dphi).ravel()
 
+    start = time.perf_counter()
     fit = fit_logistic(forward, adjoint, data.labels, shape[0] * shape[1], ridge=ridge,
                        max_iter=max_iter, tol=tol, what="fit_mle")
-    return MLEResult(fit.params.reshape(shape), data, fit.nll, fit.n_iter, fit.converged,
-                     fit.message, fit.max_abs_margin, fit.separated, ridge)
+    return MLEResult(fit.params.reshape(shape), data, fit.nll, fit.max_abs_margin, fit.separated, ridge,
+                     fit.diagnostics("newton-cg", time.perf_counter() - start))

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_rank, check_real
-from ..data import PreferenceData
+from ..data import PreferenceData, check_data
 from .fgd import LowRankResult, fit_low_rank
 from .mle import fit_mle
 
@@ -60,8 +60,7 @@ def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, pen
     ridge : float
         Passed to the MLE and FGD fits (one MLE start serves every rank).
     """
-    if not isinstance(data, PreferenceData):
-        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    check_data(data)
     if ranks is None:
         ranks = range(1, min(data.d_x, data.d_phi, 10) + 1)
     ranks = np.array(sorted({check_rank(r, data.d_x, data.d_phi) for r in ranks}))

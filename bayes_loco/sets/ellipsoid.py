@@ -79,6 +79,12 @@ class EllipsoidSet:
         """k_eff = rank of W: the directions some comparison reaches."""
         return self._eigen[0].shape[0]
 
+    @property
+    def condition_number(self) -> float:
+        """Largest over smallest eigenvalue of W on its range (the identified directions)."""
+        vals = self._eigen[0]
+        return float(vals.max() / vals.min()) if vals.size else np.nan
+
     @cached_property
     def factor(self) -> np.ndarray:
         """L (k × k_eff) with θ = θ̂ + R L u, ‖u‖ ≤ 1 spanning the set within range(W)."""

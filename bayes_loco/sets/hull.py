@@ -123,9 +123,10 @@ class DrawsSet:
     def solve_nash(self, problem: ExactProblem, floor: float) -> tuple[np.ndarray, float]:
         """max_π min_j Σ_i w_i log(Σ_a π_ia θ_jᵀz_ia − r₀) by cvxpy with an exponential-cone solver.
 
-        Minimax duality fails for the concave Nash welfare, so this guarantees the
-        welfare for every draw (each vertex of the hull), hence for every θ in the
-        hull only up to Jensen's gap. Returns the policy and its guaranteed welfare.
+        Minimax duality fails for the concave Nash welfare, so the policy is solved for
+        directly. For a fixed π the welfare is concave in θ, so its minimum over the
+        hull is reached at a vertex: the welfare guaranteed for every draw holds for
+        every θ in the hull. Returns the policy and its guaranteed welfare.
         """
         try:
             import cvxpy as cp

@@ -1,0 +1,51 @@
+"""The problems a study can run on: a name mapped to a builder ``(settings, seed) -> Problem``.
+
+A :class:`~bayes_loco.experiments.Study` names its problem (``Study.problem``);
+the runner builds it from the task's settings (the study's cell over
+:data:`~bayes_loco.experiments.runner.DEFAULTS`) and the task's problem seed. A
+new problem implements :class:`bayes_loco.problems.Problem` and adds its builder
+here (or to :data:`PROBLEMS` at run time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from ..personalllm import personalllm_problem
+from ..problems import Problem
+from ..simulate import paper_problem
+
+# The settings of the paper's simulation problem (the arguments of simulate.paper_problem).
+PROBLEM_KEYS = ("d_s", "d_a", "d_x", "rank", "imbalance", "theta_kind", "noise_dims")
+PERSONALLLM_FILES = ("personalllm_train", "personalllm_test")
+
+
+def _paper(settings: Mapping, seed) -> Problem:
+    return paper_problem(**{key: settings[key] for key in PROBLEM_KEYS}, seed=seed)
+
+
+def _personalllm(settings: Mapping, seed) -> Problem:
+    missing = [key for key in PERSONALLLM_FILES if not settings.get(key)]
+    if missing:
+        raise ValueError(f"the personalllm problem needs the settings {missing}: the paths of the "
+                         "benchmark's train and test splits (the CLI's --train and --test)")
+    return personalllm_problem(settings["personalllm_train"], settings["personalllm_test"],
+                               d_x=int(settings["d_x"]), rank=int(settings["rank"]),
+                               noise_dims=int(settings["noise_dims"]), seed=seed)
+
+
+PROBLEMS: dict[str, Callable[[Mapping, object], Problem]] = {
+    "paper": _paper,
+    "personalllm": _personalllm,
+}
+
+
+def build_problem(name: str, settings: Mapping, seed) -> Problem:
+    """The problem ``name`` of :data:`PROBLEMS` built from a task's ``settings`` and seed."""
+    if name not in PROBLEMS:
+        raise ValueError(f"problem: unknown problem {name!r}; known: {', '.join(PROBLEMS)}")
+    problem = PROBLEMS[name](settings, seed)
+    if not isinstance(problem, Problem):
+        raise TypeError(f"the builder of problem {name!r} returned a {type(problem).__name__}, which is not "
+                        "a bayes_loco.problems.Problem")
+    return problem
