@@ -30,7 +30,7 @@ import pandas as pd
 from scipy import stats
 
 from ._validation import check_real
-from .coordinates import Coordinates
+from .coordinates import Coordinates, RTVBasis
 from .data import PreferenceData
 from .sets import EllipsoidSet, UncertaintySet
 
@@ -114,6 +114,25 @@ class Fit(Protocol):
     def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> UncertaintySet: ...
 
     def summary(self, level: float = 0.95) -> Summary: ...
+
+
+class InRTVCoordinates:
+    """The members of a fit whose estimate and sets live in the RTV coordinates of its ``basis``."""
+
+    basis: RTVBasis
+
+    @property
+    def rank(self) -> int:
+        return self.basis.rank
+
+    @property
+    def k(self) -> int:
+        """k = (d_x + d_φ) r − r², the number of RTV coordinates."""
+        return self.basis.dim
+
+    @property
+    def coordinates(self) -> RTVBasis:
+        return self.basis
 
 
 @dataclass(frozen=True)

@@ -37,6 +37,7 @@ from ..model import fisher_information, margins
 from ..results import (
     Diagnostics,
     FitStatus,
+    InRTVCoordinates,
     Summary,
     data_header,
     diagnostics_header,
@@ -221,7 +222,7 @@ def settings_group(value, cls, name: str):
 
 
 @dataclass(frozen=True, eq=False)
-class Posterior:
+class Posterior(InRTVCoordinates):
     """A posterior fit of the factored model and its reduced coordinates.
 
     It follows the :class:`~bayes_loco.results.Fit` protocol in the RTV
@@ -305,23 +306,9 @@ class Posterior:
         return build_model(self.data, self.rank, prior=self.settings.get("prior"))
 
     @property
-    def rank(self) -> int:
-        return self.basis.rank
-
-    @property
-    def k(self) -> int:
-        """k = (d_x + d_φ) r − r², the number of RTV coordinates."""
-        return self.basis.dim
-
-    @property
     def k_eff(self) -> int:
         """Number of identified directions of θ_rtv."""
         return self.directions.shape[1]
-
-    @property
-    def coordinates(self) -> RTVBasis:
-        """The RTV coordinates every set of this fit lives in (``basis``)."""
-        return self.basis
 
     @cached_property
     def theta_draws(self) -> np.ndarray:

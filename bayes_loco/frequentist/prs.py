@@ -20,14 +20,14 @@ from .._validation import check_option, check_real
 from ..coordinates import RTVBasis, design, rtv_basis
 from ..data import PreferenceData, check_data
 from ..model import fisher_information
-from ..results import Diagnostics, FitStatus, Summary, penalty_ellipsoid, wald_summary
+from ..results import Diagnostics, FitStatus, InRTVCoordinates, Summary, penalty_ellipsoid, wald_summary
 from ..sets import EllipsoidSet, wald_set
 from ._logistic import fit_logistic
 from .fgd import LowRankResult, fit_low_rank
 
 
 @dataclass(frozen=True, eq=False)
-class PRSResult:
+class PRSResult(InRTVCoordinates):
     """The PRS fit: reduced MLE θ̂_rtv in the RTV coordinates of a low-rank fit, and W.
 
     It follows the :class:`~bayes_loco.results.Fit` protocol in the RTV coordinates
@@ -70,19 +70,6 @@ class PRSResult:
     diagnostics: Diagnostics
 
     calibrated_kinds = ("wald",)
-
-    @property
-    def rank(self) -> int:
-        return self.basis.rank
-
-    @property
-    def k(self) -> int:
-        """k = (d_x + d_φ) r − r²."""
-        return self.basis.dim
-
-    @property
-    def coordinates(self) -> RTVBasis:
-        return self.basis
 
     @property
     def estimate(self) -> np.ndarray:
