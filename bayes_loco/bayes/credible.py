@@ -14,7 +14,7 @@ coordinates. By default the sets are restricted to the range of the reduced
 design's Gram matrix Σ_t z_t z_tᵀ — the same k_eff directions that the
 frequentist Wald set keeps (78 of 138 there) — and are cylinders along the
 rest: a credible statement about what the data identify, with radius
-χ²_{k_eff} rather than χ²_k (a 30 % smaller radius at k_eff = 78, k = 138). A
+χ²_{k_eff} rather than χ²_k (at 90 %, radius 9.7 against 12.6 at k_eff = 78, k = 138). A
 reward difference z that leaves those directions gets lower bound −inf, exactly
 as for the Wald set; with reference-action differencing (docs/design.md,
 convention 1) the candidate z of the paper's populations never do.
