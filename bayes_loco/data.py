@@ -7,6 +7,9 @@ through their difference Δφ_t = φ(s_t, a_t1) − φ(s_t, a_t0), so that is wh
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import inspect
 import warnings
 from dataclasses import dataclass, field
 
@@ -275,17 +278,22 @@ class Population:
                 f"d_x={self.d_x}, d_phi={self.d_phi})")
 
 
+# True while a public fit that has already checked its data runs: the fits it calls stay quiet.
+_DATA_CHECKED = contextvars.ContextVar("bayes_loco_data_checked", default=False)
+
+
 def check_data(data, name: str = "data") -> PreferenceData:
     """``data`` as a :class:`PreferenceData` for a fit; a :class:`DataWarning` when its labels never vary.
 
     Labels all of one class are a valid encoding for the contextual BTL model,
     which has no intercept: (Δφ, y = 1) and (−Δφ, y = 0) are the same observation,
     so "features_1 always holds the preferred answer" gives the same fit as any
-    random ordering. They are also what a wrong label column looks like, so say it.
+    random ordering. They are also what a wrong label column looks like, so say it,
+    once per public call (see :func:`checks_data`).
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"{name} must be a PreferenceData, got {type(data).__name__}")
-    if data.n > 1 and np.all(data.labels == data.labels[0]):
+    if not _DATA_CHECKED.get() and data.n > 1 and np.all(data.labels == data.labels[0]):
         y = int(data.labels[0])
         warnings.warn(
             f"{name}.labels: all {data.n} comparisons have y = {y}. That is a valid encoding when "
@@ -293,3 +301,19 @@ def check_data(data, name: str = "data") -> PreferenceData:
             "(−Δφ, 0) are the same observation); if the labels were meant to vary, check the label column.",
             DataWarning, stacklevel=3)
     return data
+
+
+def checks_data(func):
+    """Decorate a public function of ``data``: check it on entry, and keep the fits it calls quiet."""
+    signature = inspect.signature(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        check_data(signature.bind_partial(*args, **kwargs).arguments.get("data"))
+        token = _DATA_CHECKED.set(True)
+        try:
+            return func(*args, **kwargs)
+        finally:
+            _DATA_CHECKED.reset(token)
+
+    return wrapper

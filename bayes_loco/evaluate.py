@@ -10,15 +10,17 @@ from .model import rewards
 from .policy import Policy
 
 
-def truth_rewards(truth, population: Population) -> np.ndarray:
-    """True rewards r*(x_i, s_i, a) = x_iᵀ Θ* φ(s_i, a), shape (n, A).
-
-    ``truth`` is Θ* (d_x × d_φ) or a :class:`~bayes_loco.problems.Problem` (anything with ``.theta``).
-    """
+def truth_theta(truth, d_x: int, d_phi: int) -> np.ndarray:
+    """Θ* from ``truth``: Θ* itself (d_x × d_φ) or a :class:`~bayes_loco.problems.Problem` (``.theta``)."""
     theta = np.asarray(getattr(truth, "theta", truth), dtype=float)
-    if theta.shape != (population.d_x, population.d_phi):
-        raise ValueError(f"truth's Θ has shape {theta.shape}, the population needs "
-                         f"({population.d_x}, {population.d_phi})")
+    if theta.shape != (d_x, d_phi):
+        raise ValueError(f"truth: Θ* must have shape (d_x, d_phi) = ({d_x}, {d_phi}), got {theta.shape}")
+    return theta
+
+
+def truth_rewards(truth, population: Population) -> np.ndarray:
+    """True rewards r*(x_i, s_i, a) = x_iᵀ Θ* φ(s_i, a), shape (n, A); ``truth`` as in :func:`truth_theta`."""
+    theta = truth_theta(truth, population.d_x, population.d_phi)
     return rewards(theta, population.contexts, population.features)
 
 

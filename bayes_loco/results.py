@@ -55,7 +55,9 @@ class Diagnostics:
         (low rank), ``"prs"``, ``"nuts-pymc"``/``"nuts-nutpie"``/``"nuts-numpyro"``,
         ``"map"``, ``"vi-advi"``/``"vi-fullrank_advi"``.
     converged : bool
-        The optimiser met its criterion, or the sampler raised no warning.
+        The optimiser met its criterion, or the sampler raised no warning. ADVI has
+        no criterion: for VI it only says the iterations ran (judge the fit by its
+        loss, ``tree.attrs["final_loss"]``, and against NUTS).
     n_iter : int or None
         Iterations (optimisers) or draws per chain (samplers).
     status : FitStatus
@@ -244,8 +246,9 @@ def unidentified_note(left_out: int, k: int) -> tuple[str, ...]:
             "left out; every set is a cylinder along them.",)
 
 
-# The identified part of an information matrix with a condition number above this gets a note.
-ILL_CONDITIONED = 1e10
+# The identified part of an information matrix with a condition number above this gets a note
+# (below 1e-10 of the largest eigenvalue a direction already counts as unidentified: RANGE_RTOL).
+ILL_CONDITIONED = 1e8
 
 
 def penalty_ellipsoid(center: np.ndarray, gram: np.ndarray, n: int, coordinates: Coordinates,

@@ -126,11 +126,11 @@ def test_balanced_factors(random_problem_factory):
 
 
 def test_prior_draw_is_reproducible_and_has_the_implied_variance():
-    theta, u, v = bb.prior_draw(3, 4, 2, seed=0, prior_scale=0.8)
+    theta, u, v = bb.prior_draw(3, 4, 2, seed=0, scale=0.8)
     np.testing.assert_allclose(theta, u @ v.T)
-    np.testing.assert_array_equal(theta, bb.prior_draw(3, 4, 2, seed=0, prior_scale=0.8)[0])
+    np.testing.assert_array_equal(theta, bb.prior_draw(3, 4, 2, seed=0, scale=0.8)[0])
     # Var(Θ_ij) = r s⁴ under independent N(0, s²) factors; over 4000 draws the sample
     # variance of one entry has relative sd sqrt(Var(Θ²))/(r s⁴ sqrt n) < 0.1.
-    draws = np.array([bb.prior_draw(3, 4, 2, seed=i, prior_scale=0.8)[0][1, 2] for i in range(4000)])
+    draws = np.array([bb.prior_draw(3, 4, 2, seed=i, scale=0.8)[0][1, 2] for i in range(4000)])
     assert draws.var() == pytest.approx(2 * 0.8**4, rel=0.12)
     assert abs(draws.mean()) < 4 * np.sqrt(2 * 0.8**4 / 4000)

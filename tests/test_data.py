@@ -291,7 +291,7 @@ def _population_arrays(n=6, a=3, d_x=2, d_phi=4, seed=0):
     return rng.standard_normal((n, d_x)), rng.standard_normal((n, a, d_phi))
 
 
-def test_population_valid_and_groups_relabelled():
+def test_population_valid_and_states_relabelled():
     x, f = _population_arrays()
     pop = Population(x, f, np.array([7, 7, 3, 3, 10, 3]))
     assert (pop.n, pop.n_actions, pop.n_states) == (6, 3, 3)

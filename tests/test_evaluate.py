@@ -23,13 +23,13 @@ from bayes_loco import (
 SCOPES = ("personalised", "global")
 
 
-def make_population(seed, n_groups=4, d_x=3, d_phi=4, n_actions=3, max_size=4):
+def make_population(seed, n_states=4, d_x=3, d_phi=4, n_actions=3, max_size=4):
     """Groups share a state (the same φ); contexts differ within a group."""
     rng = np.random.default_rng(seed)
-    sizes = rng.integers(1, max_size + 1, size=n_groups)
-    groups = np.repeat(np.arange(n_groups), sizes)
+    sizes = rng.integers(1, max_size + 1, size=n_states)
+    groups = np.repeat(np.arange(n_states), sizes)
     groups = groups[rng.permutation(groups.size)]
-    phi = rng.normal(size=(n_groups, n_actions, d_phi))[groups]
+    phi = rng.normal(size=(n_states, n_actions, d_phi))[groups]
     x = rng.normal(size=(groups.size, d_x))
     return Population(x, phi, groups), rng.normal(size=(d_x, d_phi))
 
@@ -87,7 +87,7 @@ def test_global_policy_and_its_rows_have_the_same_value():
 @pytest.mark.parametrize("scope", SCOPES)
 def test_optimal_value_is_the_best_deterministic_policy(scope):
     """Brute force over every deterministic policy (A^units of them)."""
-    pop, theta = make_population(5, n_groups=3, max_size=2)
+    pop, theta = make_population(5, n_states=3, max_size=2)
     r = explicit_rewards(theta, pop)
     n_units = pop.n if scope == "personalised" else pop.n_states
     assert n_units <= 6
@@ -129,7 +129,7 @@ def test_greedy_under_the_truth_is_optimal(scope):
 
 @pytest.mark.parametrize("scope", SCOPES)
 def test_suboptimality_is_nonnegative_and_positive_for_a_wrong_model(scope):
-    pop, theta = make_population(14, n_groups=6)
+    pop, theta = make_population(14, n_states=6)
     rng = np.random.default_rng(15)
     n_units = pop.n if scope == "personalised" else pop.n_states
     r = explicit_rewards(theta, pop)
@@ -178,7 +178,7 @@ def test_truth_with_the_wrong_shape_raises():
 
 def test_policy_from_another_population_raises():
     pop, theta = make_population(18)
-    other, _ = make_population(19, n_groups=7)
+    other, _ = make_population(19, n_states=7)
     assert other.n != pop.n
     policy = greedy_policy(theta, other)
     with pytest.raises(ValueError, match="rows"):

@@ -59,7 +59,7 @@ def test_mle_is_stationary(mle, random_problem):
     assert np.linalg.norm(grad) / d.n < 1e-7
 
 
-def test_confidence_set_is_the_wald_set(mle, reference):
+def test_calibrated_set_is_the_wald_set(mle, reference):
     _, _, ref = reference
     cs = mle.calibrated_set(0.9)
     assert cs.kind == "wald" and cs.level == 0.9
@@ -74,12 +74,12 @@ def test_confidence_set_is_the_wald_set(mle, reference):
 
 
 @pytest.mark.parametrize("level", [0.0, 1.0, -0.1, 1.5])
-def test_confidence_set_level_out_of_range(mle, level):
+def test_calibrated_set_level_out_of_range(mle, level):
     with pytest.raises(ValueError, match=r"^level must be in"):
         mle.calibrated_set(level)
 
 
-def test_gram_set(mle, reference):
+def test_penalty_set(mle, reference):
     z, _, _ = reference
     for c2 in (0.0, 1.0, 5.0):
         gs = mle.penalty_set(c2)

@@ -45,7 +45,6 @@ def test_dimensions_radius_and_set(prs_random, random_low_rank_problem):
     np.testing.assert_allclose(fit.gram, z.T @ z, rtol=1e-10, atol=1e-8)
     s = fit.penalty_set()
     assert s.kind == "gram" and s.level is None and s.coordinates is fit.basis
-    assert s.radius == fit.penalty_set(5.0).radius
     np.testing.assert_array_equal(s.center, fit.theta_rtv)
     np.testing.assert_array_equal(s.precision, fit.gram)
     assert s.effective_dim == k
@@ -110,14 +109,14 @@ def test_precomputed_low_rank_is_reused(prs_random, random_low_rank_problem):
 
 
 @pytest.mark.parametrize("level", [0.5, 0.9, 0.99])
-def test_confidence_set_radius_is_chi2_quantile(prs_random, level):
+def test_calibrated_set_radius_is_chi2_quantile(prs_random, level):
     cs = prs_random.calibrated_set(level)
     assert cs.radius ** 2 == pytest.approx(stats.chi2.ppf(level, cs.effective_dim), rel=1e-12)
     np.testing.assert_array_equal(cs.center, prs_random.theta_rtv)
 
 
 @pytest.mark.parametrize("level", [0.0, 1.0, 2.0])
-def test_confidence_set_level_out_of_range(prs_random, level):
+def test_calibrated_set_level_out_of_range(prs_random, level):
     with pytest.raises(ValueError, match=r"^level must be in"):
         prs_random.calibrated_set(level)
 
@@ -139,7 +138,7 @@ def test_effective_dimension_on_paper_simulation(paper_q1_prs):
     assert prs.penalty_set().radius == pytest.approx(5.0 * np.sqrt(138 / 3000), rel=1e-12)
 
 
-def test_gram_set_is_not_a_confidence_set(paper_q1_prs, paper_q3):
+def test_penalty_set_is_not_a_confidence_set(paper_q1_prs, paper_q3):
     """docs/design.md, pessimism point 1: with W = Σ z zᵀ and C₂ = 5 the set contained θ*_rtv in 0 of 6
     seeds at N = 3000.
     Three seeds here (q = 1 twice, q = 3 once); at most one may contain it."""
@@ -181,7 +180,7 @@ def test_data_must_be_preference_data():
 
 
 @pytest.mark.slow
-def test_gram_set_coverage_over_six_seeds():
+def test_penalty_set_coverage_over_six_seeds():
     problem = simulate.paper_problem(rank=3, imbalance=1)
     contained = 0
     for seed in range(10, 16):

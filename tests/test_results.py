@@ -151,3 +151,66 @@ def test_labels_of_one_class_warn_and_fit_like_any_ordering(random_problem):
     np.testing.assert_allclose(flipped.theta, bl.fit_mle(data).theta, atol=1e-8)
     with pytest.warns(bl.DataWarning, match="labels"):
         bl.fit_prs(ones, 2)
+
+
+def test_wald_kind_is_the_default_calibrated_kind(small):
+    for fit in fits(small).values():
+        default = fit.calibrated_set(0.9, None)
+        assert default.kind == "wald"
+        np.testing.assert_array_equal(default.precision, fit.calibrated_set(0.9, "wald").precision)
+
+
+def test_labels_of_one_class_warn_once_per_call_on_both_roads(small):
+    _, data, prs = small
+    sign = np.where(data.labels == 1, 1.0, -1.0)
+    ones = bl.PreferenceData(data.contexts, sign[:, None] * data.differences, np.ones(data.n, dtype=int))
+    for fit in (lambda: bl.fit_prs(ones, 2), lambda: bl.select_rank(ones, [1, 2]),
+                lambda: bl.bayes.fit_posterior(ones, 2, method="map", start=prs.low_rank, progressbar=False)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            fit()
+        labels = [w for w in caught if issubclass(w.category, bl.DataWarning)]
+        assert len(labels) == 1 and "labels" in str(labels[0].message)
+        assert labels[0].filename == __file__  # attributed to the caller's line
+
+
+def test_prs_carries_the_start_mle_separation_into_its_notes():
+    # 150 comparisons, 90 % of them (0, 1): the rarely compared actions are separable
+    problem = simulate.paper_problem(d_s=3, d_a=5, d_x=4, rank=2, imbalance=10, seed=0)
+    data = problem.sample(150, seed=1)
+    with pytest.warns(bl.SeparationWarning):
+        prs = bl.fit_prs(data, 2)
+    assert any("fit_mle: the data look separable" in w for w in prs.low_rank.diagnostics.warnings)
+    assert any("fit_mle: the data look separable" in w for w in prs.diagnostics.warnings)
+    assert any("fit_mle: the data look separable" in note for note in prs.summary().notes)
+
+
+def test_an_ill_conditioned_information_gets_a_note():
+    rng = np.random.default_rng(0)
+    n = 3000
+    x = rng.normal(size=(n, 3))
+    x[:, 2] = x[:, 1] + 3e-5 * rng.normal(size=n)  # two nearly collinear context coordinates
+    dphi = rng.normal(size=(n, 2))
+    theta = np.array([[0.5, 0.2], [0.3, -0.4], [0.1, 0.2]])
+    y = (rng.random(n) < 1 / (1 + np.exp(-np.einsum("ij,ij->i", x @ theta, dphi)))).astype(int)
+    fit = bl.fit_mle(bl.PreferenceData(x, dphi, y))
+    wald = fit.calibrated_set()
+    eigenvalues = np.linalg.eigvalsh(wald.precision)
+    assert wald.effective_dim == 6
+    assert wald.condition_number == pytest.approx(eigenvalues.max() / eigenvalues.min(), rel=1e-6)
+    assert wald.condition_number > 1e8
+    assert any("ill-conditioned" in note for note in fit.summary().notes)
+    assert not any("ill-conditioned" in note for note in fits_of_random(rng).summary().notes)
+
+
+def fits_of_random(rng):
+    """A well-conditioned MLE on Gaussian data (the contrast for the ill-conditioned one)."""
+    x, dphi = rng.normal(size=(2000, 3)), rng.normal(size=(2000, 2))
+    y = (rng.random(2000) < 0.5).astype(int)
+    return bl.fit_mle(bl.PreferenceData(x, dphi, y))
+
+
+def test_diagnostics_ess_per_second():
+    d = bl.Diagnostics("nuts-pymc", True, 500, bl.FitStatus.CONVERGED, seconds=4.0, min_ess_bulk=800.0)
+    assert d.ess_per_second == 200.0
+    assert np.isnan(bl.Diagnostics("map", True, 3, bl.FitStatus.CONVERGED).ess_per_second)

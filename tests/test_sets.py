@@ -146,3 +146,38 @@ def test_population_on_other_features_than_the_set_is_named():
             pessimistic_policy(box, wide, objective=objective)
     with pytest.raises(ValueError, match=r"population has \(d_x, d_phi\) = \(2, 4\)"):
         bl.pessimistic_value(box, wide, np.full((wide.n, 4), 0.25))
+
+
+def test_exact_nash_is_refused_for_an_ellipsoid():
+    pop, box = box_instance(6, "personalised")
+    k = box.lo.size
+    ellipsoid = bl.EllipsoidSet(0.5 * (box.lo + box.hi), np.eye(k), 0.3, box.coordinates)
+    with pytest.raises(TypeError, match="EllipsoidSet has none"):
+        pessimistic_policy(ellipsoid, pop, objective="exact", welfare="nash")
+
+
+def test_population_units_average_rows_by_state():
+    rng = np.random.default_rng(7)
+    states = np.array([2, 0, 2, 1, 0, 2])
+    pop = Population(rng.normal(size=(6, 2)), rng.normal(size=(6, 3, 2)), states)
+    units = pop.units("global")
+    np.testing.assert_array_equal(units.of_row, [2, 0, 2, 1, 0, 2])
+    np.testing.assert_allclose(units.weights, [2 / 6, 1 / 6, 3 / 6])
+    values = rng.normal(size=(6, 3))
+    expected = np.stack([values[states == s].mean(axis=0) for s in range(3)])
+    np.testing.assert_allclose(units.mean(values), expected, rtol=1e-12)
+    personal = pop.units("personalised")
+    assert personal.n == 6
+    np.testing.assert_allclose(personal.mean(values), values)
+    with pytest.raises(ValueError, match="scope"):
+        pop.units("local")
+
+
+def test_coordinates_are_checked_against_the_data():
+    from bayes_loco.coordinates import check_coordinates
+
+    assert check_coordinates(VecCoordinates(2, 3), 2, 3, "basis").dim == 6
+    with pytest.raises(TypeError, match="basis must be a Coordinates object"):
+        check_coordinates(np.eye(3), 2, 3, "basis")
+    with pytest.raises(ValueError, match=r"basis live on \(d_x, d_phi\) = \(2, 3\), but the data have"):
+        check_coordinates(VecCoordinates(2, 3), 2, 4, "basis")

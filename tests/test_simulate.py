@@ -226,7 +226,7 @@ def test_sample_bad_arguments():
 
 
 @pytest.mark.parametrize("law", ["uniform", "shifted"])
-def test_population_shapes_groups_and_law(law):
+def test_population_shapes_states_and_law(law):
     problem = paper_problem(d_s=4, d_a=6, d_x=5, rank=2, seed=0, noise_dims=2)
     pop = problem.population(50, seed=3, contexts_per_state=4, context_law=law)
     assert pop.contexts.shape == (200, 5)

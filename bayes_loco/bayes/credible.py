@@ -2,7 +2,7 @@
 
 Every kind of :data:`KINDS` — the Gaussian credible ellipsoid, its sandwich,
 the hull of draws, the pointwise quantile — lives in the RTV coordinates of the
-reference fit (``coordinates`` is its :class:`~bayes_loco.RTVBasis`) and
+fit whose basis defines θ_rtv (``coordinates`` is its :class:`~bayes_loco.RTVBasis`) and
 exposes ``lower_bound(z) = min_{θ ∈ set} θᵀz``, so
 :func:`bayes_loco.pessimistic_policy` treats them like the frequentist ellipsoids.
 

@@ -4,7 +4,7 @@ The start matters (docs/design.md, conventions 5 and 6): U = V = 0 is a saddle o
 the factored posterior, and chains started elsewhere than near the MLE's rank-r
 SVD did not agree at large N. Every method here starts from the balanced factors
 of :func:`bayes_loco.fit_low_rank` and diagnoses only identified quantities (Θ
-and θ_rtv in the RTV coordinates of a fixed reference fit).
+and θ_rtv in the RTV coordinates of a fixed basis).
 
 The settings of :func:`fit_posterior` come in three groups, each a frozen
 dataclass that also accepts a dict of its fields: :class:`Prior`,
@@ -30,7 +30,7 @@ import xarray as xr
 
 from .._validation import check_int, check_option, check_rank, check_real
 from ..coordinates import RTVBasis, check_coordinates, design, identified_directions, rtv_basis
-from ..data import PreferenceData
+from ..data import PreferenceData, checks_data
 from ..exceptions import ConvergenceWarning, SamplerWarning
 from ..frequentist.fgd import LowRankResult, fit_low_rank
 from ..model import fisher_information, margins
@@ -244,7 +244,7 @@ class Posterior(InRTVCoordinates):
         method (typed) and the whole ``settings`` as JSON (``"settings"``), all of
         which netCDF can store, so ``tree.to_netcdf`` works as ArviZ users expect.
     basis : RTVBasis
-        Û, V̂ and r of the reference fit defining θ_rtv.
+        Û, V̂ and r of the fit whose RTV coordinates define θ_rtv (``basis=`` of :func:`fit_posterior`).
     start : LowRankResult
         The frequentist low-rank fit the sampler/optimiser started from.
     directions : ndarray, shape (k, k_eff)
@@ -498,7 +498,7 @@ def _start_fit(data, rank, start, ridge) -> LowRankResult:
     return start
 
 
-def _reference_basis(basis, start, rank, data) -> RTVBasis:
+def _resolve_basis(basis, start, rank, data) -> RTVBasis:
     if basis is None:
         return rtv_basis(start.theta, rank)
     if isinstance(basis, LowRankResult):
@@ -679,6 +679,7 @@ def _tree_attrs(settings: dict, version: str) -> dict:
             "settings": json.dumps(settings)}
 
 
+@checks_data
 def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prior: Prior | dict | None = None,
                   nuts: NUTS | dict | None = None, vi: VI | dict | None = None,
                   start: LowRankResult | None = None, basis: RTVBasis | LowRankResult | None = None,
@@ -727,8 +728,6 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
         NUTS diverged or mixed poorly (see :class:`NUTS`); ConvergenceWarning:
         the MAP search did not converge.
     """
-    if not isinstance(data, PreferenceData):
-        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     rank = check_rank(rank, data.d_x, data.d_phi)
     check_option(method, "method", METHODS)
     prior = settings_group(prior, Prior, "prior")
@@ -741,7 +740,7 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
     if method == "nuts":
         nuts = _resolve_sampler(nuts)
     start = _start_fit(data, rank, start, ridge)
-    basis = _reference_basis(basis, start, rank, data)
+    basis = _resolve_basis(basis, start, rank, data)
     settings = {"rank": rank, "method": method, "prior": dataclasses.asdict(prior), "ridge": ridge,
                 "random_seed": random_seed}
     if method != "map":
@@ -765,7 +764,7 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
     diagnostics = _diagnose(tree, method, nuts, vi, seconds)
     category = ConvergenceWarning if method == "map" else SamplerWarning
     for message in diagnostics.warnings:
-        warnings.warn(f"fit_posterior: {message}", category, stacklevel=2)
+        warnings.warn(f"fit_posterior: {message}", category, stacklevel=3)
     directions = identified_directions(basis, data)
     post = Posterior(tree, basis, start, directions, diagnostics, method, data, settings)
     post.__dict__["model"] = model  # the fitted model itself fills the cache of Posterior.model

@@ -140,7 +140,7 @@ def balanced_factors(theta: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarr
     return p[:, :rank] * root, qt[:rank].T * root
 
 
-def prior_draw(d_x: int, d_phi: int, rank: int, seed, *, prior_scale: float = 1.0
+def prior_draw(d_x: int, d_phi: int, rank: int, seed, *, scale: float = 1.0
                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """One draw (Θ, U, V) from the prior of :func:`build_model` with fixed scales.
 
@@ -152,8 +152,8 @@ def prior_draw(d_x: int, d_phi: int, rank: int, seed, *, prior_scale: float = 1.
     d_x = check_int(d_x, "d_x", 1)
     d_phi = check_int(d_phi, "d_phi", 1)
     rank = check_rank(rank, d_x, d_phi)
-    prior_scale = check_real(prior_scale, "prior_scale", 0.0, low_open=True)
+    scale = check_real(scale, "scale", 0.0, low_open=True)
     rng = rng_from(seed)
-    u = prior_scale * rng.standard_normal((d_x, rank))
-    v = prior_scale * rng.standard_normal((d_phi, rank))
+    u = scale * rng.standard_normal((d_x, rank))
+    v = scale * rng.standard_normal((d_phi, rank))
     return u @ v.T, u, v

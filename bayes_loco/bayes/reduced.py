@@ -1,7 +1,7 @@
-"""Posterior draws of Θ in the reduced coordinates θ_rtv of a fixed reference fit.
+"""Posterior draws of Θ in the reduced coordinates θ_rtv of a fixed RTV basis.
 
 U and V are not identified, Θ = U Vᵀ is; and the pessimistic solver works in
-the RTV coordinates of a reference fit Θ̂ (docs/design.md, convention 6). This module
+the RTV coordinates of a fixed fit Θ̂ (docs/design.md, convention 6). This module
 maps every posterior draw Θ_j to θ_rtv,j = RTV(Ûᵀ Θ_j V̂) with the Û, V̂ of the
 reference and stores the result in the DataTree with its own named dim.
 """
@@ -41,7 +41,7 @@ def add_theta_rtv(tree: xr.DataTree, basis: RTVBasis, group: str = "posterior") 
     node[D.THETA_RTV] = theta_rtv_array(node[D.THETA], basis)
     node[D.THETA_RTV].attrs["description"] = (
         "posterior draws of Θ in the RTV coordinates (blocks 11, 12, 21 of Ûᵀ Θ V̂) "
-        "of the reference fit; identified, unlike U and V")
+        "of the basis fit; identified, unlike U and V")
     return tree
 
 

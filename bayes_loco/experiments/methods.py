@@ -24,8 +24,8 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_option, check_real
-from ..data import SCOPES, Population, PreferenceData
-from ..evaluate import suboptimality
+from ..data import SCOPES, Population, PreferenceData, checks_data
+from ..evaluate import suboptimality, truth_theta
 from ..frequentist import fit_mle, fit_prs, select_rank
 from ..policy import greedy_policy, pessimistic_policy
 from ..results import Fit
@@ -318,17 +318,7 @@ def _check_methods(methods) -> list[str]:
     return methods
 
 
-def _truth_theta(truth, data: PreferenceData) -> np.ndarray | None:
-    """Θ* from ``truth`` (a Problem, anything with ``.theta``, an array or None), checked against ``data``."""
-    if truth is None:
-        return None
-    theta = np.asarray(getattr(truth, "theta", truth), dtype=float)
-    if theta.shape != (data.d_x, data.d_phi):
-        raise ValueError(f"truth: Θ* must have shape (d_x, d_phi) = ({data.d_x}, {data.d_phi}) like the "
-                         f"data, got {theta.shape}")
-    return theta
-
-
+@checks_data
 def run_methods(truth, data: PreferenceData, populations: Mapping[str, Population], methods: Iterable[str], *,
                 rank: int, c2: float = 5.0, level: float = 0.9, ridge: float = 1.0,
                 n_initial: int | None = None, seed: int = 0, posterior: Mapping | None = None,
@@ -374,7 +364,7 @@ def run_methods(truth, data: PreferenceData, populations: Mapping[str, Populatio
         divergences (NaN for the optimisers). The methods of one fit share it.
     """
     methods = _check_methods(methods)
-    theta_star = _truth_theta(truth, data)
+    theta_star = None if truth is None else truth_theta(truth, data.d_x, data.d_phi)
     shared = Fits(data, rank=rank, ridge=ridge, n_initial=n_initial, seed=seed, posterior=posterior,
                   given=_check_fits(fits, rank))
     return [row for name in methods
@@ -393,6 +383,7 @@ def _check_fits(fits: Mapping | None, rank: int) -> dict:
     return fits
 
 
+@checks_data
 def compare_policies(data: PreferenceData, population: Population, *, rank: int, truth=None,
                      methods: Iterable[str] = COMPARE_METHODS, fits: Mapping[str, Fit] | None = None,
                      level: float = 0.9, c2: float = 5.0, ridge: float = 0.0, scope: str = "personalised",
@@ -451,8 +442,6 @@ def compare_policies(data: PreferenceData, population: Population, *, rank: int,
         An unknown method or fit kind, a fit of another rank, a truth of the
         wrong shape, a bad scope or level; the message names the argument.
     """
-    if not isinstance(data, PreferenceData):
-        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     if not isinstance(population, Population):
         raise TypeError(f"population must be a Population, got {type(population).__name__}")
     check_option(scope, "scope", SCOPES)

@@ -103,6 +103,6 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
                    f"gtol={tol:g} ({res.message}). Increase max_iter or pass a small ridge.")
         category = ConvergenceWarning
     if warning is not None:
-        warnings.warn(warning, category, stacklevel=3)
+        warnings.warn(warning, category, stacklevel=4)
     return LogisticFit(res.x, float(neg_log_likelihood(eta, labels)), int(res.nit), converged,
                        str(res.message), max_abs_margin, n_extreme, warning)

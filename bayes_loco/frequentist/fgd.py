@@ -21,7 +21,7 @@ from scipy.optimize import minimize
 
 from .._validation import check_int, check_option, check_rank, check_real
 from ..coordinates import RTVBasis, design, rtv_basis
-from ..data import PreferenceData, check_data
+from ..data import PreferenceData, checks_data
 from ..exceptions import ConvergenceWarning
 from ..model import fisher_information, margins, nll_and_gradient
 from ..results import Diagnostics, FitStatus, Summary, penalty_ellipsoid, wald_summary
@@ -59,7 +59,7 @@ class LowRankResult:
     data : PreferenceData
         The comparisons FGD ran on.
     diagnostics : Diagnostics
-        FGD's convergence, iterations, message and warnings.
+        FGD's convergence, iterations, message, and the warnings of FGD and of its start MLE.
     """
 
     theta: np.ndarray
@@ -104,10 +104,10 @@ class LowRankResult:
         z = self._design
         return penalty_ellipsoid(self.estimate, z.T @ z, self.data.n, self.coordinates, c2)
 
-    def calibrated_set(self, level: float = 0.9, kind: str = "wald") -> EllipsoidSet:
+    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> EllipsoidSet:
         """Wald set for θ_rtv at Θ̂: Fisher information Σ p̂(1−p̂) z zᵀ, radius² = χ²_{k_eff}(level)."""
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
-        check_option(kind, "kind", self.calibrated_kinds)
+        check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
         eta = margins(self.theta, self.data.contexts, self.data.differences)
         return wald_set(self.estimate, fisher_information(self._design, eta), level, self.coordinates)
 
@@ -149,6 +149,7 @@ def _block_step(value, grad_block, step, evaluate):
     return None, step
 
 
+@checks_data
 def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method: str = "lbfgs",
                  max_iter: int = 5000, tol: float = 1e-8,
                  initial: MLEResult | None = None) -> LowRankResult:
@@ -179,7 +180,6 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     initial : MLEResult, optional
         A precomputed MLE to start from (Θ₀); fitted here if not given.
     """
-    check_data(data)
     rank = check_rank(rank, data.d_x, data.d_phi)
     ridge = check_real(ridge, "ridge", 0.0)
     max_iter = check_int(max_iter, "max_iter", 1)
@@ -198,12 +198,12 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     value, grad_theta, diff, nll = _objective(u, v, x, dphi, y, ridge)
     gu, gv = _factor_gradients(u, v, grad_theta, diff)
     grad_norm = float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv)))
-    issued = ()
+    issued = initial.diagnostics.warnings
     if not converged:
-        issued = (f"fit_low_rank: FGD stopped after {it} iterations with ‖∇F‖ = {grad_norm:.2e} "
+        issued += (f"fit_low_rank: FGD stopped after {it} iterations with ‖∇F‖ = {grad_norm:.2e} "
                   f"(tol {tol:g}): {message}. Increase max_iter, or pass a small ridge if the "
                   "initial MLE was separated.",)
-        warnings.warn(issued[0], ConvergenceWarning, stacklevel=2)
+        warnings.warn(issued[-1], ConvergenceWarning, stacklevel=3)
     diagnostics = Diagnostics(f"fgd-{method}", converged, it,
                               FitStatus.CONVERGED if converged else FitStatus.NOT_CONVERGED, message, issued,
                               time.perf_counter() - start)

@@ -10,7 +10,7 @@ import numpy as np
 
 from .._validation import check_int, check_option, check_real
 from ..coordinates import VecCoordinates
-from ..data import PreferenceData, check_data
+from ..data import PreferenceData, checks_data
 from ..model import fisher_information, margins, score_matrix
 from ..results import Diagnostics, Summary, penalty_ellipsoid, wald_summary
 from ..sets import EllipsoidSet, wald_set
@@ -87,10 +87,10 @@ class MLEResult:
         z = self._design()
         return penalty_ellipsoid(self.estimate, z.T @ z, self.data.n, self.coordinates, c2)
 
-    def calibrated_set(self, level: float = 0.9, kind: str = "wald") -> EllipsoidSet:
+    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> EllipsoidSet:
         """Asymptotic Wald set: Fisher information Σ p̂(1−p̂) z zᵀ, radius² = χ²_{k_eff}(level)."""
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
-        check_option(kind, "kind", self.calibrated_kinds)
+        check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
         eta = margins(self.theta, self.data.contexts, self.data.differences)
         return wald_set(self.estimate, fisher_information(self._design(), eta), level, self.coordinates)
 
@@ -101,6 +101,7 @@ class MLEResult:
                              "max |margin|": self.max_abs_margin, "separated": self.separated})
 
 
+@checks_data
 def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
             tol: float = 1e-8) -> MLEResult:
     """Unconstrained MLE Θ̂ (d_x × d_φ) by trust-region Newton-CG.
@@ -121,7 +122,6 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
     tol : float
         Gradient-norm tolerance on the mean negative log-likelihood.
     """
-    check_data(data)
     ridge = check_real(ridge, "ridge", 0.0)
     max_iter = check_int(max_iter, "max_iter", 1)
     tol = check_real(tol, "tol", 0.0, low_open=True)

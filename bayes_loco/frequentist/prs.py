@@ -18,7 +18,7 @@ import numpy as np
 
 from .._validation import check_option, check_real
 from ..coordinates import RTVBasis, design, rtv_basis
-from ..data import PreferenceData, check_data
+from ..data import PreferenceData, checks_data
 from ..model import fisher_information
 from ..results import Diagnostics, FitStatus, InRTVCoordinates, Summary, penalty_ellipsoid, wald_summary
 from ..sets import EllipsoidSet, wald_set
@@ -89,7 +89,7 @@ class PRSResult(InRTVCoordinates):
     def _design(self) -> np.ndarray:
         return design(self.basis, self.estimation_data)
 
-    def calibrated_set(self, level: float = 0.9, kind: str = "wald") -> EllipsoidSet:
+    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> EllipsoidSet:
         """Asymptotic Wald set for θ_rtv at ``level``.
 
         W = Σ_t p̂_t(1 − p̂_t) z_t z_tᵀ (Fisher information at θ̂_rtv) and
@@ -99,7 +99,7 @@ class PRSResult(InRTVCoordinates):
         Θ'₂₂ (docs/design.md, pessimism point 5).
         """
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
-        check_option(kind, "kind", self.calibrated_kinds)
+        check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
         z = self._design
         return wald_set(self.theta_rtv, fisher_information(z, z @ self.theta_rtv), level, self.basis)
 
@@ -117,6 +117,7 @@ class PRSResult(InRTVCoordinates):
                 f"n={self.estimation_data.n}, {split}, converged={self.diagnostics.converged})")
 
 
+@checks_data
 def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ridge: float = 0.0,
             low_rank: LowRankResult | None = None) -> PRSResult:
     """Fit PRS: low-rank fit → RTV basis → reduced MLE θ̂_rtv and W (Gram).
@@ -139,7 +140,6 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     low_rank : LowRankResult, optional
         A precomputed low-rank fit on the first N₀ comparisons, to reuse.
     """
-    check_data(data)
     ridge = check_real(ridge, "ridge", 0.0)
     start = time.perf_counter()
     initial, estimation = data.split(n_initial)

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_rank, check_real
-from ..data import PreferenceData, check_data
+from ..data import PreferenceData, checks_data
 from .fgd import LowRankResult, fit_low_rank
 from .mle import fit_mle
 
@@ -46,6 +46,7 @@ class RankSelection:
         return f"RankSelection(rank={self.rank}, candidates={self.ranks.tolist()}, a_n={self.penalty:.3g})"
 
 
+@checks_data
 def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, penalty: float | None = None,
                 ridge: float = 0.0) -> RankSelection:
     """Choose r by GIC(r) = L̄(Θ̂_r) + a_n·k(r).
@@ -60,7 +61,6 @@ def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, pen
     ridge : float
         Passed to the MLE and FGD fits (one MLE start serves every rank).
     """
-    check_data(data)
     if ranks is None:
         ranks = range(1, min(data.d_x, data.d_phi, 10) + 1)
     ranks = np.array(sorted({check_rank(r, data.d_x, data.d_phi) for r in ranks}))

@@ -122,10 +122,6 @@ class ExactProblem:
         """min_{θ ∈ set} θᵀ m(π): the policy's pessimistic value, a lower bound on the optimum."""
         return float(uncertainty_set.lower_bound(self.moment(probabilities)))
 
-    def greedy(self, theta: np.ndarray) -> np.ndarray:
-        """The deterministic policy greedy under θ, shape (units, A)."""
-        return np.eye(self.features.shape[1])[(self.features @ theta).argmax(axis=1)]
-
     def closed(self, certificate: Certificate, point_values: np.ndarray) -> bool:
         """Gap ≤ tol relative to the value, floored at 1% of Σ_u w_u max_a |point_values_ua|.
 
