@@ -48,8 +48,8 @@ from .sets import (
 
 
 def __getattr__(name: str):
-    # The Bayesian road imports PyMC (seconds) and the studies matplotlib: load them on first use only.
-    if name in ("bayes", "experiments"):
+    # The Bayesian road imports PyMC (seconds), the studies and plots matplotlib: load them on first use only.
+    if name in ("bayes", "experiments", "plots"):
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -13,10 +13,11 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from .experiments import METHODS, STUDIES, plot_calibration, plot_results, run_study, summarise
+from .experiments import METHODS, STUDIES, run_study, summarise
 from .experiments.runner import StudyConfigError
 from .experiments.studies import Study
 from .personalllm import write_standin
+from .plots import plot_calibration, plot_results
 
 EXIT_INPUT = 3
 

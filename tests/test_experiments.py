@@ -22,9 +22,6 @@ from bayes_loco.experiments import (
     STUDIES,
     Fitter,
     Study,
-    calibration,
-    plot_calibration,
-    plot_results,
     posterior_settings,
     run_methods,
     run_study,
@@ -253,51 +250,6 @@ def test_summarise_computes_mean_and_standard_error():
     assert table.loc["b", "reps"] == 2
 
 
-def test_plot_writes_png_and_pdf(reference_run, tmp_path):
-    _, results = reference_run
-    fig = plot_results(results, panel="imbalance", out=tmp_path / "fig")
-    assert len(fig.axes) == 2  # one panel per imbalance value
-    assert (tmp_path / "fig.png").stat().st_size > 1000
-    assert (tmp_path / "fig.pdf").exists()
-    with pytest.raises(ValueError, match="scope"):
-        plot_results(results, scope="nowhere")
-    timing = plot_results(results, panel=None, y="fit_seconds")  # the runtime study's figure
-    assert timing.axes[0].get_ylabel().startswith("fit_seconds")
-
-
-def _distances(seed=0, n=400, k=12):
-    """A calibrated method (distance² ~ χ²_k, as for a correct set), one at distance 0, and a Gram row."""
-    from scipy import stats
-
-    d2 = stats.chi2.rvs(k, size=n, random_state=np.random.default_rng(seed))
-    calibrated = pd.DataFrame({"method": "calibrated", "rep": range(n), "truth_distance": np.sqrt(d2),
-                               "k_eff": k, "level": 0.9, "n": 1000})
-    return pd.concat([calibrated, calibrated.assign(method="centred", truth_distance=0.0),
-                      calibrated.assign(method="gram", level=np.nan)], ignore_index=True)
-
-
-def test_calibration_recovers_nominal_coverage_of_a_correct_set():
-    n = 400
-    table = calibration(_distances(n=n))
-    assert set(table.method) == {"calibrated", "centred"}  # the Gram set has no level
-    calibrated = table[table.method == "calibrated"]
-    half = 4 * np.sqrt(calibrated.level * (1 - calibrated.level) / n)
-    assert (np.abs(calibrated.coverage - calibrated.level) <= half).all()
-    assert (table[table.method == "centred"].coverage == 1.0).all()
-    assert (table.seeds == n).all()
-    with pytest.raises(ValueError, match="truth_distance"):
-        calibration(pd.DataFrame({"method": ["a"], "level": [0.9]}))
-    with pytest.raises(ValueError, match="levels"):
-        calibration(_distances(), levels=[0.5, 1.0])
-
-
-def test_plot_calibration_draws_one_panel_per_value(tmp_path):
-    frame = pd.concat([_distances(0).assign(n=10000), _distances(1).assign(n=3000)], ignore_index=True)
-    fig = plot_calibration(frame, panel="n", out=tmp_path / "cal")
-    assert [ax.get_title() for ax in fig.axes] == ["n = 3000", "n = 10000"]  # numeric order
-    assert (tmp_path / "cal.png").stat().st_size > 1000 and (tmp_path / "cal.pdf").exists()
-
-
 def test_cli_help_and_exit_codes(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["--help"])
@@ -320,15 +272,6 @@ def test_cli_compare_json(tmp_path, capsys):
     assert all(r["mean"] >= 0 for r in records)
 
 
-def test_single_setting_figure_compares_methods_side_by_side(reference_run, tmp_path):
-    _, results = reference_run
-    one = results[results["n"] == 300]
-    fig = plot_results(one, panel=None, out=tmp_path / "one")
-    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    assert labels == ["MLE-Greedy", "PRS", "PRS-exact-Wald"]
-    assert "n = 300" in fig.axes[0].get_xlabel()
-
-
 def test_finished_study_table_keeps_the_figure_x_apart(tmp_path, capsys):
     rng = np.random.default_rng(0)
     frame = pd.DataFrame([{"scope": "personalised", "n": 3000, "imbalance": q, "level": level,
@@ -339,15 +282,6 @@ def test_finished_study_table_keeps_the_figure_x_apart(tmp_path, capsys):
     lines = [line.split() for line in capsys.readouterr().out.splitlines() if line.startswith("personalised")]
     assert len(lines) == 4  # 2 imbalances x 2 levels, not averaged over the level
     assert sorted({line[3] for line in lines}) == ["0.5000", "0.9000"]
-
-
-@pytest.mark.parametrize(("x", "grid", "scale"),
-                         [("c2", [0.5, 5.0, 50.0], "log"), ("level", [0.5, 0.9, 0.99], "linear")])
-def test_strength_figure_uses_a_log_axis_for_a_wide_grid(x, grid, scale):
-    frame = pd.DataFrame([{"scope": "personalised", x: v, "method": "PRS", "suboptimality": v, "imbalance": 3}
-                          for v in grid for _ in range(2)])
-    fig = plot_results(frame, x=x)
-    assert fig.axes[0].get_xscale() == scale
 
 
 def test_posterior_settings_nest_by_group_over_the_defaults():

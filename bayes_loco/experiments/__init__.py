@@ -10,6 +10,7 @@
   :func:`plot_results` and :func:`plot_calibration` report it.
 """
 
+from ..plots import calibration, plot_calibration, plot_results
 from .methods import (
     COLUMNS,
     COMPARE_METHODS,
@@ -24,7 +25,6 @@ from .methods import (
     posterior_settings,
     run_methods,
 )
-from .plots import calibration, plot_calibration, plot_results
 from .problems import PROBLEMS, build_problem
 from .runner import run_study, run_task, summarise, task_seed
 from .studies import STUDIES, Study
