@@ -160,15 +160,21 @@ class RTVBasis:
                                for b in (b11, b12, b21)], axis=-1)
 
     def labels(self) -> list[str]:
-        """``"11[i,j]"``, ``"12[i,j]"``, ``"21[i,j]"`` in the rotated frame Θ' = Ûᵀ Θ V̂.
+        """``"11 (u0, v0)"``, …: the block and the pair of singular directions (û_i, v̂_j) of each coordinate.
 
-        Block 11 is r × r, 12 is r × (d_φ − r) and 21 is (d_x − r) × r; rows of 21
-        and columns of 12 start at r.
+        Coordinate (i, j) of Θ' = Ûᵀ Θ V̂ is û_iᵀ Θ v̂_j, the reward weight between the
+        basis fit's i-th context direction and j-th feature direction. Block 11 is
+        r × r (i, j < r), 12 is r × (d_φ − r) (i < r ≤ j) and 21 is (d_x − r) × r
+        (j < r ≤ i).
         """
+        return [f"{block} (u{i}, v{j})" for block, i, j in self.entries()]
+
+    def entries(self) -> list[tuple[str, int, int]]:
+        """(block, i, j) of each coordinate, in order: the entry (i, j) of Θ' = Ûᵀ Θ V̂ it holds."""
         r, dx, dp = self.rank, self.d_x, self.d_phi
-        return ([f"11[{i},{j}]" for i in range(r) for j in range(r)]
-                + [f"12[{i},{j}]" for i in range(r) for j in range(r, dp)]
-                + [f"21[{i},{j}]" for i in range(r, dx) for j in range(r)])
+        return ([("11", i, j) for i in range(r) for j in range(r)]
+                + [("12", i, j) for i in range(r) for j in range(r, dp)]
+                + [("21", i, j) for i in range(r, dx) for j in range(r)])
 
 
 def rtv_basis(theta_hat, rank: int) -> RTVBasis:

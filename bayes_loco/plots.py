@@ -341,7 +341,7 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
         bottom generalised eigenvectors of their spread matrices (R²W⁺, or the draws'
         covariance) on the directions both bound, where the ratio of their widths is
         largest each way; with one set, its two widest directions. A pair of
-        coordinate indices or labels (``set.coordinates.labels()``, e.g. ``"11[0,0]"``).
+        coordinate indices or labels (``set.coordinates.labels()``, e.g. ``"11 (u0, v0)"``).
         A (k, 2) array of direction vectors, orthonormalised (the first kept), e.g.
         ``np.column_stack([value_direction(policy, s, pop), other])``.
     draws : ndarray of shape (J, k), optional

@@ -73,10 +73,10 @@ def figure_sets(problem, population, prs, post, sets, out: Path) -> Path:
     wald = sets["Wald 90% (PRS)"]
     policy = bl.pessimistic_policy(wald, population, objective="exact")
     m = plots.value_direction(policy, wald, population)
-    other = np.eye(m.size)[0]  # θ_rtv 11[0,0], the leading coordinate, orthogonalised against m(π)
+    other = np.eye(m.size)[0]  # θ_rtv "11 (u0, v0)", the leading coordinate, orthogonalised against m(π)
     plots.plot_sets(sets, directions=np.column_stack([m, other]), draws=post.rtv_draws, truth=problem,
                     labels=["m(π)ᵀθ_rtv / ‖m(π)‖: value direction of the PRS-exact-Wald policy π",
-                            "θ_rtv 11[0,0], orthogonalised against m(π)"], ax=right)
+                            "θ_rtv 11 (u0, v0), orthogonalised against m(π)"], ax=right)
     right.set_title("(b) along the policy's value direction: its worst case over each set is the "
                     "leftmost point", fontsize=10)
     fig.suptitle(f"Uncertainty sets for θ_rtv projected on two directions ({SETTING}; grey: "

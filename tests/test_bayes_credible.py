@@ -193,9 +193,36 @@ def test_theta_rtv_array_and_labels(small_paper):
     assert out.dims == ("chain", "draw", D.RTV_COORD) and out.sizes[D.RTV_COORD] == basis.dim
     np.testing.assert_allclose(out.values, basis.to_coordinates(theta))
     labels = basis.labels()
-    assert len(labels) == len(set(labels)) == basis.dim and labels[0] == "11[0,0]"
+    assert len(labels) == len(set(labels)) == basis.dim and labels[0] == "11 (u0, v0)"
+    # The tree's labels name the block and the pair of singular directions, in basis.entries()'s order.
+    tree_labels = list(out[D.RTV_COORD].values)
+    assert tree_labels == labels
+    assert tree_labels[-1] == f"21 (u{basis.d_x - 1}, v{basis.rank - 1})"
+    for (block, i, j), label in zip(basis.entries(), labels, strict=True):
+        assert label == f"{block} (u{i}, v{j})"
+        assert (block == "11") == (i < basis.rank and j < basis.rank)
     with pytest.raises(ValueError, match="dims"):
         bb.theta_rtv_array(da.rename({D.FEATURE: "other"}), basis)
+
+
+def test_rtv_chart_and_identified_coordinates(small_paper):
+    _, data, _, basis = small_paper
+    directions = bl.identified_directions(basis, data)
+    identified = bl.trees.identified_coordinates(directions)
+    # By hand: e_i is identified when its component outside span(P) vanishes.
+    outside = np.eye(basis.dim) - directions @ directions.T
+    np.testing.assert_array_equal(identified, np.abs(outside).max(axis=0) < 1e-6)
+    assert 0 < identified.sum() < basis.dim
+    chart = bl.trees.rtv_chart(basis, identified)
+    assert set(chart.data_vars) == {"rtv_identified", "rtv_block", "rtv_context_direction",
+                                    "rtv_feature_direction"}
+    np.testing.assert_array_equal(chart["rtv_identified"].values, identified)
+    # Coordinate (i, j) is entry (i, j) of Θ' = Ûᵀ Θ V̂.
+    theta = np.random.default_rng(1).standard_normal((basis.d_x, basis.d_phi))
+    i, j = chart["rtv_context_direction"].values, chart["rtv_feature_direction"].values
+    np.testing.assert_allclose(basis.to_coordinates(theta), basis.rotate(theta)[i, j])
+    with pytest.raises(ValueError, match="identified"):
+        bl.trees.rtv_chart(basis, identified[:-1])
 
 
 def test_add_theta_rtv_and_stacked_draws(small_paper):

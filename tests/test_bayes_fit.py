@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import pickle
+import warnings
 
 import arviz as az
 import numpy as np
+import pandas as pd
 import pymc as pm
 import pytest
 import xarray as xr
@@ -22,6 +25,7 @@ from conftest import bayes_short_fit
 import bayes_loco as bl
 from bayes_loco import bayes as bb
 from bayes_loco.bayes import dims as D
+from bayes_loco.bayes.layout import MAX_PREDICTIVE_VALUES, predictive_indices
 
 
 @pytest.fixture(scope="module")
@@ -51,24 +55,58 @@ def identified_coordinates(post) -> np.ndarray:
 def test_tree_has_identified_quantities_with_named_dims(nuts, problem):
     _, data, _ = problem
     post = nuts.tree["posterior"]
-    assert {"posterior", "sample_stats", "observed_data"} <= set(nuts.tree.children)
+    assert list(nuts.tree.children) == ["posterior", "factors", "sample_stats", "prior",
+                                        "posterior_predictive", "preference_probability", "observed_data",
+                                        "constant_data"]
+    # Only the identified quantities: ArviZ's defaults never see U and V.
+    assert set(post.data_vars) == {D.THETA, D.THETA_RTV}
     assert post[D.THETA].dims == ("chain", "draw", D.CONTEXT, D.FEATURE)
     assert post[D.THETA_RTV].dims == ("chain", "draw", D.RTV_COORD)
     assert post.sizes["chain"] == 2 and post.sizes["draw"] == 300
     assert post.sizes[D.RTV_COORD] == nuts.k == (data.d_x + data.d_phi) * RANK - RANK**2
+    factors = nuts.tree[D.FACTORS]
+    assert set(factors.data_vars) == {D.LEFT, D.RIGHT}
+    assert factors[D.LEFT].dims == ("chain", "draw", D.CONTEXT, D.RANK)
     theta = post[D.THETA].values
-    np.testing.assert_allclose(theta, np.einsum("cdir,cdjr->cdij", post[D.LEFT].values, post[D.RIGHT].values),
-                               atol=1e-10)
+    np.testing.assert_allclose(theta, np.einsum("cdir,cdjr->cdij", factors[D.LEFT].values,
+                                                factors[D.RIGHT].values), atol=1e-10)
     np.testing.assert_allclose(post[D.THETA_RTV].values, nuts.basis.to_coordinates(theta), atol=1e-10)
     assert nuts.tree.attrs["bayes_loco_version"] == bl.__version__
     # Typed attributes: the rank is the int 2, not the string "2".
     assert nuts.tree.attrs["rank"] == RANK and type(nuts.tree.attrs["rank"]) is int
+    attrs = nuts.tree.attrs
+    assert (attrs["sampler"], attrs["chains"], attrs["draws"]) == ("pymc", 2, 300)
+    assert (attrs["k"], attrs["k_eff"]) == (nuts.k, nuts.k_eff) and type(attrs["k_eff"]) is int
+    assert attrs["representation"] == "NUTS draws (MCMC)"
+
+
+def test_rtv_labels_name_block_and_singular_directions(nuts):
+    labels = list(nuts.tree["posterior"][D.RTV_COORD].values)
+    assert labels == nuts.basis.labels()
+    # "11 (u0, v0)" is û_0ᵀ Θ v̂_0; rows of block 21 and columns of 12 start at r (= 2 here).
+    r, dx, dp = nuts.basis.rank, nuts.basis.d_x, nuts.basis.d_phi
+    assert labels[0] == "11 (u0, v0)" and labels[r * r + 1] == "12 (u0, v3)"
+    assert labels[r * r + r * (dp - r)] == "21 (u2, v0)" and labels[-1] == f"21 (u{dx - 1}, v{r - 1})"
+    chart = nuts.tree["constant_data"]
+    np.testing.assert_array_equal(chart["rtv_block"].values, [label[:2] for label in nuts.basis.labels()])
+    rotated = nuts.basis.rotate(nuts.theta_draws[:5])
+    i, j = chart["rtv_context_direction"].values, chart["rtv_feature_direction"].values
+    np.testing.assert_allclose(nuts.rtv_draws[:5], rotated[:, i, j], atol=1e-12)
+
+
+def test_identified_coordinate_matches_the_directions(nuts):
+    identified = nuts.tree["constant_data"]["rtv_identified"]
+    assert identified.dtype == bool and identified.dims == (D.RTV_COORD,)
+    np.testing.assert_array_equal(identified[D.RTV_COORD].values, nuts.tree["posterior"][D.RTV_COORD].values)
+    np.testing.assert_array_equal(identified.values, identified_coordinates(nuts))
+    np.testing.assert_array_equal(identified.values, nuts.identified)
+    assert identified.values.sum() == len(nuts.summary().table) < nuts.k
 
 
 def test_arviz_diagnoses_theta_rtv(nuts):
     summary = az.summary(nuts.tree, var_names=[D.THETA_RTV])
     assert len(summary) == nuts.k
-    assert summary.index[0] == "theta_rtv[11[0,0]]"
+    assert summary.index[0] == "theta_rtv[11 (u0, v0)]"
     assert {"r_hat", "ess_bulk", "ess_tail"} <= set(summary.columns)
     # The package's summary keeps the identified coordinates; the notes count the rest.
     left_out = nuts.k - len(nuts.summary().table)
@@ -166,17 +204,27 @@ def test_sets_go_through_the_same_solver(nuts, problem):
         bl.pessimistic_policy(nuts.calibrated_set(0.9, "quantile"), pop, objective="exact")
 
 
-def test_map_from_frequentist_start_recovers_theta_like_fgd(problem):
-    truth, data, low_rank = problem
-    post = bb.fit_posterior(data, RANK, method="map", start=low_rank, progressbar=False)
-    assert post.method == "map" and post.rtv_draws.shape == (1, post.k)
+@pytest.fixture(scope="module")
+def map_fit(problem):
+    _, data, low_rank = problem
+    return bb.fit_posterior(data, RANK, method="map", start=low_rank, progressbar=False, map={"draws": 2000})
+
+
+def test_map_from_frequentist_start_recovers_theta_like_fgd(problem, map_fit):
+    truth, _, low_rank = problem
+    post = map_fit
+    assert post.method == "map" and post.settings["map"] == {"draws": 2000}
+    # The MAP is the point estimate; the tree's posterior holds its Laplace draws.
+    point = post.tree["point_estimate"]
+    np.testing.assert_array_equal(post.theta, point[D.THETA].values)
+    np.testing.assert_array_equal(post.estimate, point[D.THETA_RTV].values)
+    np.testing.assert_allclose(post.theta, np.einsum("ir,jr->ij", *(post.tree[D.FACTORS][v].values[0, 0]
+                                                                     for v in (D.LEFT, D.RIGHT))), atol=1e-12)
+    assert post.rtv_draws.shape == (2000, post.k)
     err_map = np.linalg.norm(post.theta - truth.theta)
     err_fgd = np.linalg.norm(low_rank.theta - truth.theta)
     assert err_map <= 1.1 * err_fgd
     assert np.linalg.norm(post.theta) > 0.5 * np.linalg.norm(low_rank.theta)  # not the saddle at 0
-    for kind in post.calibrated_kinds:
-        with pytest.raises(ValueError, match="method='map'"):
-            post.calibrated_set(0.9, kind)
     # The optimiser's own account, from find_MAP's optimizer_result.
     d = post.diagnostics
     result = post.tree["optimizer_result"]
@@ -184,14 +232,80 @@ def test_map_from_frequentist_start_recovers_theta_like_fgd(problem):
     assert d.n_iter == int(result["nit"].values) > 0 and type(d.n_iter) is int
     assert d.status is bl.results.FitStatus.CONVERGED and d.message == str(result["message"].values)
     assert d.divergences is None and np.isnan(d.max_rhat)
-    # A point estimate: estimates only, and a note that says so.
+    # The MAP as estimate, the Laplace approximation's sd and intervals, and a note that says so.
     summary = post.summary()
     identified = identified_coordinates(post)
     np.testing.assert_allclose(summary.table.estimate, post.estimate[identified])
-    assert summary.table[["std_err", "lower", "upper"]].isna().all().all()
-    assert "MAP is a point estimate: no intervals" in " ".join(summary.notes)
+    np.testing.assert_allclose(summary.table.std_err, post.rtv_draws[:, identified].std(0, ddof=1), rtol=1e-3)
+    table = summary.table
+    assert (table.lower < table.estimate).all() and (table.estimate < table.upper).all()
+    assert "Laplace approximation" in " ".join(summary.notes) and summary.header["Laplace draws"] == 2000
     assert summary.title == "Posterior (MAP, L-BFGS-B)"
     np.testing.assert_array_equal(post.penalty_set().center, post.estimate)
+    # Sets come from the Laplace draws, centred on the MAP up to Monte Carlo error.
+    cs = post.calibrated_set(0.9)
+    se = post.rtv_draws.std(0) / np.sqrt(2000)
+    assert (np.abs(cs.center - post.estimate) < 5 * se + 1e-12).all()
+
+
+def test_map_tree_summarises_to_numbers_not_nan(map_fit):
+    tree = map_fit.tree
+    assert list(tree.children) == ["posterior", "point_estimate", "factors", "prior", "posterior_predictive",
+                                   "preference_probability", "observed_data", "constant_data",
+                                   "optimizer_result"]
+    assert (tree.attrs["chains"], tree.attrs["draws"], tree.attrs["sampler"]) == (1, 2000, "L-BFGS-B")
+    assert "Laplace" in tree.attrs["representation"]
+    summary = az.summary(tree)
+    assert len(summary) == map_fit.data.d_x * map_fit.data.d_phi + map_fit.k
+    # One chain (one optimisation): R-hat is undefined, everything else is a number.
+    assert summary["r_hat"].isna().all()
+    assert np.isfinite(summary.drop(columns="r_hat").to_numpy(float)).all()
+    assert not az.diagnose(tree, show_diagnostics=False)
+
+
+def _negative_log_posterior_hessian(data, u, v, scale=1.0):
+    """−∇² log p(U, V | y) of the factored model (fixed prior scales, no potential), written out by hand.
+
+    η_t = Σ_k (x_tᵀU)_k (Δφ_tᵀV)_k, so ∂η/∂U_ik = x_ti (Δφ_tᵀV)_k, ∂η/∂V_jk = Δφ_tj (x_tᵀU)_k and
+    ∂²η/∂U_ik∂V_jl = x_ti Δφ_tj δ_kl; the NLL's Hessian is Σ w_t J_tJ_tᵀ + Σ (p_t − y_t) ∂²η_t, w = p(1 − p).
+    """
+    x, dphi, y = data.contexts, data.differences, data.labels.astype(float)
+    xu, dv = x @ u, dphi @ v
+    p = 1 / (1 + np.exp(-np.sum(xu * dv, axis=1)))
+    jac = np.concatenate([(x[:, :, None] * dv[:, None, :]).reshape(len(y), -1),
+                          (dphi[:, :, None] * xu[:, None, :]).reshape(len(y), -1)], axis=1)
+    hess = jac.T @ ((p * (1 - p))[:, None] * jac)
+    r = u.shape[1]
+    cross = np.einsum("t,ti,tj->ij", p - y, x, dphi)  # d_x × d_φ
+    block = np.einsum("ij,kl->ikjl", cross, np.eye(r)).reshape(u.size, v.size)
+    hess[:u.size, u.size:] += block
+    hess[u.size:, :u.size] += block.T
+    return hess + np.eye(u.size + v.size) / scale**2
+
+
+def test_laplace_hessian_and_draws(map_fit):
+    from bayes_loco.bayes.fit import _negative_hessian
+
+    data = map_fit.data
+    u = map_fit.tree[D.FACTORS][D.LEFT].values[0, 0]
+    v = map_fit.tree[D.FACTORS][D.RIGHT].values[0, 0]
+    by_hand = _negative_log_posterior_hessian(data, u, v)
+    hessian = _negative_hessian(map_fit.model, {D.LEFT: u, D.RIGHT: v}, u, v)
+    np.testing.assert_allclose(hessian, by_hand, rtol=1e-5, atol=1e-5 * np.abs(by_hand).max())
+    # The draws: Θ* + dU V*ᵀ + U* dVᵀ with (dU, dV) ~ N(0, H⁺); θ_rtv is linear in Θ, so its covariance is
+    # G H⁺ Gᵀ with G the Jacobian of θ_rtv(U V ᵀ) at the MAP.
+    basis, n = map_fit.basis, u.size + v.size
+    jac = np.zeros((map_fit.k, n))
+    for i in range(n):
+        e = np.zeros(n)
+        e[i] = 1.0
+        du, dv = e[:u.size].reshape(u.shape), e[u.size:].reshape(v.shape)
+        jac[:, i] = basis.to_coordinates(du @ v.T + u @ dv.T)
+    cov = jac @ np.linalg.pinv(by_hand, rcond=1e-10, hermitian=True) @ jac.T
+    draws = map_fit.rtv_draws
+    sd = np.sqrt(np.diag(cov))
+    assert (np.abs(draws.mean(0) - map_fit.estimate) < 5 * sd / np.sqrt(len(draws))).all()
+    np.testing.assert_allclose(draws.std(0, ddof=1), sd, rtol=0.1)
 
 
 @pytest.mark.parametrize("vi_method", ["advi", pytest.param("fullrank_advi", marks=pytest.mark.slow)])
@@ -210,6 +324,31 @@ def test_vi_gives_draws_near_the_fit(problem, vi_method):
     summary = post.summary()
     assert summary.title == f"Posterior (VI, {vi_method})" and summary.header["draws"] == 400
     assert (summary.table.lower < summary.table.estimate).all() and summary.table.r_hat.isna().all()
+    # The tree: one chain of independent draws, said so; the loss history; no empty sample_stats.
+    tree = post.tree
+    assert list(tree.children) == ["posterior", "factors", "prior", "posterior_predictive",
+                                   "preference_probability", "observed_data", "constant_data", "vi_loss"]
+    assert tree["posterior"].sizes["chain"] == 1 and summary.header["chains"] == 1
+    assert (tree.attrs["chains"], tree.attrs["draws"], tree.attrs["sampler"]) == (1, 400, vi_method)
+    assert "one chain" in tree.attrs["representation"] and "one chain" in " ".join(summary.notes)
+    loss = tree["vi_loss"]["loss"]
+    assert loss.dims == ("iteration",) and loss.size == 2000 and np.isfinite(loss.values).all()
+    assert tree.attrs["final_loss"] == pytest.approx(loss.values[-20:].mean())
+    assert loss.values[-100:].mean() < loss.values[:100].mean()  # it descended
+    assert np.isfinite(az.summary(tree).drop(columns="r_hat").to_numpy(float)).all()
+
+
+def test_quiet_without_progressbar(problem, capfd, caplog):
+    _, data, low_rank = problem
+    level = logging.getLogger("pymc").level
+    caplog.set_level(logging.INFO)
+    post = bb.fit_posterior(data, RANK, method="vi", vi={"iterations": 200, "draws": 20}, start=low_rank,
+                            progressbar=False, predictive_draws=0)
+    out = capfd.readouterr()
+    assert "Finished" not in out.out + out.err and "Finished" not in caplog.text
+    assert logging.getLogger("pymc").level == level  # restored
+    # predictive_draws=0 leaves the prior and the predictive groups out.
+    assert not {"prior", "posterior_predictive", "preference_probability"} & set(post.tree.children)
 
 
 def test_sampler_warning_names_what_to_try(problem):
@@ -220,12 +359,46 @@ def test_sampler_warning_names_what_to_try(problem):
     messages = " ".join(str(w.message) for w in caught)
     # 30 draws of 2 chains: too few for the ESS bound, and each warning says what to try.
     assert "ESS" in messages and "draw more" in messages
+    # It names the worst quantity, by its ArviZ label, with the value az.summary gives there.
+    table = pd.concat([az.summary(post.tree, var_names=[v], kind="diagnostics", round_to="none")
+                       for v in (D.THETA_RTV, D.THETA)])
+    worst = table["ess_bulk"].astype(float).idxmin()
+    assert f"bulk {table.loc[worst, 'ess_bulk']:.0f} at {worst}" in messages
+    # Only installed samplers are suggested.
+    assert ("nutpie" in messages) == ("nutpie" in bb.available_samplers())
     # The diagnostics hold the same messages, and the fit is not called converged.
     d = post.diagnostics
     assert not d.converged and d.status is bl.results.FitStatus.SAMPLER_WARNINGS
     sampler_warnings = [str(w.message) for w in caught if issubclass(w.category, bl.SamplerWarning)]
     assert [f"fit_posterior: {m}" for m in d.warnings] == sampler_warnings
     assert set(d.warnings) <= set(post.summary().notes)
+
+
+def test_warnings_suggest_only_installed_samplers(monkeypatch, nuts):
+    from bayes_loco.bayes import fit as fit_module
+
+    strict = dataclasses.replace(bb.NUTS(**nuts.settings["nuts"]), ess_min=1e9, rhat_max=1.0)
+    monkeypatch.setattr(fit_module, "available_samplers", lambda: ("pymc",))
+    alone = fit_module._nuts_diagnostics(nuts.tree, strict, 1.0).warnings
+    assert len(alone) == 2 and not any("nutpie" in m for m in alone)
+    assert "max R-hat" in alone[0] and f"at {D.THETA}" in alone[0]
+    monkeypatch.setattr(fit_module, "available_samplers", lambda: ("pymc", "nutpie"))
+    both = fit_module._nuts_diagnostics(nuts.tree, strict, 1.0).warnings
+    assert all("nuts={'sampler': 'nutpie'}" in m for m in both)
+    ran_nutpie = dataclasses.replace(strict, sampler="nutpie")
+    assert not any("nutpie" in m for m in fit_module._nuts_diagnostics(nuts.tree, ran_nutpie, 1.0).warnings)
+    # No advice to start at the frequentist fit: every fit already does.
+    assert not any("start" in m for m in both)
+
+
+def test_warning_marks_a_worst_coordinate_the_data_do_not_reach(nuts):
+    from bayes_loco.bayes.fit import _unidentified_note
+
+    labels = nuts.tree["posterior"][D.RTV_COORD].values
+    reached = nuts.identified
+    assert "no comparison reaches" in _unidentified_note(f"theta_rtv[{labels[~reached][0]}]", nuts.tree)
+    assert _unidentified_note(f"theta_rtv[{labels[reached][0]}]", nuts.tree) == ""
+    assert _unidentified_note("theta[0, 0]", nuts.tree) == ""
 
 
 def test_start_jitter_is_small_and_seeded():
@@ -255,6 +428,8 @@ def test_start_jitter_is_small_and_seeded():
     (dict(vi={"iterations": 0}), ValueError, r"vi\.iterations"),
     (dict(vi={"learning_rate": 0.0}), ValueError, r"vi\.learning_rate"),
     (dict(vi={"draws": 0}), ValueError, r"vi\.draws"),
+    (dict(map={"draws": 0}), ValueError, r"map\.draws"),
+    (dict(predictive_draws=-1), ValueError, "predictive_draws"),
     (dict(prior={"scale": 0.0}), ValueError, r"prior\.scale"),
     (dict(prior={"balance": -1.0}), ValueError, r"prior\.balance"),
     (dict(prior={"hyper": 1}), TypeError, r"prior\.hyper"),
@@ -346,6 +521,7 @@ def test_settings_groups_accept_instances_dicts_and_none():
     assert (bb.Prior().scale, bb.Prior().hyper, bb.Prior().balance) == (1.0, False, 0.0)
     assert dataclasses.astuple(bb.NUTS()) == (1000, 1000, 4, None, None, 0.9, 0.01, 1.01, 400.0)
     assert dataclasses.astuple(bb.VI()) == ("advi", 30000, 0.01, 1000)
+    assert dataclasses.astuple(bb.MAP()) == (1000,)
     with pytest.raises(dataclasses.FrozenInstanceError):
         nuts.draws = 5
 
@@ -385,7 +561,8 @@ def test_sampler_is_resolved_to_the_one_that_runs(monkeypatch):
 
 def test_settings_are_recorded_typed_and_json_able(nuts):
     settings = nuts.settings
-    assert list(settings) == ["rank", "method", "prior", "ridge", "random_seed", "nuts"]
+    assert list(settings) == ["rank", "method", "prior", "ridge", "random_seed", "predictive_draws", "nuts"]
+    assert settings["predictive_draws"] == 500
     assert settings["nuts"] == {"draws": 300, "tune": 300, "chains": 2, "cores": 1, "sampler": "pymc",
                                 "target_accept": 0.9, "init_jitter": 0.01, "rhat_max": 1.01, "ess_min": 400.0}
     assert settings["prior"] == {"scale": 1.0, "hyper": False, "balance": 0.0}
@@ -528,3 +705,106 @@ def test_model_is_the_fitted_one_and_is_rebuilt_with_the_prior(problem):
     # The MAP estimate moved with the prior: a stronger prior shrinks it.
     free = bb.fit_posterior(data, RANK, method="map", start=low_rank, progressbar=False)
     assert np.linalg.norm(post.theta) < np.linalg.norm(free.theta)
+
+
+# ------------------------------------------------------------------- the tree with ArviZ's defaults
+
+
+@pytest.fixture(scope="module")
+def mixed(problem):
+    """Two PyMC chains × (600 + 600) from the frequentist start: long enough that ArviZ raises no alarm."""
+    _, data, low_rank = problem
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bl.SamplerWarning)  # this fit must mix
+        return bb.fit_posterior(data, RANK, start=low_rank, progressbar=False, random_seed=0,
+                                nuts={"draws": 600, "tune": 600, "chains": 2, "cores": 1, "sampler": "pymc"})
+
+
+def test_arviz_defaults_raise_no_alarm_on_a_well_mixed_posterior(mixed, capsys):
+    tree = mixed.tree
+    assert mixed.diagnostics.converged
+    has_errors, found = az.diagnose(tree, return_diagnostics=True)
+    report = capsys.readouterr().out
+    assert has_errors is False, report
+    assert found["rhat"]["bad_params"] == [] and found["ess"]["bad_params"] == []
+    assert found["divergent"]["n_divergent"] == 0 and "no problems detected" in report
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        summary = az.summary(tree)
+    # Only the identified quantities, every cell a number.
+    data = mixed.data
+    assert len(summary) == data.d_x * data.d_phi + mixed.k
+    assert {name.split("[")[0] for name in summary.index} == {D.THETA, D.THETA_RTV}
+    assert not summary.isna().any().any()
+
+
+@pytest.mark.parametrize("plot", ["plot_prior_posterior", "plot_ppc_pava", "plot_ppc_dist"])
+def test_arviz_plots_run_on_the_default_tree(mixed, plot):
+    import matplotlib.pyplot as plt
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if plot == "plot_ppc_dist":  # it advises plot_ppc_pava for binary outcomes, and nothing else
+            warnings.filterwarnings("ignore", r"Variables y in .* look (binary|discrete)", UserWarning)
+        pc = getattr(az, plot)(mixed.tree, backend="matplotlib")
+    try:
+        assert pc.viz is not None
+    finally:
+        plt.close("all")
+
+
+def test_posterior_predictive_is_bernoulli_of_the_preference_probabilities(mixed):
+    tree, data = mixed.tree, mixed.data
+    y_rep = tree["posterior_predictive"][D.OBSERVED]
+    p = tree["preference_probability"][D.PROBABILITY]
+    assert y_rep.dims == p.dims == ("chain", "draw", D.COMPARISON)
+    assert y_rep.sizes["chain"] == 2 and y_rep.sizes["draw"] == 250  # 500 draws over two chains
+    np.testing.assert_array_equal(tree["observed_data"][D.OBSERVED].values, data.labels)
+    np.testing.assert_array_equal(y_rep[D.COMPARISON].values, tree["observed_data"][D.COMPARISON].values)
+    # p_t = σ(x_tᵀ Θ Δφ_t) for the thinned posterior draws, computed here draw by draw.
+    theta = tree["posterior"][D.THETA].sel(draw=p["draw"]).values
+    for c, d in ((0, 0), (1, 17), (1, 249)):
+        eta = np.array([x @ theta[c, d] @ f for x, f in zip(data.contexts, data.differences, strict=True)])
+        np.testing.assert_allclose(p.values[c, d], 1 / (1 + np.exp(-eta)), rtol=1e-10)
+    assert set(np.unique(y_rep.values)) == {0, 1}
+    # Replicated labels: Bernoulli(p). Their mean over 500 × 800 draws is p's within a few sd.
+    gap = y_rep.values.mean() - p.values.mean()
+    assert abs(gap) < 4 * 0.5 / np.sqrt(y_rep.size)
+    # The posterior predictive reproduces the observed preference rate.
+    assert abs(y_rep.values.mean() - data.labels.mean()) < 0.05
+
+
+def test_predictive_draws_are_capped():
+    assert predictive_indices(4, 1000, 3000, 500).size == 125  # per chain
+    assert predictive_indices(4, 1000, 100_000, 500).size * 4 * 100_000 <= MAX_PREDICTIVE_VALUES
+    assert predictive_indices(4, 1000, 10**7, 500).size == 1  # at least one draw per chain
+    assert predictive_indices(2, 10, 100, 500).tolist() == list(range(10))
+    idx = predictive_indices(2, 300, 800, 500)
+    assert idx[0] == 0 and idx[-1] == 299 and (np.diff(idx) > 0).all()
+
+
+def test_prior_group_holds_draws_of_the_factor_prior(mixed):
+    prior = mixed.tree["prior"]
+    assert set(prior.data_vars) == {D.THETA, D.THETA_RTV}
+    assert prior.sizes["chain"] == 1 and prior.sizes["draw"] == 500
+    np.testing.assert_array_equal(prior[D.RTV_COORD].values, mixed.tree["posterior"][D.RTV_COORD].values)
+    theta = prior[D.THETA].values[0]
+    np.testing.assert_allclose(prior[D.THETA_RTV].values[0], mixed.basis.to_coordinates(theta), atol=1e-12)
+    # Entries of U Vᵀ with N(0, 1) factors: mean 0, variance r.
+    assert abs(theta.mean()) < 0.1 and theta.var() == pytest.approx(RANK, rel=0.15)
+
+
+def test_map_and_vi_trees_write_to_netcdf(map_fit, tmp_path):
+    path = tmp_path / "map.nc"
+    map_fit.tree.to_netcdf(path, engine="h5netcdf")
+    with xr.open_datatree(path, engine="h5netcdf") as back:
+        np.testing.assert_array_equal(back["point_estimate"][D.THETA_RTV].values, map_fit.estimate)
+        np.testing.assert_array_equal(back["constant_data"]["rtv_identified"].values, map_fit.identified)
+        assert back.attrs["chains"] == 1
+        assert back.attrs["representation"] == map_fit.tree.attrs["representation"]
+
+
+def test_posterior_renders_its_summary_as_html(nuts, map_fit):
+    for post in (nuts, map_fit):
+        html = post._repr_html_()
+        assert html == post.summary()._repr_html_() and post.summary().title in html

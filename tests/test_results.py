@@ -117,7 +117,7 @@ def test_prs_summary_lists_the_identified_coordinates_only(small):
     np.testing.assert_allclose(table["upper"] - table["estimate"], half, rtol=1e-10)
     assert any("6 of 16 coordinates are not identified" in note for note in summary.notes)
     text = str(summary)
-    for key in ("k_eff", "converged", "N0", "11[0,0]", "[1] 6 of 16"):
+    for key in ("k_eff", "converged", "N0", "11 (u0, v0)", "[1] 6 of 16"):
         assert key in text
     assert "<table>" in summary._repr_html_()
 

@@ -22,9 +22,15 @@ Choices, and why (measured on the paper's simulation, d_x = 20, d_φ = 29, r = 3
   (the origin is a saddle; chains started elsewhere disagree at large N).
 - Credible sets are restricted to the k_eff directions of θ_rtv that the data
   identify (78 of 138 there), as the Wald set is; see :mod:`.credible`.
-- nutpie is used when installed (5.7 against 4.4 ESS/s for PyMC's NUTS at
-  N = 3000, 4 chains); pass ``nuts={"sampler": "pymc"}`` to avoid its ~10–30 s
-  numba compilation on small problems.
+- nutpie is the default sampler (a dependency): at N = 3000 it takes half the
+  wall time of PyMC's NUTS for about the same ESS per second (6.3 against 5.5);
+  pass ``nuts={"sampler": "pymc"}`` to avoid its ~10 s numba compilation on
+  small problems (docs/design.md, "Samplers").
+- The DataTree (``post.tree``) holds the identified quantities only in
+  ``posterior`` (Θ, θ_rtv), the factors in ``factors``, a ``prior``, a
+  posterior predictive with ``observed_data``, and the method's own groups:
+  see :mod:`.layout`. The frequentist fits export the same layout
+  (``fit.to_datatree()``, :mod:`bayes_loco.trees`).
 """
 
 from . import dims
@@ -34,12 +40,12 @@ from .credible import (
     credible_quantile,
     credible_set,
 )
-from .fit import NUTS, VI, Posterior, Prior, available_samplers, fit_posterior
+from .fit import MAP, NUTS, VI, Posterior, Prior, available_samplers, fit_posterior, laplace_theta
 from .model import balanced_factors, build_model, model_coords, prior_draw
 from .reduced import add_theta_rtv, theta_rtv_array
 
 __all__ = [
-    "NUTS", "VI", "Posterior", "Prior", "add_theta_rtv", "available_samplers", "balanced_factors",
+    "MAP", "NUTS", "VI", "Posterior", "Prior", "add_theta_rtv", "available_samplers", "balanced_factors",
     "build_model", "credible_draws", "credible_ellipsoid", "credible_quantile", "credible_set", "dims",
-    "fit_posterior", "model_coords", "prior_draw", "theta_rtv_array",
+    "fit_posterior", "laplace_theta", "model_coords", "prior_draw", "theta_rtv_array",
 ]

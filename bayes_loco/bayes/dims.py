@@ -1,22 +1,40 @@
-"""Dimension and variable names of the Bayesian road, in one place.
+"""Dimension, variable and group names of the Bayesian road, in one place.
 
 Every PyMC variable and every DataTree variable of :mod:`bayes_loco.bayes`
 declares its dims with these names, so ArviZ selections (``sel``,
-``var_names``) and ``pm.set_data`` calls never depend on spelling.
+``var_names``) and ``pm.set_data`` calls never depend on spelling. The names the
+frequentist trees share (:mod:`bayes_loco.trees`) are defined there.
 """
 
 from __future__ import annotations
 
-#: Rows of the comparison data (t = 1 … N).
-COMPARISON = "comparison"
-#: Context coordinates x (d_x of them): rows of Θ and of U.
-CONTEXT = "context"
-#: Feature coordinates φ (d_φ of them): columns of Θ and rows of V.
-FEATURE = "feature"
-#: Latent rank r: columns of U and V.
-RANK = "rank"
-#: Reduced (RTV) coordinates θ_rtv, k = (d_x + d_φ) r − r² of them.
-RTV_COORD = "rtv_coord"
+from ..trees import (
+    BLOCK,
+    COMPARISON,
+    CONTEXT,
+    CONTEXT_DIRECTION,
+    FACTORS,
+    FEATURE,
+    FEATURE_DIRECTION,
+    ITERATION,
+    LOSS,
+    OBSERVED,
+    OBSERVED_DATA,
+    OPTIMIZER_RESULT,
+    POINT_ESTIMATE,
+    POSTERIOR,
+    POSTERIOR_PREDICTIVE,
+    PREFERENCE_PROBABILITY,
+    PRIOR,
+    PROBABILITY,
+    RANK,
+    RTV_COORD,
+    SAMPLE_STATS,
+    THETA,
+    THETA_RTV,
+    VI_LOSS,
+)
+from ..trees import IDENTIFIED as IDENTIFIED_COORD
 
 #: Names of the model's data containers (``pm.set_data`` keys).
 DATA_CONTEXTS = "contexts"
@@ -26,14 +44,20 @@ DATA_LABELS = "labels"
 #: Names of the model's variables.
 LEFT = "U"
 RIGHT = "V"
-THETA = "theta"
-THETA_RTV = "theta_rtv"
 MARGINS = "eta"
-OBSERVED = "y"
 LEFT_SCALE = "sigma_U"
 RIGHT_SCALE = "sigma_V"
 BALANCE = "balance"
 
 #: The quantities that are identified by the likelihood and are diagnosed
-#: (R-hat, ESS); U and V are not (rotations U R, V R give the same Θ).
+#: (R-hat, ESS); U and V are not (rotations U R, V R give the same Θ). They
+#: are the variables of the tree's ``posterior`` group; U and V are in ``factors``.
 IDENTIFIED = (THETA, THETA_RTV)
+
+__all__ = [
+    "BALANCE", "BLOCK", "COMPARISON", "CONTEXT", "CONTEXT_DIRECTION", "DATA_CONTEXTS", "DATA_DIFFERENCES",
+    "DATA_LABELS", "FACTORS", "FEATURE", "FEATURE_DIRECTION", "IDENTIFIED", "IDENTIFIED_COORD", "ITERATION",
+    "LEFT", "LEFT_SCALE", "LOSS", "MARGINS", "OBSERVED", "OBSERVED_DATA", "OPTIMIZER_RESULT",
+    "POINT_ESTIMATE", "POSTERIOR", "POSTERIOR_PREDICTIVE", "PREFERENCE_PROBABILITY", "PRIOR", "PROBABILITY",
+    "RANK", "RIGHT", "RIGHT_SCALE", "RTV_COORD", "SAMPLE_STATS", "THETA", "THETA_RTV", "VI_LOSS",
+]

@@ -6,16 +6,20 @@ SVD did not agree at large N. Every method here starts from the balanced factors
 of :func:`bayes_loco.fit_low_rank` and diagnoses only identified quantities (Θ
 and θ_rtv in the RTV coordinates of a fixed basis).
 
-The settings of :func:`fit_posterior` come in three groups, each a frozen
+The settings of :func:`fit_posterior` come in four groups, each a frozen
 dataclass that also accepts a dict of its fields: :class:`Prior`,
-:class:`NUTS` and :class:`VI`.
+:class:`NUTS`, :class:`MAP` and :class:`VI`. The fit's DataTree is laid out as
+:mod:`bayes_loco.bayes.layout` describes: identified quantities in
+``posterior``, the factors U, V in ``factors``, a ``prior``, a posterior
+predictive with the observed labels, and the method's own groups.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
-import json
+import logging
 import time
 import warnings
 from collections.abc import Mapping
@@ -45,10 +49,12 @@ from ..results import (
     unidentified_note,
 )
 from ..sets import EllipsoidSet
+from ..trees import CONSTANT_DATA, identified_coordinates
 from . import dims as D
 from .credible import KINDS, credible_set
+from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
-from .reduced import add_theta_rtv, draws_moments, stacked_draws
+from .reduced import draws_moments, stacked_draws
 
 METHODS = ("nuts", "map", "vi")
 NUTS_SAMPLERS = ("pymc", "nutpie", "numpyro")
@@ -56,8 +62,13 @@ VI_METHODS = ("advi", "fullrank_advi")
 # Sampler-stat names differ between the NUTS implementations (docs/design.md, 'Samplers').
 _DEPTH_STATS = ("tree_depth", "depth")
 _MAXDEPTH_STATS = ("reached_max_treedepth", "maxdepth_reached")
-# A coordinate e_i of θ_rtv is identified when ‖e_i − P Pᵀ e_i‖ is below this (P: the identified directions).
-IDENTIFIED_TOL = 1e-6
+# Eigenvalues of the MAP's negative Hessian at or below this fraction of the largest are its null space
+# (the rotations U R, V R): the Laplace approximation puts no mass along them.
+LAPLACE_RTOL = 1e-10
+# The PyMC loggers silenced when progressbar=False ("Finished [100%]", "Sequential sampling", ...).
+RTV_IDENTIFIED = f"rtv_{D.IDENTIFIED_COORD}"
+_PYMC_LOGGERS = ("pymc", "pymc.sampling.mcmc", "pymc.stats.convergence", "pymc.variational.inference",
+                 "pymc.tuning.starting")
 SUMMARY_COLUMNS = ("estimate", "std_err", "lower", "upper", "ess_bulk", "ess_tail", "r_hat")
 
 
@@ -128,8 +139,10 @@ class NUTS:
     cores : int or None
         Parallel processes (PyMC's sampler); None lets PyMC choose.
     sampler : {"pymc", "nutpie", "numpyro"} or None
-        The NUTS implementation; None picks nutpie when it is installed (as
-        PyMC 6 does) and PyMC's own otherwise (the fit records the one used).
+        The NUTS implementation; None picks nutpie (a dependency of the
+        package, PyMC 6's default) and PyMC's own where nutpie is missing (the
+        fit records the one used). nutpie compiles the model with numba first
+        (~10 s, less from its cache): on small problems ``"pymc"`` is faster.
         ``"numpyro"`` runs on JAX's default device (a GPU where JAX sees one),
         its chains vectorized when there are fewer devices than chains.
     target_accept : float
@@ -197,6 +210,24 @@ class VI:
         _set(self, "draws", check_int(self.draws, "vi.draws", 1))
 
 
+@dataclass(frozen=True)
+class MAP:
+    """Settings of the MAP fit (``method="map"``).
+
+    Attributes
+    ----------
+    draws : int
+        Draws of its Laplace approximation: the ``posterior`` group of the tree,
+        so that ArviZ summarises a MAP fit with intervals instead of NaN (see
+        :func:`fit_posterior`).
+    """
+
+    draws: int = 1000
+
+    def __post_init__(self):
+        _set(self, "draws", check_int(self.draws, "map.draws", 1))
+
+
 def settings_group(value, cls, name: str):
     """``value`` as a ``cls`` settings group: an instance, a dict of its fields, or None (the defaults).
 
@@ -236,13 +267,18 @@ class Posterior(InRTVCoordinates):
     Attributes
     ----------
     tree : xarray.DataTree
-        ArviZ DataTree. Its ``posterior`` holds ``U`` (context × rank), ``V``
-        (feature × rank), ``theta`` = Θ (context × feature) and ``theta_rtv`` =
-        θ_rtv (rtv_coord); diagnose the last two, not U and V. NUTS fits also
-        carry ``sample_stats``; every fit ``observed_data``; MAP fits
-        ``optimizer_result``. Its ``attrs`` hold the package version, the rank and
-        method (typed) and the whole ``settings`` as JSON (``"settings"``), all of
-        which netCDF can store, so ``tree.to_netcdf`` works as ArviZ users expect.
+        ArviZ DataTree (:mod:`bayes_loco.bayes.layout`). Its ``posterior``
+        holds the identified quantities only, ``theta`` = Θ (context × feature)
+        and ``theta_rtv`` = θ_rtv (rtv_coord, with an ``identified``
+        coordinate), so ``az.diagnose``, ``az.summary`` and ArviZ's plots with
+        default arguments look at nothing else; the factors U, V are in
+        ``factors``. Also ``prior``, ``posterior_predictive`` (replicated labels
+        ``y``) with ``observed_data``, ``preference_probability`` (``p``), and per
+        method ``sample_stats`` (NUTS), ``point_estimate`` and
+        ``optimizer_result`` (MAP), ``vi_loss`` (VI). Its ``attrs`` hold typed
+        scalars (version, rank, method, sampler, chains, draws, k, k_eff, …)
+        and the whole ``settings`` as JSON (``"settings"``), all of which netCDF
+        can store, so ``tree.to_netcdf`` works as ArviZ users expect.
     basis : RTVBasis
         Û, V̂ and r of the fit whose RTV coordinates define θ_rtv (``basis=`` of :func:`fit_posterior`).
     start : LowRankResult
@@ -256,8 +292,9 @@ class Posterior(InRTVCoordinates):
     data : PreferenceData
     settings : dict
         The fit's settings as JSON-able values: ``rank``, ``method``,
-        ``ridge``, ``random_seed``, the group ``prior`` and, for NUTS and VI,
-        the group ``nuts`` (with the sampler that ran) or ``vi``.
+        ``ridge``, ``random_seed``, ``predictive_draws``, the group ``prior``
+        and the method's group ``nuts`` (with the sampler that ran), ``map`` or
+        ``vi``.
     """
 
     tree: xr.DataTree
@@ -320,26 +357,42 @@ class Posterior(InRTVCoordinates):
         """Draws of θ_rtv, shape (J, k), chains concatenated."""
         return stacked_draws(self.tree, D.THETA_RTV)
 
+    def _point(self, var: str) -> np.ndarray | None:
+        """``var`` of the tree's ``point_estimate`` group (a MAP fit), or None."""
+        if D.POINT_ESTIMATE in self.tree.children:
+            return np.asarray(self.tree[D.POINT_ESTIMATE][var].values, dtype=float)
+        return None
+
     @property
     def theta(self) -> np.ndarray:
         """Posterior mean Θ̄ (d_x × d_φ); for MAP, the MAP estimate."""
-        return self.theta_draws.mean(axis=0)
+        point = self._point(D.THETA)
+        return self.theta_draws.mean(axis=0) if point is None else point
 
     @property
     def estimate(self) -> np.ndarray:
         """Posterior mean of θ_rtv (k,); for MAP, the MAP estimate's θ_rtv."""
-        return self.rtv_draws.mean(axis=0)
+        point = self._point(D.THETA_RTV)
+        return self.rtv_draws.mean(axis=0) if point is None else point
+
+    @property
+    def identified(self) -> np.ndarray:
+        """Whether each coordinate e_i of θ_rtv lies in the span of ``directions`` (bool, (k,)).
+
+        The tree's ``theta_rtv`` carries it as its ``identified`` coordinate.
+        """
+        return identified_coordinates(self.directions)
 
     @property
     def rtv_covariance(self) -> np.ndarray:
-        """Posterior covariance of θ_rtv (k × k); needs draws (not MAP)."""
+        """Posterior covariance of θ_rtv (k × k): of the draws (NUTS, VI) or of the Laplace draws (MAP)."""
         self._need_draws("rtv_covariance")
         return draws_moments(self.rtv_draws)[1]
 
     def _need_draws(self, what):
-        if self.method == "map" or self.rtv_draws.shape[0] < 2:
-            raise ValueError(f"{what} needs posterior draws, but this fit has method={self.method!r} "
-                             "(a point estimate); fit with method='nuts' or 'vi'")
+        if self.rtv_draws.shape[0] < 2:
+            raise ValueError(f"{what} needs at least 2 posterior draws, but this fit "
+                             f"(method={self.method!r}) has {self.rtv_draws.shape[0]}; fit with more draws")
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """The paper's tuned penalty around the posterior mean: ‖θ − θ̄_rtv‖_W ≤ C₂·sqrt(k/N), W = ZᵀZ.
@@ -403,15 +456,13 @@ class Posterior(InRTVCoordinates):
         return fisher_information(design(self.basis, data), eta)
 
     def _identified_coordinates(self) -> np.ndarray:
-        """Whether each coordinate e_i of θ_rtv lies in the span of ``directions`` (boolean, (k,))."""
-        p = self.directions
-        return np.linalg.norm(np.eye(self.k) - p @ p.T, axis=0) <= IDENTIFIED_TOL
+        return self.identified
 
     def _summary_table(self, level: float) -> pd.DataFrame:
         index = pd.Index(self.basis.labels(), name="coordinate")
         table = pd.DataFrame(np.nan, index=index, columns=list(SUMMARY_COLUMNS))
         table["estimate"] = self.estimate
-        if self.method == "map":
+        if self.rtv_draws.shape[0] < 2:  # a MAP fit saved before it carried Laplace draws
             return table
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # R-hat of one chain (VI), few draws: NaN, reported as such
@@ -434,8 +485,9 @@ class Posterior(InRTVCoordinates):
                      "divergences": d.divergences, "max R-hat": d.max_rhat, "min ESS bulk": d.min_ess_bulk})
         if self.method == "vi":
             return (f"Posterior (VI, {d.method.removeprefix('vi-')})",
-                    {"draws": self.rtv_draws.shape[0], "final loss": self.tree.attrs.get("final_loss")})
-        return "Posterior (MAP, L-BFGS-B)", {}
+                    {"chains": 1, "draws": self.rtv_draws.shape[0],
+                     "final loss": self.tree.attrs.get("final_loss")})
+        return "Posterior (MAP, L-BFGS-B)", {"Laplace draws": self.rtv_draws.shape[0]}
 
     def summary(self, level: float = 0.95) -> Summary:
         """Posterior mean, sd and equal-tailed ``level`` interval of each identified coordinate of θ_rtv.
@@ -443,8 +495,9 @@ class Posterior(InRTVCoordinates):
         The table has one row per coordinate e_i of θ_rtv (labels of
         ``basis.labels()``) that the data identify (e_i in the span of
         ``directions``), with ArviZ's ESS and R-hat; the header the data's
-        dimensions, the fit's diagnostics and the sampler's facts. A MAP fit
-        has estimates only (NaN elsewhere) and a note.
+        dimensions, the fit's diagnostics and the sampler's facts. A MAP fit's
+        estimate is the MAP, its sd and interval those of its Laplace
+        approximation; a note says so.
         """
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
         identified = self._identified_coordinates()
@@ -454,9 +507,12 @@ class Posterior(InRTVCoordinates):
                   | diagnostics_header(self.diagnostics) | facts)
         notes = list(self.diagnostics.warnings)
         if self.method == "map":
-            notes.append("MAP is a point estimate: no intervals.")
+            notes.append("MAP: the estimate is the MAP; sd and intervals are those of its Laplace "
+                         "approximation (a Gaussian on the tangent space of the rank-r matrices at the "
+                         "MAP), not of the posterior.")
         elif self.method == "vi":
-            notes.append("VI is a Gaussian approximation in (U, V): its intervals are typically too narrow.")
+            notes.append("VI is a Gaussian approximation in (U, V): its intervals are typically too narrow. "
+                         "Its draws are independent draws of one approximation (one chain: no R-hat).")
         notes += unidentified_note(int((~identified).sum()), self.k)
         return Summary(title, header, table, tuple(notes))
 
@@ -469,6 +525,10 @@ class Posterior(InRTVCoordinates):
                      f"min ESS bulk={d.min_ess_bulk:.0f}")
         return (f"Posterior(method={d.method!r}, rank={self.rank}, k={self.k}, k_eff={self.k_eff}, "
                 f"draws={draws}{extra}, converged={d.converged}, seconds={d.seconds:.1f})")
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows the summary's HTML."""
+        return self.summary()._repr_html_()
 
 
 # What Posterior computes on first use and does not pickle.
@@ -541,13 +601,31 @@ def _initvals(u0, v0, chains, jitter, rng, per_chain):
 # -------------------------------------------------------------------------------------- methods
 
 
+@contextlib.contextmanager
+def _quiet(quiet: bool):
+    """Silence PyMC's log lines ("Sequential sampling …", "Finished [100%] …") while ``quiet``."""
+    if not quiet:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in _PYMC_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.CRITICAL + 1)
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
 def _sample_nuts(model, nuts: NUTS, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
     """``pm.sample`` from the jittered balanced factors, with no jitter of the sampler's own on top."""
     rng = np.random.default_rng(seed)
     initvals = _initvals(u0, v0, nuts.chains, nuts.init_jitter, rng, per_chain=nuts.sampler == "pymc")
     kwargs = dict(draws=nuts.draws, tune=nuts.tune, chains=nuts.chains, cores=nuts.cores, random_seed=seed,
-                  progressbar=progressbar, nuts_sampler=nuts.sampler, initvals=initvals,
-                  target_accept=nuts.target_accept, compute_convergence_checks=False, model=model)
+                  progressbar=progressbar, quiet=not progressbar, nuts_sampler=nuts.sampler,
+                  initvals=initvals, target_accept=nuts.target_accept, compute_convergence_checks=False,
+                  model=model)
     if nuts.sampler == "pymc":
         kwargs["init"] = "adapt_diag"  # no jitter on top of ours
     elif nuts.sampler == "nutpie":
@@ -563,6 +641,79 @@ def _find_map(model, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
     """``pm.find_MAP`` (L-BFGS-B) from the balanced factors; the DataTree keeps its ``optimizer_result``."""
     return pm.find_MAP(initvals={D.LEFT: u0, D.RIGHT: v0}, jitter=False, return_inferencedata=True,
                        progressbar=progressbar, random_seed=seed, model=model)
+
+
+def _value_point(model: pm.Model, posterior: xr.DataTree) -> dict:
+    """The MAP (chain 0, draw 0 of ``posterior``) as a point of the model's value variables (transformed)."""
+    import pytensor.tensor as pt
+
+    point = {}
+    for rv in model.free_RVs:
+        value = np.asarray(posterior[rv.name].values)[0, 0]
+        transform = model.rvs_to_transforms.get(rv)
+        if transform is not None:
+            value = transform.forward(pt.as_tensor_variable(value), *rv.owner.inputs).eval()
+        point[model.rvs_to_values[rv].name] = np.asarray(value, dtype=model.rvs_to_values[rv].dtype)
+    return point
+
+
+def _negative_hessian(model: pm.Model, point: dict, u_star: np.ndarray, v_star: np.ndarray) -> np.ndarray:
+    """−∇² log p(U, V | y) at (U*, V*), by central differences of the model's compiled gradient.
+
+    2·(d_x + d_φ)·r gradient evaluations: PyTensor's symbolic Hessian took ~30 s to
+    compile on a 20-parameter model, the gradient well under one.
+    """
+    grad = model.compile_dlogp(vars=[model[D.LEFT], model[D.RIGHT]], jacobian=False)
+    x0 = np.concatenate([u_star.ravel(), v_star.ravel()])
+    n_u = u_star.size
+    step = 1e-5 * max(1.0, _rms(x0))
+
+    def gradient(x):
+        at = dict(point)
+        at[D.LEFT] = x[:n_u].reshape(u_star.shape)
+        at[D.RIGHT] = x[n_u:].reshape(v_star.shape)
+        return np.asarray(grad(at), dtype=float)
+
+    columns = []
+    for i in range(x0.size):
+        e = np.zeros_like(x0)
+        e[i] = step
+        columns.append((gradient(x0 + e) - gradient(x0 - e)) / (2 * step))
+    hessian = -np.stack(columns, axis=1)
+    return 0.5 * (hessian + hessian.T)
+
+
+def laplace_theta(model: pm.Model, map_tree: xr.DataTree, draws: int, seed: int) -> xr.DataArray:
+    """Draws of Θ from the Laplace approximation of the factored posterior at the MAP (chain 1).
+
+    H is the negative Hessian of log p(U, V | y) (prior included; with
+    ``prior.hyper`` the scales are held at their MAP values) at the MAP (U*, V*).
+    Its null space holds the rotations U R, V R, which do not move Θ; the
+    approximation is N(0, H⁺) for (dU, dV) on the rest (eigenvalues of H at or
+    below :data:`LAPLACE_RTOL` of the largest, or negative, are left out), pushed
+    to Θ through the linearisation Θ* + dU V*ᵀ + U* dVᵀ: a Gaussian on the
+    tangent space of the rank-r matrices at the MAP, centred there, so θ_rtv
+    (linear in Θ) is Gaussian around the MAP's θ_rtv. Along directions no
+    comparison reaches H is the prior's curvature alone, so there the spread is
+    the prior's.
+    """
+    post = map_tree[D.POSTERIOR]
+    u_star = np.asarray(post[D.LEFT].values, dtype=float)[0, 0]
+    v_star = np.asarray(post[D.RIGHT].values, dtype=float)[0, 0]
+    hessian = _negative_hessian(model, _value_point(model, post), u_star, v_star)
+    vals, vecs = np.linalg.eigh(hessian)
+    keep = vals > LAPLACE_RTOL * max(vals.max(), np.finfo(float).tiny)
+    factor = vecs[:, keep] / np.sqrt(vals[keep])
+    rng = np.random.default_rng([seed, 31337])
+    steps = rng.standard_normal((draws, factor.shape[1])) @ factor.T
+    n_u = u_star.size
+    d_u = steps[:, :n_u].reshape(draws, *u_star.shape)
+    d_v = steps[:, n_u:].reshape(draws, *v_star.shape)
+    theta = u_star @ v_star.T + d_u @ v_star.T + u_star @ d_v.transpose(0, 2, 1)
+    like = post[D.THETA]
+    coords = {"chain": [0], "draw": np.arange(draws), D.CONTEXT: like.coords[D.CONTEXT].values,
+              D.FEATURE: like.coords[D.FEATURE].values}
+    return xr.DataArray(theta[None], dims=("chain", "draw", D.CONTEXT, D.FEATURE), coords=coords)
 
 
 def _vi_inference(model, vi: VI, u0, v0, seed: int):
@@ -588,15 +739,19 @@ def _vi_inference(model, vi: VI, u0, v0, seed: int):
     return inference
 
 
-def _fit_vi(model, vi: VI, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
-    """Fit ADVI with Adam and draw from it; the tree's attrs get the mean loss of the last 1 % of steps."""
+def _fit_vi(model, vi: VI, u0, v0, seed: int, progressbar: bool) -> tuple[xr.DataTree, np.ndarray]:
+    """Fit ADVI with Adam and draw from it (one chain); returns the draws and the loss of every iteration."""
     inference = _vi_inference(model, vi, u0, v0, seed)
     with model:
         approx = inference.fit(n=vi.iterations, progressbar=progressbar,
                                obj_optimizer=pm.adam(learning_rate=vi.learning_rate))
         tree = approx.sample(vi.draws, random_seed=seed + 1)
-    tree.attrs["final_loss"] = float(np.mean(approx.hist[-max(1, vi.iterations // 100):]))
-    return tree
+    return tree, np.asarray(approx.hist, dtype=float)
+
+
+def _final_loss(loss: np.ndarray) -> float:
+    """The mean loss of the last 1 % of the iterations."""
+    return float(np.mean(loss[-max(1, loss.size // 100):]))
 
 
 # ---------------------------------------------------------------------------------- diagnostics
@@ -609,30 +764,65 @@ def _stat(stats, names):
     return None
 
 
+def _worst(table: pd.DataFrame, column: str, largest: bool) -> tuple[float, str]:
+    """The extreme value of ``column`` (NaN skipped) and the row (quantity) where it occurs."""
+    values = table[column].to_numpy(float)
+    if np.all(np.isnan(values)):
+        return np.nan, ""
+    i = int(np.nanargmax(values) if largest else np.nanargmin(values))
+    return float(values[i]), str(table.index[i])
+
+
+def _unidentified_note(name: str, tree) -> str:
+    """A remark when ``name`` (an az.summary row) is a θ_rtv coordinate that no comparison reaches."""
+    chart = tree[CONSTANT_DATA]
+    if RTV_IDENTIFIED not in chart.data_vars:
+        return ""
+    for label, identified in zip(chart[D.RTV_COORD].values, chart[RTV_IDENTIFIED].values, strict=True):
+        if name == f"{D.THETA_RTV}[{label}]" and not identified:
+            return " (a coordinate no comparison reaches: its posterior is the prior's)"
+    return ""
+
+
+def _other_sampler(nuts: NUTS) -> str:
+    """Advice to try nutpie, only when it is installed and not the sampler that ran."""
+    if nuts.sampler != "nutpie" and "nutpie" in available_samplers():
+        return ", or try nuts={'sampler': 'nutpie'}"
+    return ""
+
+
 def _nuts_diagnostics(tree, nuts: NUTS, seconds: float) -> Diagnostics:
-    """Divergences, tree depth, and R-hat/ESS over every entry of Θ and θ_rtv; a message for each problem."""
-    stats = tree["sample_stats"]
+    """Divergences, tree depth, and R-hat/ESS over every entry of Θ and θ_rtv; a message for each problem.
+
+    The messages name the worst quantity (its ArviZ label) and suggest only
+    what is installed (:func:`available_samplers`).
+    """
+    stats = tree[D.SAMPLE_STATS]
     div, depth, maxd = (_stat(stats, names) for names in (("diverging",), _DEPTH_STATS, _MAXDEPTH_STATS))
-    both = pd.concat([az.summary(tree, var_names=[var], kind="diagnostics")
+    both = pd.concat([az.summary(tree, var_names=[var], kind="diagnostics", round_to="none")
                       for var in (D.THETA_RTV, D.THETA)])
     divergences = None if div is None else int(div.sum())
-    max_rhat = float(np.nanmax(both["r_hat"].to_numpy(float)))
-    min_bulk = float(np.nanmin(both["ess_bulk"].to_numpy(float)))
-    min_tail = float(np.nanmin(both["ess_tail"].to_numpy(float)))
+    max_rhat, at_rhat = _worst(both, "r_hat", largest=True)
+    min_bulk, at_bulk = _worst(both, "ess_bulk", largest=False)
+    min_tail, at_tail = _worst(both, "ess_tail", largest=False)
     messages = []
     if divergences:
         messages.append(f"{divergences} divergent transitions after tuning: raise nuts.target_accept "
-                        "(e.g. 0.95), keep the start at the frequentist fit, or use more tuning steps")
-    chains = tree["posterior"].sizes.get("chain", 1)
+                        "(e.g. 0.95) or tune longer (nuts.tune)")
+    chains = tree[D.POSTERIOR].sizes.get("chain", 1)
     if chains > 1 and max_rhat > nuts.rhat_max:
-        messages.append(f"max R-hat over Θ and θ_rtv is {max_rhat:.4f} > {nuts.rhat_max}: the chains "
-                        "disagree; run more tune/draws, and start at the frequentist fit (start=)")
+        messages.append(f"max R-hat {max_rhat:.4f} at {at_rhat}{_unidentified_note(at_rhat, tree)} > "
+                        f"{nuts.rhat_max} (over Θ and θ_rtv): the chains disagree; run longer chains "
+                        f"(nuts.tune, nuts.draws){_other_sampler(nuts)}")
     if min_bulk < nuts.ess_min or min_tail < nuts.ess_min:
-        messages.append(f"min ESS over Θ and θ_rtv is bulk {min_bulk:.0f} / tail {min_tail:.0f} < "
-                        f"{nuts.ess_min}: draw more, or try nuts={{'sampler': 'nutpie'}}")
+        worst = (f"bulk {min_bulk:.0f} at {at_bulk}{_unidentified_note(at_bulk, tree)}, "
+                 f"tail {min_tail:.0f} at {at_tail}{_unidentified_note(at_tail, tree)}")
+        messages.append(f"min ESS over Θ and θ_rtv is {worst} < {nuts.ess_min}: draw more (nuts.draws)"
+                        f"{_other_sampler(nuts)}")
     converged = not messages
     message = (f"{chains} chains × {nuts.draws} draws after {nuts.tune} tuning steps: {divergences} "
-               f"divergences, max R-hat {max_rhat:.4f}, min ESS bulk {min_bulk:.0f} / tail {min_tail:.0f}")
+               f"divergences, max R-hat {max_rhat:.4f} ({at_rhat}), min ESS bulk {min_bulk:.0f} "
+               f"({at_bulk}) / tail {min_tail:.0f} ({at_tail})")
     return Diagnostics(
         f"nuts-{nuts.sampler}", converged, nuts.draws,
         FitStatus.CONVERGED if converged else FitStatus.SAMPLER_WARNINGS, message, tuple(messages), seconds,
@@ -643,10 +833,10 @@ def _nuts_diagnostics(tree, nuts: NUTS, seconds: float) -> Diagnostics:
 
 def _map_diagnostics(tree, seconds: float) -> Diagnostics:
     """The optimiser's own account, from find_MAP's ``optimizer_result`` group."""
-    if "optimizer_result" not in tree.children:
+    if D.OPTIMIZER_RESULT not in tree.children:
         return Diagnostics("map", True, None, FitStatus.CONVERGED, "find_MAP gave no optimizer_result",
                            seconds=seconds)
-    result = tree["optimizer_result"]
+    result = tree[D.OPTIMIZER_RESULT]
     success = bool(result["success"].values) if "success" in result.data_vars else True
     n_iter = int(result["nit"].values) if "nit" in result.data_vars else None
     message = str(result["message"].values) if "message" in result.data_vars else ""
@@ -668,22 +858,12 @@ def _diagnose(tree, method: str, nuts: NUTS, vi: VI, seconds: float) -> Diagnost
 # ---------------------------------------------------------------------------------------- entry
 
 
-def _tree_attrs(settings: dict, version: str) -> dict:
-    """Attrs for the DataTree: typed scalars netCDF can hold, and the whole settings as JSON.
-
-    The settings hold bools, None and nested groups, which netCDF attributes cannot;
-    as one JSON string they survive ``tree.to_netcdf`` and ``json.loads`` restores them typed.
-    """
-    return {"bayes_loco_version": version, "model": "factored contextual BTL", "rank": settings["rank"],
-            "method": settings["method"], "random_seed": settings["random_seed"],
-            "settings": json.dumps(settings)}
-
-
 @checks_data
 def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prior: Prior | dict | None = None,
-                  nuts: NUTS | dict | None = None, vi: VI | dict | None = None,
-                  start: LowRankResult | None = None, basis: RTVBasis | LowRankResult | None = None,
-                  ridge: float = 0.0, random_seed: int = 0, progressbar: bool = True) -> Posterior:
+                  nuts: NUTS | dict | None = None, map: MAP | dict | None = None,
+                  vi: VI | dict | None = None, start: LowRankResult | None = None,
+                  basis: RTVBasis | LowRankResult | None = None, ridge: float = 0.0, random_seed: int = 0,
+                  predictive_draws: int = 500, progressbar: bool = True) -> Posterior:
     """Posterior of Θ = U Vᵀ under the factored model, with θ_rtv in the DataTree.
 
     Parameters
@@ -692,13 +872,14 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
     rank : int
         r.
     method : {"nuts", "map", "vi"}
-        ``"nuts"``: ``pm.sample``; ``"map"``: ``pm.find_MAP`` (L-BFGS-B), a point
-        estimate; ``"vi"``: ADVI, a fast Gaussian approximation in (U, V) whose
-        spread is typically too small (mean-field ignores the posterior
-        correlations of U and V).
-    prior, nuts, vi : Prior, NUTS, VI, a dict of their fields, or None
+        ``"nuts"``: ``pm.sample``; ``"map"``: ``pm.find_MAP`` (L-BFGS-B), a
+        point estimate, with a Laplace approximation at it for the tree;
+        ``"vi"``: ADVI, a fast Gaussian approximation in (U, V) whose spread is
+        typically too small (mean-field ignores the posterior correlations of U
+        and V).
+    prior, nuts, map, vi : Prior, NUTS, MAP, VI, a dict of their fields, or None
         The settings groups (None: the defaults): the prior of
-        :func:`~bayes_loco.bayes.build_model`, and the settings of NUTS and
+        :func:`~bayes_loco.bayes.build_model`, and the settings of NUTS, MAP and
         VI (each used by its method only), e.g. ``nuts={"draws": 500,
         "chains": 4, "sampler": "numpyro"}``.
     start : LowRankResult, optional
@@ -712,29 +893,52 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
         λ of the frequentist start when it is fitted here (a small ridge helps
         when rarely compared actions are separable).
     random_seed : int
-        Seeds the sampler, the optimiser and the per-chain jitter.
+        Seeds the sampler, the optimiser, the per-chain jitter, and the prior,
+        Laplace and predictive draws.
+    predictive_draws : int
+        Posterior draws (evenly spaced within each chain) for the tree's
+        ``posterior_predictive`` and ``preference_probability`` groups, and the
+        number of ``prior`` draws; capped so that N × draws stays within
+        :data:`bayes_loco.bayes.layout.MAX_PREDICTIVE_VALUES`. 0 leaves the
+        three groups out.
     progressbar : bool
-        Passed to PyMC.
+        PyMC's progress bars and log lines; False silences both.
 
     Returns
     -------
     Posterior
         Its ``settings`` (and, as JSON, its tree's ``attrs["settings"]``) record
-        the settings, with the NUTS sampler that ran.
+        the settings, with the NUTS sampler that ran. Its ``tree`` is laid out
+        as :mod:`bayes_loco.bayes.layout` describes.
+
+    Notes
+    -----
+    MAP. The tree's ``posterior`` holds ``map.draws`` draws of the Laplace
+    approximation at the MAP (:func:`laplace_theta`: a Gaussian on the tangent
+    space of the rank-r matrices there, with the curvature of likelihood and
+    prior), so ``az.summary`` gives intervals, not NaN; the MAP itself is the
+    ``point_estimate`` group, and ``Posterior.theta``/``estimate`` read it.
+    The package's sets of a MAP fit are built from the Laplace draws.
+
+    VI. The draws are independent draws from one fitted approximation: one
+    chain (``chains`` of ``nuts`` does not apply), so R-hat is undefined; the
+    loss of every iteration is the ``vi_loss`` group.
 
     Warns
     -----
     SamplerWarning
-        NUTS diverged or mixed poorly (see :class:`NUTS`); ConvergenceWarning:
-        the MAP search did not converge.
+        NUTS diverged or mixed poorly (see :class:`NUTS`); the message names the
+        worst quantity. ConvergenceWarning: the MAP search did not converge.
     """
     rank = check_rank(rank, data.d_x, data.d_phi)
     check_option(method, "method", METHODS)
     prior = settings_group(prior, Prior, "prior")
     nuts = settings_group(nuts, NUTS, "nuts")
+    map_settings = settings_group(map, MAP, "map")
     vi = settings_group(vi, VI, "vi")
     ridge = check_real(ridge, "ridge", 0.0)
     random_seed = check_int(random_seed, "random_seed", 0)
+    predictive_draws = check_int(predictive_draws, "predictive_draws", 0)
     if not isinstance(progressbar, bool):
         raise TypeError(f"progressbar must be a bool, got {progressbar!r}")
     if method == "nuts":
@@ -742,30 +946,45 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
     start = _start_fit(data, rank, start, ridge)
     basis = _resolve_basis(basis, start, rank, data)
     settings = {"rank": rank, "method": method, "prior": dataclasses.asdict(prior), "ridge": ridge,
-                "random_seed": random_seed}
-    if method != "map":
-        settings[method] = dataclasses.asdict(nuts if method == "nuts" else vi)
+                "random_seed": random_seed, "predictive_draws": predictive_draws,
+                method: dataclasses.asdict({"nuts": nuts, "map": map_settings, "vi": vi}[method])}
 
     model = build_model(data, rank, prior=prior)
     u0, v0 = balanced_factors(start.theta, rank)
-    t0 = time.perf_counter()
-    if method == "nuts":
-        tree = _sample_nuts(model, nuts, u0, v0, random_seed, progressbar)
-    elif method == "map":
-        tree = _find_map(model, u0, v0, random_seed, progressbar)
-    else:
-        tree = _fit_vi(model, vi, u0, v0, random_seed, progressbar)
-    seconds = time.perf_counter() - t0
+    laplace, loss = None, None
+    with _quiet(not progressbar):
+        t0 = time.perf_counter()
+        if method == "nuts":
+            raw = _sample_nuts(model, nuts, u0, v0, random_seed, progressbar)
+        elif method == "map":
+            raw = _find_map(model, u0, v0, random_seed, progressbar)
+        else:
+            raw, loss = _fit_vi(model, vi, u0, v0, random_seed, progressbar)
+        seconds = time.perf_counter() - t0
+        if method == "map":
+            laplace = laplace_theta(model, raw, map_settings.draws, random_seed)
 
     from .. import __version__
 
-    add_theta_rtv(tree, basis)
-    tree.attrs.update(_tree_attrs(settings, __version__))
+    directions = identified_directions(basis, data)
+    sampler, chains, draws, representation = {
+        "nuts": (nuts.sampler, nuts.chains, nuts.draws, "NUTS draws (MCMC)"),
+        "map": ("L-BFGS-B", 1, map_settings.draws,
+                "independent draws of the Laplace approximation at the MAP (one chain)"),
+        "vi": (vi.method, 1, vi.draws, "independent draws of the fitted ADVI approximation (one chain)"),
+    }[method]
+    attrs = root_attrs(settings, __version__, sampler=sampler, chains=chains, draws=draws, k=basis.dim,
+                       k_eff=directions.shape[1], representation=representation,
+                       predictive_draws=predictive_draws)
+    if loss is not None:
+        attrs["final_loss"] = _final_loss(loss)
+    tree = arrange(raw, method=method, basis=basis, directions=directions, data=data, prior=prior,
+                   predictive_draws=predictive_draws, seed=random_seed, root_attrs=attrs, laplace=laplace,
+                   loss=loss)
     diagnostics = _diagnose(tree, method, nuts, vi, seconds)
     category = ConvergenceWarning if method == "map" else SamplerWarning
     for message in diagnostics.warnings:
         warnings.warn(f"fit_posterior: {message}", category, stacklevel=3)
-    directions = identified_directions(basis, data)
     post = Posterior(tree, basis, start, directions, diagnostics, method, data, settings)
     post.__dict__["model"] = model  # the fitted model itself fills the cache of Posterior.model
     return post

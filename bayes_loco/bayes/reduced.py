@@ -3,7 +3,8 @@
 U and V are not identified, Θ = U Vᵀ is; and the pessimistic solver works in
 the RTV coordinates of a fixed fit Θ̂ (docs/design.md, convention 6). This module
 maps every posterior draw Θ_j to θ_rtv,j = RTV(Ûᵀ Θ_j V̂) with the Û, V̂ of the
-reference and stores the result in the DataTree with its own named dim.
+reference and stores the result in the DataTree with its own named dim
+(labels and non-index coordinates of :func:`bayes_loco.trees.rtv_coords`).
 """
 
 from __future__ import annotations
@@ -12,13 +13,15 @@ import numpy as np
 import xarray as xr
 
 from ..coordinates import RTVBasis
+from ..trees import SAMPLE_DIMS, rtv_attrs, rtv_coords
 from . import dims as D
-
-SAMPLE_DIMS = ("chain", "draw")
 
 
 def theta_rtv_array(theta: xr.DataArray, basis: RTVBasis) -> xr.DataArray:
-    """θ_rtv of every draw of Θ (dims chain, draw, context, feature) → (chain, draw, rtv_coord)."""
+    """θ_rtv of every draw of Θ (dims …, context, feature) → (…, rtv_coord).
+
+    ``rtv_coord`` is labelled by :meth:`~bayes_loco.RTVBasis.labels` (``"12 (u0, v3)"``).
+    """
     if theta.dims[-2:] != (D.CONTEXT, D.FEATURE):
         raise ValueError(f"theta must end with dims ({D.CONTEXT!r}, {D.FEATURE!r}), got {theta.dims}")
     if theta.shape[-2:] != (basis.d_x, basis.d_phi):
@@ -27,8 +30,9 @@ def theta_rtv_array(theta: xr.DataArray, basis: RTVBasis) -> xr.DataArray:
     values = basis.to_coordinates(np.asarray(theta.values, dtype=float))
     lead = theta.dims[:-2]
     coords = {d: theta.coords[d] for d in lead if d in theta.coords}
-    coords[D.RTV_COORD] = basis.labels()
-    return xr.DataArray(values, dims=(*lead, D.RTV_COORD), coords=coords, name=D.THETA_RTV)
+    coords |= rtv_coords(basis)
+    return xr.DataArray(values, dims=(*lead, D.RTV_COORD), coords=coords, name=D.THETA_RTV,
+                        attrs=rtv_attrs())
 
 
 def add_theta_rtv(tree: xr.DataTree, basis: RTVBasis, group: str = "posterior") -> xr.DataTree:
@@ -39,9 +43,6 @@ def add_theta_rtv(tree: xr.DataTree, basis: RTVBasis, group: str = "posterior") 
     if D.THETA not in node.data_vars:
         raise ValueError(f"group {group!r} has no variable {D.THETA!r}")
     node[D.THETA_RTV] = theta_rtv_array(node[D.THETA], basis)
-    node[D.THETA_RTV].attrs["description"] = (
-        "posterior draws of Θ in the RTV coordinates (blocks 11, 12, 21 of Ûᵀ Θ V̂) "
-        "of the basis fit; identified, unlike U and V")
     return tree
 
 

@@ -26,6 +26,7 @@ from ..exceptions import ConvergenceWarning
 from ..model import fisher_information, margins, nll_and_gradient
 from ..results import Diagnostics, FitStatus, Summary, penalty_ellipsoid, wald_summary
 from ..sets import EllipsoidSet, wald_set
+from ..trees import fit_tree
 from .mle import MLEResult, fit_mle
 
 ARMIJO = 1e-4
@@ -116,6 +117,19 @@ class LowRankResult:
         sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
         return wald_summary(f"Rank-{self.rank} fit (factored gradient descent)", self, self.data, level,
                             {"log-likelihood": -self.nll, "singular values": sv, "‖∇F‖": self.grad_norm})
+
+    def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0):
+        """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
+
+        The layout of a posterior's tree (:func:`bayes_loco.trees.fit_tree`), so
+        one ArviZ plot shows both roads, e.g. ``az.plot_forest({"NUTS":
+        post.tree, "Wald": fit.to_datatree()}, var_names=["theta_rtv"], combined=True)``.
+        """
+        return fit_tree(self, chains=chains, draws=draws, seed=seed)
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows the summary's HTML."""
+        return self.summary()._repr_html_()
 
     def __repr__(self) -> str:
         sv = ", ".join(f"{v:.3g}" for v in self.singular_values)

@@ -14,6 +14,7 @@ from ..data import PreferenceData, checks_data
 from ..model import fisher_information, margins, score_matrix
 from ..results import Diagnostics, Summary, penalty_ellipsoid, wald_summary
 from ..sets import EllipsoidSet, wald_set
+from ..trees import fit_tree
 from ._logistic import fit_logistic
 
 # The d_x·d_φ × d_x·d_φ information matrix of the MLE baselines is refused above this.
@@ -99,6 +100,19 @@ class MLEResult:
         return wald_summary("Unconstrained MLE (Newton-CG)", self, self.data, level,
                             {"log-likelihood": self.loglik, "ridge": self.ridge,
                              "max |margin|": self.max_abs_margin, "separated": self.separated})
+
+    def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0):
+        """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
+
+        The layout of a posterior's tree (:func:`bayes_loco.trees.fit_tree`), so
+        one ArviZ plot shows both roads, e.g. ``az.plot_forest({"NUTS":
+        post.tree, "Wald": fit.to_datatree()}, var_names=["theta"], combined=True)``.
+        """
+        return fit_tree(self, chains=chains, draws=draws, seed=seed)
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows the summary's HTML."""
+        return self.summary()._repr_html_()
 
 
 @checks_data

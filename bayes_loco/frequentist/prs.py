@@ -22,6 +22,7 @@ from ..data import PreferenceData, checks_data
 from ..model import fisher_information
 from ..results import Diagnostics, FitStatus, InRTVCoordinates, Summary, penalty_ellipsoid, wald_summary
 from ..sets import EllipsoidSet, wald_set
+from ..trees import fit_tree
 from ._logistic import fit_logistic
 from .fgd import LowRankResult, fit_low_rank
 
@@ -110,6 +111,19 @@ class PRSResult(InRTVCoordinates):
                             {"log-likelihood": -self.nll,
                              "N0": "no split" if self.n_initial is None else self.n_initial,
                              "FGD converged": self.low_rank.diagnostics.converged, "singular values": sv})
+
+    def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0):
+        """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
+
+        The layout of a posterior's tree (:func:`bayes_loco.trees.fit_tree`), so
+        one ArviZ plot shows both roads, e.g. ``az.plot_forest({"NUTS":
+        post.tree, "Wald": fit.to_datatree()}, var_names=["theta_rtv"], combined=True)``.
+        """
+        return fit_tree(self, chains=chains, draws=draws, seed=seed)
+
+    def _repr_html_(self) -> str:
+        """Jupyter shows the summary's HTML."""
+        return self.summary()._repr_html_()
 
     def __repr__(self) -> str:
         split = "no split" if self.n_initial is None else f"N0={self.n_initial}"

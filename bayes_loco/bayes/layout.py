@@ -1,0 +1,212 @@
+"""The posterior's DataTree: identified quantities in ``posterior``, the factors beside it, prior and PPC.
+
+:func:`~bayes_loco.bayes.fit_posterior` rearranges what PyMC returns into this
+layout (names in :mod:`bayes_loco.bayes.dims`, shared with the frequentist trees
+of :mod:`bayes_loco.trees`):
+
+``posterior``
+    The identified quantities that ArviZ diagnoses and summarises by default:
+    ``theta`` = Θ (``chain, draw, context, feature``) and ``theta_rtv`` = θ_rtv
+    (``chain, draw, rtv_coord``; labels ``"12 (u0, v3)"``, see
+    :mod:`bayes_loco.trees`). ``az.diagnose``, ``az.summary`` and ``az.plot_*``
+    with default arguments therefore never look at U and V. For MAP these are
+    the Laplace draws (below); for VI, draws from the fitted approximation.
+``factors``
+    The free variables U (``context × rank``), V (``feature × rank``) and, with
+    ``prior.hyper``, the scales ``sigma_U``, ``sigma_V``: not identified
+    (U R, V R give the same Θ), so R-hat and ESS on them mean nothing
+    (docs/design.md, convention 6). For MAP, their values at the MAP.
+``point_estimate``
+    MAP only: Θ and θ_rtv at the MAP (no sample dims); ``Posterior.theta`` and
+    ``estimate`` of a MAP fit read it.
+``sample_stats``
+    NUTS only (the sampler's own names, docs/design.md, "Samplers").
+``prior``
+    ``theta`` and ``theta_rtv`` drawn from the prior (chain 1, ``predictive_draws``
+    draws), for ``az.plot_prior_posterior``. Drawn in NumPy from the Normal (and,
+    with ``prior.hyper``, HalfNormal) priors of the factors; the balancing
+    potential (``prior.balance > 0``) is not part of them, and the group's
+    ``attrs["note"]`` says so.
+``posterior_predictive``, ``observed_data``
+    Replicated labels ``y`` (``chain, draw, comparison``, Bernoulli) beside the
+    observed ``y``: ``az.plot_ppc_dist``, ``az.plot_ppc_pava`` work on them.
+``preference_probability``
+    ``p`` = σ(x_tᵀ Θ Δφ_t) for the same draws (``chain, draw, comparison``): the
+    posterior of each comparison's preference probability.
+``constant_data``
+    The comparisons (PyMC's ``pm.Data`` containers ``contexts``, ``differences``,
+    ``labels``) and what each θ_rtv coordinate is (:func:`bayes_loco.trees.rtv_chart`):
+    ``rtv_identified`` (bool; True where some comparison reaches it, the
+    coordinates of ``Posterior.directions``), ``rtv_block``,
+    ``rtv_context_direction``, ``rtv_feature_direction``.
+``optimizer_result``
+    MAP only: scipy's account of L-BFGS-B (from ``pm.find_MAP``).
+``vi_loss``
+    VI only: ``loss`` (``iteration``), the negative ELBO at every step.
+
+The predictive groups hold N × draws numbers each, so they use a thinned subset
+of the posterior draws: ``predictive_draws`` (default 500) evenly spaced
+within each chain, and never more than :data:`MAX_PREDICTIVE_VALUES` numbers
+(N = 3000: 500 draws, 12 MB for ``p``; N = 100,000: 40 draws). ``predictive_draws=0``
+leaves the prior and predictive groups out.
+
+The root ``attrs`` hold netCDF-safe typed scalars (``rank``, ``method``,
+``sampler``, ``chains``, ``draws``, ``k``, ``k_eff``, ``predictive_draws``,
+``random_seed``, ``representation``, …) and the whole settings as JSON
+(``"settings"``), so ``tree.to_netcdf`` works.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import xarray as xr
+from scipy.special import expit
+
+from ..coordinates import RTVBasis
+from ..data import PreferenceData
+from ..trees import CONSTANT_DATA, identified_coordinates, rtv_chart, sample_coords
+from . import dims as D
+from .reduced import theta_rtv_array
+
+#: The largest number of entries (N × draws) of a predictive group.
+MAX_PREDICTIVE_VALUES = 4_000_000
+
+# The groups in the order the tree lists them.
+_ORDER = (D.POSTERIOR, D.POINT_ESTIMATE, D.FACTORS, D.SAMPLE_STATS, D.PRIOR, D.POSTERIOR_PREDICTIVE,
+          D.PREFERENCE_PROBABILITY, D.OBSERVED_DATA, CONSTANT_DATA, D.OPTIMIZER_RESULT, D.VI_LOSS)
+
+
+def predictive_indices(chains: int, draws: int, n: int, wanted: int) -> np.ndarray:
+    """Evenly spaced draw indices, the same in every chain, for at most ``wanted`` draws in all.
+
+    Also capped so that ``n`` comparisons × the draws stay within :data:`MAX_PREDICTIVE_VALUES`.
+    """
+    total = min(wanted, max(1, MAX_PREDICTIVE_VALUES // max(n, 1)), chains * draws)
+    per_chain = max(1, min(draws, -(-total // chains)))  # ceil
+    return np.unique(np.linspace(0, draws - 1, per_chain).round().astype(np.int64))
+
+
+def preference_probabilities(theta: np.ndarray, data: PreferenceData) -> np.ndarray:
+    """p_t = σ(x_tᵀ Θ Δφ_t) for draws of Θ of shape (…, d_x, d_φ): shape (…, N), one draw at a time."""
+    lead = theta.shape[:-2]
+    flat = theta.reshape(-1, *theta.shape[-2:])
+    out = np.empty((flat.shape[0], data.n))
+    for j, th in enumerate(flat):
+        out[j] = np.einsum("tj,tj->t", data.contexts @ th, data.differences)
+    return expit(out).reshape(*lead, data.n)
+
+
+def prior_theta(data: PreferenceData, rank: int, prior, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """Θ = U Vᵀ from the factors' Normal priors (HalfNormal scales if ``prior.hyper``): (draws, d_x, d_φ)."""
+    if prior.hyper:
+        s_u = np.abs(prior.scale * rng.standard_normal(draws))[:, None, None]
+        s_v = np.abs(prior.scale * rng.standard_normal(draws))[:, None, None]
+    else:
+        s_u = s_v = prior.scale
+    u = s_u * rng.standard_normal((draws, data.d_x, rank))
+    v = s_v * rng.standard_normal((draws, data.d_phi, rank))
+    return u @ v.transpose(0, 2, 1)
+
+
+def _theta_array(values: np.ndarray, chains_draws: dict, like: xr.DataArray) -> xr.DataArray:
+    coords = chains_draws | {dim: like.coords[dim].values for dim in (D.CONTEXT, D.FEATURE)}
+    return xr.DataArray(values, dims=(*chains_draws, D.CONTEXT, D.FEATURE), coords=coords)
+
+
+def _identified_group(theta: xr.DataArray, basis: RTVBasis, attrs) -> xr.Dataset:
+    return xr.Dataset({D.THETA: theta, D.THETA_RTV: theta_rtv_array(theta, basis)}, attrs=attrs)
+
+
+def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.ndarray, data: PreferenceData,
+            prior, predictive_draws: int, seed: int, root_attrs: dict, laplace: xr.DataArray | None = None,
+            loss: np.ndarray | None = None) -> xr.DataTree:
+    """The tree of the module docstring from PyMC's (``raw``); ``raw`` is left as it was.
+
+    ``laplace``: for MAP, the Laplace draws of Θ (chain 1); ``loss``: for VI, the loss history.
+    """
+    identified = identified_coordinates(directions)
+    source = raw[D.POSTERIOR].to_dataset(inherit=False)
+    theta = source[D.THETA]
+    groups: dict[str, xr.Dataset] = {}
+    factors = source.drop_vars([D.THETA, D.THETA_RTV], errors="ignore")
+    factors.attrs = {**source.attrs,
+                     "note": "U and V are not identified (U R, V R give the same Θ): R-hat and ESS on them "
+                             "mean nothing; diagnose the posterior group"}
+    if method == "map":
+        point = theta.isel({"chain": 0, "draw": 0}, drop=True)
+        groups[D.POSTERIOR] = _identified_group(laplace, basis, {
+            **source.attrs, "representation": "Laplace approximation at the MAP (see Posterior)"})
+        groups[D.POINT_ESTIMATE] = xr.Dataset({D.THETA: point,
+                                               D.THETA_RTV: theta_rtv_array(point, basis)},
+                                              attrs={"description": "the MAP estimate"})
+    else:
+        groups[D.POSTERIOR] = _identified_group(theta, basis, source.attrs)
+    groups[D.FACTORS] = factors
+    for name in (D.SAMPLE_STATS, D.OBSERVED_DATA, CONSTANT_DATA, D.OPTIMIZER_RESULT):
+        if name in raw.children and raw[name].to_dataset(inherit=False).data_vars:
+            groups[name] = raw[name].to_dataset(inherit=False)
+    chart = rtv_chart(basis, identified)
+    groups[CONSTANT_DATA] = groups[CONSTANT_DATA].merge(chart) if CONSTANT_DATA in groups else chart
+    if loss is not None:
+        groups[D.VI_LOSS] = xr.Dataset(
+            {D.LOSS: xr.DataArray(np.asarray(loss, dtype=float), dims=(D.ITERATION,),
+                                  coords={D.ITERATION: np.arange(len(loss))},
+                                  attrs={"description": "negative ELBO (PyMC's loss) at every iteration"})})
+    if predictive_draws > 0:
+        groups |= _predictive_groups(groups[D.POSTERIOR][D.THETA], basis, data, prior, predictive_draws,
+                                     seed, raw)
+    ordered = {"/": xr.Dataset(attrs=root_attrs)}
+    ordered |= {name: groups[name] for name in _ORDER if name in groups}
+    return xr.DataTree.from_dict(ordered)
+
+
+def _predictive_groups(theta: xr.DataArray, basis, data: PreferenceData, prior, wanted: int,
+                       seed: int, raw: xr.DataTree) -> dict[str, xr.Dataset]:
+    rng = np.random.default_rng([seed, 20250101])
+    chains, draws = theta.sizes["chain"], theta.sizes["draw"]
+    idx = predictive_indices(chains, draws, data.n, wanted)
+    thinned = theta.isel(draw=idx)
+    p = preference_probabilities(np.asarray(thinned.values, dtype=float), data)
+    y = (rng.random(p.shape) < p).astype(np.int64)
+    comparison = (raw[D.OBSERVED_DATA][D.OBSERVED].coords[D.COMPARISON].values
+                  if D.OBSERVED_DATA in raw.children else np.arange(data.n))
+    coords = {"chain": thinned.coords["chain"].values, "draw": thinned.coords["draw"].values,
+              D.COMPARISON: comparison}
+    dims = ("chain", "draw", D.COMPARISON)
+    note = (f"{idx.size} of every chain's {draws} draws, evenly spaced (predictive_draws={wanted}, "
+            f"at most {MAX_PREDICTIVE_VALUES} numbers)")
+    groups = {
+        D.POSTERIOR_PREDICTIVE: xr.Dataset(
+            {D.OBSERVED: xr.DataArray(y, dims=dims, coords=coords,
+                                      attrs={"description": "replicated labels y_t ~ Bernoulli(p_t)"})},
+            attrs={"note": note}),
+        D.PREFERENCE_PROBABILITY: xr.Dataset(
+            {D.PROBABILITY: xr.DataArray(p, dims=dims, coords=coords,
+                                         attrs={"description": "p_t = σ(x_tᵀ Θ Δφ_t): the probability that "
+                                                               "comparison t prefers a_t1"})},
+            attrs={"note": note}),
+    }
+    n_prior = min(wanted, chains * draws)
+    prior_values = prior_theta(data, basis.rank, prior, n_prior, rng)[None]
+    prior_note = ("draws from the Normal priors of U and V"
+                  + (" with HalfNormal scales" if prior.hyper else "")
+                  + ("; the balancing potential is not included" if prior.balance > 0 else ""))
+    groups[D.PRIOR] = _identified_group(_theta_array(prior_values, sample_coords(1, n_prior), theta), basis,
+                                        {"note": prior_note})
+    return groups
+
+
+def root_attrs(settings: dict, version: str, *, sampler: str, chains: int, draws: int, k: int, k_eff: int,
+               representation: str, predictive_draws: int) -> dict:
+    """Attrs for the DataTree: typed scalars netCDF can hold, and the whole settings as JSON.
+
+    The settings hold bools, None and nested groups, which netCDF attributes cannot;
+    as one JSON string they survive ``tree.to_netcdf`` and ``json.loads`` restores them typed.
+    """
+    return {"bayes_loco_version": version, "model": "factored contextual BTL", "rank": settings["rank"],
+            "method": settings["method"], "sampler": sampler, "representation": representation,
+            "chains": int(chains), "draws": int(draws), "k": int(k), "k_eff": int(k_eff),
+            "predictive_draws": int(predictive_draws), "random_seed": settings["random_seed"],
+            "settings": json.dumps(settings)}
