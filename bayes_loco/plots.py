@@ -84,6 +84,15 @@ def _named(items, what: str) -> list[tuple[str, object]]:
     return pairs
 
 
+def _mapping_pairs(items, what: str, of: str) -> list[tuple[str, object]]:
+    """The (name, item) pairs of a non-empty mapping ``what`` (name -> ``of``), or one error naming it."""
+    if not isinstance(items, Mapping):
+        raise TypeError(f"{what} must be a mapping name -> {of}, got {type(items).__name__}")
+    if not items:
+        raise ValueError(f"{what} is empty: give at least one")
+    return list(items.items())
+
+
 def _same_coordinates(a, b) -> bool:
     """Whether two Coordinates objects are the same map (RTV bases compared by value)."""
     if a is b:
@@ -472,12 +481,9 @@ def plot_spectrum(items, *, ax: Axes | None = None) -> Axes:
     -------
     matplotlib.axes.Axes
     """
-    if not isinstance(items, Mapping):
-        raise TypeError(f"items must be a mapping name -> EllipsoidSet or Fit, got {type(items).__name__}")
-    if not items:
-        raise ValueError("items is empty: give at least one")
+    named = _mapping_pairs(items, "items", "EllipsoidSet or Fit")
     ax = _new_axes(ax, (6.5, 4.2))
-    for i, (name, item) in enumerate(items.items()):
+    for i, (name, item) in enumerate(named):
         w = np.asarray(_precision_of(item, str(name)), dtype=float)
         vals = np.linalg.eigvalsh(0.5 * (w + w.T))[::-1]
         top = max(float(vals[0]), np.finfo(float).tiny)
@@ -624,12 +630,8 @@ def plot_policies(policies, *, max_units: int = 40, ax: Axes | None = None) -> A
     -------
     matplotlib.axes.Axes
     """
-    if not isinstance(policies, Mapping):
-        raise TypeError(f"policies must be a mapping name -> Policy, got {type(policies).__name__}")
-    if not policies:
-        raise ValueError("policies is empty: give at least one")
+    named = _mapping_pairs(policies, "policies", "Policy")
     max_units = check_int(max_units, "max_units", 1)
-    named = list(policies.items())
     for name, policy in named:
         if not isinstance(policy, Policy):
             raise TypeError(f"policies[{name!r}] must be a Policy, got {type(policy).__name__}")

@@ -27,12 +27,14 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 from scipy import stats
 
-from ._validation import check_real
+from ._validation import check_option, check_real
 from .coordinates import Coordinates, RTVBasis
 from .data import PreferenceData
-from .sets import EllipsoidSet, UncertaintySet
+from .sets import EllipsoidSet, UncertaintySet, wald_set
+from .trees import fit_tree
 
 
 class FitStatus(enum.Enum):
@@ -116,6 +118,43 @@ class Fit(Protocol):
     def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> UncertaintySet: ...
 
     def summary(self, level: float = 0.95) -> Summary: ...
+
+
+class SummaryHTML:
+    """Jupyter shows a fit as the HTML of its ``summary()``."""
+
+    def _repr_html_(self) -> str:
+        return self.summary()._repr_html_()
+
+
+class WaldFit(SummaryHTML):
+    """The calibrated set and the DataTree export that the frequentist fits share.
+
+    A subclass provides ``estimate``, ``coordinates`` and ``_information()``, the
+    Fisher information Σ_t p̂_t(1 − p̂_t) z_t z_tᵀ at its estimate.
+    """
+
+    calibrated_kinds = ("wald",)
+
+    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> EllipsoidSet:
+        """Asymptotic Wald set: Fisher information I at the estimate, radius² = χ²_{k_eff}(level).
+
+        k_eff = rank I: directions no comparison reaches are not identified and
+        the set is a cylinder along them. ``kind`` None means ``"wald"``, the only kind.
+        """
+        level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+        check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
+        return wald_set(self.estimate, self._information(), level, self.coordinates)
+
+    def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0) -> xr.DataTree:
+        """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
+
+        The layout of a posterior's tree (:func:`bayes_loco.trees.fit_tree`), so
+        one ArviZ plot shows both roads, e.g. ``az.plot_forest({"NUTS":
+        post.tree, "Wald": fit.to_datatree()}, var_names=["theta_rtv"], combined=True)``
+        (``var_names=["theta"]`` for the MLE, whose coordinates are vec(Θ)).
+        """
+        return fit_tree(self, chains=chains, draws=draws, seed=seed)
 
 
 class InRTVCoordinates:
@@ -229,9 +268,8 @@ def wald_table(estimate: np.ndarray, information_set: EllipsoidSet, labels: list
     W); its standard error is ‖e_i‖_{I⁻¹}. Returns the table and the number of
     coordinates left out.
     """
-    eye = np.eye(estimate.shape[0])
-    identified = information_set.identified(eye)
-    se = information_set.dual_norm(eye)
+    se = information_set.coordinate_widths()
+    identified = np.isfinite(se)
     half = stats.norm.ppf(0.5 + level / 2) * se
     table = pd.DataFrame({"estimate": estimate, "std_err": se, "lower": estimate - half,
                           "upper": estimate + half}, index=pd.Index(labels, name="coordinate"))

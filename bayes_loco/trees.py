@@ -214,9 +214,8 @@ def fit_tree(fit, *, chains: int = 4, draws: int = 1000, seed: int = 0, level: f
     wald = fit.calibrated_set(level, "wald")
     coordinates = fit.coordinates
     k = coordinates.dim
-    eye = np.eye(k)
-    identified = wald.identified(eye)
-    se = np.where(identified, wald.dual_norm(eye), np.inf)
+    se = wald.coordinate_widths()
+    identified = np.isfinite(se)
     rng = np.random.default_rng(seed)
     z = rng.standard_normal((chains, draws, wald.effective_dim))
     values = wald.center + z @ wald.factor.T

@@ -301,3 +301,16 @@ def test_ellipsoid_satisfies_the_protocol_and_repr_names_its_kind():
     text = repr(eset)
     assert "wald" in text and "k_eff=1" in text and "level=0.9" in text
     assert not isinstance(object(), UncertaintySet)
+
+
+def test_coordinate_widths_are_the_pseudo_inverse_standard_errors():
+    rng = np.random.default_rng(31)
+    a, _ = random_psd(rng, 2, ridge=0.3)
+    w = np.zeros((4, 4))
+    w[:2, :2] = a  # no comparison reaches coordinates 2 and 3
+    widths = EllipsoidSet(rng.normal(size=4), w, 1.0, VecCoordinates(2, 2)).coordinate_widths()
+    np.testing.assert_allclose(widths[:2], np.sqrt(np.diag(np.linalg.inv(a))), rtol=1e-10)
+    assert np.isinf(widths[2:]).all()
+    full, _, _ = random_ellipsoid(32, 1.0, ridge=0.5)
+    np.testing.assert_allclose(full.coordinate_widths(), np.sqrt(np.diag(np.linalg.inv(full.precision))),
+                               rtol=1e-10)

@@ -43,6 +43,7 @@ from ..results import (
     FitStatus,
     InRTVCoordinates,
     Summary,
+    SummaryHTML,
     data_header,
     diagnostics_header,
     penalty_ellipsoid,
@@ -253,7 +254,7 @@ def settings_group(value, cls, name: str):
 
 
 @dataclass(frozen=True, eq=False)
-class Posterior(InRTVCoordinates):
+class Posterior(InRTVCoordinates, SummaryHTML):
     """A posterior fit of the factored model and its reduced coordinates.
 
     It follows the :class:`~bayes_loco.results.Fit` protocol in the RTV
@@ -379,7 +380,7 @@ class Posterior(InRTVCoordinates):
     def identified(self) -> np.ndarray:
         """Whether each coordinate e_i of θ_rtv lies in the span of ``directions`` (bool, (k,)).
 
-        The tree's ``theta_rtv`` carries it as its ``identified`` coordinate.
+        The tree carries it as ``constant_data.rtv_identified``.
         """
         return identified_coordinates(self.directions)
 
@@ -455,14 +456,11 @@ class Posterior(InRTVCoordinates):
         eta = margins(self.theta, data.contexts, data.differences)
         return fisher_information(design(self.basis, data), eta)
 
-    def _identified_coordinates(self) -> np.ndarray:
-        return self.identified
-
     def _summary_table(self, level: float) -> pd.DataFrame:
         index = pd.Index(self.basis.labels(), name="coordinate")
         table = pd.DataFrame(np.nan, index=index, columns=list(SUMMARY_COLUMNS))
         table["estimate"] = self.estimate
-        if self.rtv_draws.shape[0] < 2:  # a MAP fit saved before it carried Laplace draws
+        if self.rtv_draws.shape[0] < 2:  # one draw (map={"draws": 1}): nothing to summarise
             return table
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # R-hat of one chain (VI), few draws: NaN, reported as such
@@ -500,7 +498,7 @@ class Posterior(InRTVCoordinates):
         approximation; a note says so.
         """
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
-        identified = self._identified_coordinates()
+        identified = self.identified
         table = self._summary_table(level)[identified]
         title, facts = self._title_and_facts()
         header = (data_header(self.data, self.basis, self.rank, self.k_eff)
@@ -525,10 +523,6 @@ class Posterior(InRTVCoordinates):
                      f"min ESS bulk={d.min_ess_bulk:.0f}")
         return (f"Posterior(method={d.method!r}, rank={self.rank}, k={self.k}, k_eff={self.k_eff}, "
                 f"draws={draws}{extra}, converged={d.converged}, seconds={d.seconds:.1f})")
-
-    def _repr_html_(self) -> str:
-        """Jupyter shows the summary's HTML."""
-        return self.summary()._repr_html_()
 
 
 # What Posterior computes on first use and does not pickle.

@@ -24,9 +24,8 @@ from ..coordinates import RTVBasis, design, rtv_basis
 from ..data import PreferenceData, checks_data
 from ..exceptions import ConvergenceWarning
 from ..model import fisher_information, margins, nll_and_gradient
-from ..results import Diagnostics, FitStatus, Summary, penalty_ellipsoid, wald_summary
-from ..sets import EllipsoidSet, wald_set
-from ..trees import fit_tree
+from ..results import Diagnostics, FitStatus, Summary, WaldFit, penalty_ellipsoid, wald_summary
+from ..sets import EllipsoidSet
 from .mle import MLEResult, fit_mle
 
 ARMIJO = 1e-4
@@ -34,7 +33,7 @@ METHODS = ("lbfgs", "alternating")
 
 
 @dataclass(frozen=True, eq=False)
-class LowRankResult:
+class LowRankResult(WaldFit):
     """Rank-r estimate Θ̂ = U Vᵀ from FGD.
 
     It follows the :class:`~bayes_loco.results.Fit` protocol in its own RTV
@@ -74,7 +73,6 @@ class LowRankResult:
     data: PreferenceData
     diagnostics: Diagnostics
 
-    calibrated_kinds = ("wald",)
 
     @property
     def singular_values(self) -> np.ndarray:
@@ -105,31 +103,16 @@ class LowRankResult:
         z = self._design
         return penalty_ellipsoid(self.estimate, z.T @ z, self.data.n, self.coordinates, c2)
 
-    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> EllipsoidSet:
-        """Wald set for θ_rtv at Θ̂: Fisher information Σ p̂(1−p̂) z zᵀ, radius² = χ²_{k_eff}(level)."""
-        level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
-        check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
+    def _information(self) -> np.ndarray:
+        """Fisher information Σ p̂(1−p̂) z zᵀ of θ_rtv at Θ̂ (its own margins, not the reduced ones)."""
         eta = margins(self.theta, self.data.contexts, self.data.differences)
-        return wald_set(self.estimate, fisher_information(self._design, eta), level, self.coordinates)
+        return fisher_information(self._design, eta)
 
     def summary(self, level: float = 0.95) -> Summary:
         """θ̂_rtv of the FGD fit with ``level`` Wald intervals, singular values and FGD's convergence."""
         sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
         return wald_summary(f"Rank-{self.rank} fit (factored gradient descent)", self, self.data, level,
                             {"log-likelihood": -self.nll, "singular values": sv, "‖∇F‖": self.grad_norm})
-
-    def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0):
-        """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
-
-        The layout of a posterior's tree (:func:`bayes_loco.trees.fit_tree`), so
-        one ArviZ plot shows both roads, e.g. ``az.plot_forest({"NUTS":
-        post.tree, "Wald": fit.to_datatree()}, var_names=["theta_rtv"], combined=True)``.
-        """
-        return fit_tree(self, chains=chains, draws=draws, seed=seed)
-
-    def _repr_html_(self) -> str:
-        """Jupyter shows the summary's HTML."""
-        return self.summary()._repr_html_()
 
     def __repr__(self) -> str:
         sv = ", ".join(f"{v:.3g}" for v in self.singular_values)

@@ -8,13 +8,12 @@ from functools import cached_property
 
 import numpy as np
 
-from .._validation import check_int, check_option, check_real
+from .._validation import check_int, check_real
 from ..coordinates import VecCoordinates
 from ..data import PreferenceData, checks_data
 from ..model import fisher_information, margins, score_matrix
-from ..results import Diagnostics, Summary, penalty_ellipsoid, wald_summary
-from ..sets import EllipsoidSet, wald_set
-from ..trees import fit_tree
+from ..results import Diagnostics, Summary, WaldFit, penalty_ellipsoid, wald_summary
+from ..sets import EllipsoidSet
 from ._logistic import fit_logistic
 
 # The d_x·d_φ × d_x·d_φ information matrix of the MLE baselines is refused above this.
@@ -22,7 +21,7 @@ MAX_FULL_W_BYTES = 2 * 1024**3
 
 
 @dataclass(frozen=True, eq=False)
-class MLEResult:
+class MLEResult(WaldFit):
     """Unconstrained (optionally ridge-penalised) MLE Θ̂ of the contextual BTL model.
 
     It follows the :class:`~bayes_loco.results.Fit` protocol, in the vec(Θ)
@@ -54,7 +53,6 @@ class MLEResult:
     ridge: float
     diagnostics: Diagnostics
 
-    calibrated_kinds = ("wald",)
     rank = None
 
     @property
@@ -88,31 +86,16 @@ class MLEResult:
         z = self._design()
         return penalty_ellipsoid(self.estimate, z.T @ z, self.data.n, self.coordinates, c2)
 
-    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> EllipsoidSet:
-        """Asymptotic Wald set: Fisher information Σ p̂(1−p̂) z zᵀ, radius² = χ²_{k_eff}(level)."""
-        level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
-        check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
+    def _information(self) -> np.ndarray:
+        """Fisher information Σ p̂(1−p̂) z zᵀ of vec(Θ) at Θ̂ (refused above 2 GiB, as the Gram set)."""
         eta = margins(self.theta, self.data.contexts, self.data.differences)
-        return wald_set(self.estimate, fisher_information(self._design(), eta), level, self.coordinates)
+        return fisher_information(self._design(), eta)
 
     def summary(self, level: float = 0.95) -> Summary:
         """Estimates of vec(Θ) with ``level`` Wald intervals, log-likelihood, ridge and warnings."""
         return wald_summary("Unconstrained MLE (Newton-CG)", self, self.data, level,
                             {"log-likelihood": self.loglik, "ridge": self.ridge,
                              "max |margin|": self.max_abs_margin, "separated": self.separated})
-
-    def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0):
-        """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
-
-        The layout of a posterior's tree (:func:`bayes_loco.trees.fit_tree`), so
-        one ArviZ plot shows both roads, e.g. ``az.plot_forest({"NUTS":
-        post.tree, "Wald": fit.to_datatree()}, var_names=["theta"], combined=True)``.
-        """
-        return fit_tree(self, chains=chains, draws=draws, seed=seed)
-
-    def _repr_html_(self) -> str:
-        """Jupyter shows the summary's HTML."""
-        return self.summary()._repr_html_()
 
 
 @checks_data

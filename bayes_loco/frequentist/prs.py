@@ -16,19 +16,26 @@ from functools import cached_property
 
 import numpy as np
 
-from .._validation import check_option, check_real
+from .._validation import check_real
 from ..coordinates import RTVBasis, design, rtv_basis
 from ..data import PreferenceData, checks_data
 from ..model import fisher_information
-from ..results import Diagnostics, FitStatus, InRTVCoordinates, Summary, penalty_ellipsoid, wald_summary
-from ..sets import EllipsoidSet, wald_set
-from ..trees import fit_tree
+from ..results import (
+    Diagnostics,
+    FitStatus,
+    InRTVCoordinates,
+    Summary,
+    WaldFit,
+    penalty_ellipsoid,
+    wald_summary,
+)
+from ..sets import EllipsoidSet
 from ._logistic import fit_logistic
 from .fgd import LowRankResult, fit_low_rank
 
 
 @dataclass(frozen=True, eq=False)
-class PRSResult(InRTVCoordinates):
+class PRSResult(InRTVCoordinates, WaldFit):
     """The PRS fit: reduced MLE θ̂_rtv in the RTV coordinates of a low-rank fit, and W.
 
     It follows the :class:`~bayes_loco.results.Fit` protocol in the RTV coordinates
@@ -70,7 +77,6 @@ class PRSResult(InRTVCoordinates):
     separated: bool
     diagnostics: Diagnostics
 
-    calibrated_kinds = ("wald",)
 
     @property
     def estimate(self) -> np.ndarray:
@@ -90,19 +96,14 @@ class PRSResult(InRTVCoordinates):
     def _design(self) -> np.ndarray:
         return design(self.basis, self.estimation_data)
 
-    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> EllipsoidSet:
-        """Asymptotic Wald set for θ_rtv at ``level``.
+    def _information(self) -> np.ndarray:
+        """Fisher information Σ_t p̂_t(1 − p̂_t) z_t z_tᵀ at θ̂_rtv (margins z_tᵀθ̂_rtv of the reduced model).
 
-        W = Σ_t p̂_t(1 − p̂_t) z_t z_tᵀ (Fisher information at θ̂_rtv) and
-        R² = χ²_{k_eff}(level), with k_eff = rank W: directions no comparison
-        reaches are not identified and the set is a cylinder along them. Its
-        coverage of θ*_rtv is below nominal because the reduced likelihood drops
-        Θ'₂₂ (docs/design.md, pessimism point 5).
+        Its Wald set covers θ*_rtv below nominal because the reduced likelihood
+        drops Θ'₂₂ (docs/design.md, pessimism point 5).
         """
-        level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
-        check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
         z = self._design
-        return wald_set(self.theta_rtv, fisher_information(z, z @ self.theta_rtv), level, self.basis)
+        return fisher_information(z, z @ self.theta_rtv)
 
     def summary(self, level: float = 0.95) -> Summary:
         """θ̂_rtv with ``level`` Wald intervals on its identified coordinates, the split, both fits' state."""
@@ -111,19 +112,6 @@ class PRSResult(InRTVCoordinates):
                             {"log-likelihood": -self.nll,
                              "N0": "no split" if self.n_initial is None else self.n_initial,
                              "FGD converged": self.low_rank.diagnostics.converged, "singular values": sv})
-
-    def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0):
-        """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
-
-        The layout of a posterior's tree (:func:`bayes_loco.trees.fit_tree`), so
-        one ArviZ plot shows both roads, e.g. ``az.plot_forest({"NUTS":
-        post.tree, "Wald": fit.to_datatree()}, var_names=["theta_rtv"], combined=True)``.
-        """
-        return fit_tree(self, chains=chains, draws=draws, seed=seed)
-
-    def _repr_html_(self) -> str:
-        """Jupyter shows the summary's HTML."""
-        return self.summary()._repr_html_()
 
     def __repr__(self) -> str:
         split = "no split" if self.n_initial is None else f"N0={self.n_initial}"

@@ -108,6 +108,15 @@ class EllipsoidSet:
         """‖z‖_{W⁻¹} (pseudo-inverse), the width of the set along z per unit radius."""
         return self._split(z)[0]
 
+    def coordinate_widths(self) -> np.ndarray:
+        """‖e_i‖_{W⁻¹} of each coordinate axis e_i, inf where e_i leaves range(W).
+
+        For a Wald set (W the Fisher information) these are the standard errors of
+        the coordinates; inf marks a coordinate that no comparison identifies.
+        """
+        width, inside = self._split(np.eye(self.dim))
+        return np.where(inside, width, np.inf)
+
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
         """θ̂ᵀz − R‖z‖_{W⁻¹}; −inf where z leaves range(W) (the set is unbounded along null(W))."""
         width, inside = self._split(z)
