@@ -212,7 +212,16 @@ def identified_directions(coordinates: Coordinates, data: PreferenceData, *,
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
-    z = design(coordinates, data)
-    vals, vecs = np.linalg.eigh(z.T @ z)
+    return range_basis(design(coordinates, data), rtol=rtol)[0]
+
+
+def range_basis(rows: np.ndarray, *, rtol: float = RANGE_RTOL) -> tuple[np.ndarray, np.ndarray]:
+    """Orthonormal bases of the span of the rows of ``rows`` (n × d) and of its complement in Rᵈ.
+
+    From the eigenvectors of the Gram matrix ``rowsᵀ rows``, eigenvalues at or
+    below ``rtol`` times the largest counting as zero (the rule of
+    :func:`identified_directions`). Returns (d × d', d × (d − d')).
+    """
+    vals, vecs = np.linalg.eigh(rows.T @ rows)
     keep = vals > rtol * max(vals.max(), np.finfo(float).tiny)
-    return vecs[:, keep]
+    return vecs[:, keep], vecs[:, ~keep]

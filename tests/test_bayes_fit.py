@@ -402,15 +402,21 @@ def test_warning_marks_a_worst_coordinate_the_data_do_not_reach(nuts):
 
 
 def test_start_jitter_is_small_and_seeded():
-    from bayes_loco.bayes.fit import _initvals
+    from bayes_loco.bayes.chart import chart_start
+    from bayes_loco.bayes.fit import _factor_start
 
     u0, v0 = np.ones((3, 2)), 2 * np.ones((4, 2))
-    starts = _initvals(u0, v0, 3, 0.01, np.random.default_rng(0), per_chain=True)
-    assert len(starts) == 3
+    starts = [_factor_start(u0, v0, 0.01, np.random.default_rng(seed)) for seed in (0, 0, 1)]
     for s in starts:
         assert 0 < np.abs(s[D.LEFT] - u0).max() < 0.1 and 0 < np.abs(s[D.RIGHT] - v0).max() < 0.2
-    single = _initvals(u0, v0, 3, 0.01, np.random.default_rng(0), per_chain=False)
-    np.testing.assert_array_equal(single[D.LEFT], starts[0][D.LEFT])
+    np.testing.assert_array_equal(starts[0][D.LEFT], starts[1][D.LEFT])
+    assert not np.array_equal(starts[0][D.LEFT], starts[2][D.LEFT])
+    frame = bb.chart.ChartFrame(np.eye(3), np.zeros((3, 0)), np.eye(4)[:, :3], np.eye(4)[:, 3:],
+                                np.array([4.0, 1.0]), np.eye(2 * 4), np.zeros(2))
+    start = chart_start(frame, 0.01, np.random.default_rng(0))
+    assert 0 < np.abs(start[D.CHART_Z]).max() < 0.05
+    np.testing.assert_allclose(np.exp(2 * start[D.CHART_LOG_DIAG]), [4.0, 1.0])
+    assert start[D.RIGHT_NULL].shape == (1, 2) and D.LEFT_NULL not in start
 
 
 @pytest.mark.parametrize(("kwargs", "exc", "name"), [
@@ -423,6 +429,7 @@ def test_start_jitter_is_small_and_seeded():
     (dict(nuts={"sampler": "stan"}), ValueError, r"nuts\.sampler"),
     (dict(nuts={"init_jitter": -0.1}), ValueError, r"nuts\.init_jitter"),
     (dict(nuts={"rhat_max": 0.9}), ValueError, r"nuts\.rhat_max"),
+    (dict(nuts={"parametrization": "polar"}), ValueError, r"nuts\.parametrization"),
     (dict(nuts={"draws": 1.5}), TypeError, r"nuts\.draws"),
     (dict(vi={"method": "svgd"}), ValueError, r"vi\.method"),
     (dict(vi={"iterations": 0}), ValueError, r"vi\.iterations"),
@@ -519,7 +526,7 @@ def test_settings_groups_accept_instances_dicts_and_none():
     assert type(nuts.draws) is int and type(nuts.target_accept) is float
     assert type(bb.Prior(scale=2).scale) is float
     assert (bb.Prior().scale, bb.Prior().hyper, bb.Prior().balance) == (1.0, False, 0.0)
-    assert dataclasses.astuple(bb.NUTS()) == (1000, 1000, 4, None, None, 0.9, 0.01, 1.01, 400.0)
+    assert dataclasses.astuple(bb.NUTS()) == (1000, 1000, 4, None, None, 0.9, 0.01, 1.01, 400.0, "auto")
     assert dataclasses.astuple(bb.VI()) == ("advi", 30000, 0.01, 1000)
     assert dataclasses.astuple(bb.MAP()) == (1000,)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -564,7 +571,8 @@ def test_settings_are_recorded_typed_and_json_able(nuts):
     assert list(settings) == ["rank", "method", "prior", "ridge", "random_seed", "predictive_draws", "nuts"]
     assert settings["predictive_draws"] == 500
     assert settings["nuts"] == {"draws": 300, "tune": 300, "chains": 2, "cores": 1, "sampler": "pymc",
-                                "target_accept": 0.9, "init_jitter": 0.01, "rhat_max": 1.01, "ess_min": 400.0}
+                                "target_accept": 0.9, "init_jitter": 0.01, "rhat_max": 1.01, "ess_min": 400.0,
+                                "parametrization": "factored"}  # what "auto" chose on these data (N = 800)
     assert settings["prior"] == {"scale": 1.0, "hyper": False, "balance": 0.0}
     assert json.loads(json.dumps(settings)) == settings
     assert type(settings["rank"]) is int and type(settings["random_seed"]) is int

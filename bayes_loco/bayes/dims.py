@@ -49,15 +49,29 @@ LEFT_SCALE = "sigma_U"
 RIGHT_SCALE = "sigma_V"
 BALANCE = "balance"
 
+#: Names of the chart parametrisation's variables and dims (:mod:`bayes_loco.bayes.chart`).
+CHART_Z = "chart_z"
+CHART_LOG_DIAG = "chart_log_diag"
+CHART_LOWER = "chart_lower"
+CHART_PRIOR = "chart_prior"
+LEFT_NULL = "U_null"
+RIGHT_NULL = "V_null"
+CHART_COORD = "chart_coord"
+RANK_PAIR = "rank_pair"
+CONTEXT_NULL = "context_null"
+FEATURE_NULL = "feature_null"
+
 #: The quantities that are identified by the likelihood and are diagnosed
 #: (R-hat, ESS); U and V are not (rotations U R, V R give the same Θ). They
 #: are the variables of the tree's ``posterior`` group; U and V are in ``factors``.
 IDENTIFIED = (THETA, THETA_RTV)
 
 __all__ = [
-    "BALANCE", "BLOCK", "COMPARISON", "CONTEXT", "CONTEXT_DIRECTION", "DATA_CONTEXTS", "DATA_DIFFERENCES",
-    "DATA_LABELS", "FACTORS", "FEATURE", "FEATURE_DIRECTION", "IDENTIFIED", "IDENTIFIED_COORD", "ITERATION",
-    "LEFT", "LEFT_SCALE", "LOSS", "MARGINS", "OBSERVED", "OBSERVED_DATA", "OPTIMIZER_RESULT",
-    "POINT_ESTIMATE", "POSTERIOR", "POSTERIOR_PREDICTIVE", "PREFERENCE_PROBABILITY", "PRIOR", "PROBABILITY",
-    "RANK", "RIGHT", "RIGHT_SCALE", "RTV_COORD", "SAMPLE_STATS", "THETA", "THETA_RTV", "VI_LOSS",
+    "BALANCE", "BLOCK", "CHART_COORD", "CHART_LOG_DIAG", "CHART_LOWER", "CHART_PRIOR", "CHART_Z",
+    "COMPARISON", "CONTEXT", "CONTEXT_DIRECTION", "CONTEXT_NULL", "DATA_CONTEXTS", "DATA_DIFFERENCES",
+    "DATA_LABELS", "FACTORS", "FEATURE", "FEATURE_DIRECTION", "FEATURE_NULL", "IDENTIFIED",
+    "IDENTIFIED_COORD", "ITERATION", "LEFT", "LEFT_NULL", "LEFT_SCALE", "LOSS", "MARGINS", "OBSERVED",
+    "OBSERVED_DATA", "OPTIMIZER_RESULT", "POINT_ESTIMATE", "POSTERIOR", "POSTERIOR_PREDICTIVE",
+    "PREFERENCE_PROBABILITY", "PRIOR", "PROBABILITY", "RANK", "RANK_PAIR", "RIGHT", "RIGHT_NULL",
+    "RIGHT_SCALE", "RTV_COORD", "SAMPLE_STATS", "THETA", "THETA_RTV", "VI_LOSS",
 ]

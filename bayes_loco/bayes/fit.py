@@ -52,6 +52,7 @@ from ..results import (
 from ..sets import EllipsoidSet
 from ..trees import CONSTANT_DATA, identified_coordinates
 from . import dims as D
+from .chart import AUTO, CHART, FACTORED, PARAMETRIZATIONS, build_chart_model, chart_frame, chart_start
 from .credible import KINDS, credible_set
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
@@ -156,6 +157,19 @@ class NUTS:
         A :class:`~bayes_loco.SamplerWarning` is issued when R-hat of some entry
         of Θ or θ_rtv exceeds ``rhat_max``, its bulk or tail ESS is below
         ``ess_min``, or any transition diverged.
+    parametrization : {"auto", "chart", "factored"}
+        The coordinates NUTS moves in; all give the same posterior of Θ (same
+        prior, same likelihood). ``"chart"``: the identified chart of
+        :mod:`bayes_loco.bayes.chart`, without the rotation and scale ridges of
+        (U, V) and preconditioned by the curvature at the start, so that the
+        leapfrog steps per draw do not grow with N; it needs every component's
+        column space fixed by the data (near a lower-rank Θ its coordinates
+        grow heavy tails). ``"factored"``: U and V themselves (the model of
+        :func:`~bayes_loco.bayes.build_model`), whose steps per draw grow like
+        √N. ``"auto"`` (default): the chart when the start's components are all
+        determined (:attr:`~bayes_loco.bayes.chart.ChartFrame.determined`), the
+        factored model otherwise; the fit's settings record the one that ran.
+        docs/results.md ("Posterior geometry") measures both.
     """
 
     draws: int = 1000
@@ -167,6 +181,7 @@ class NUTS:
     init_jitter: float = 0.01
     rhat_max: float = 1.01
     ess_min: float = 400.0
+    parametrization: str = AUTO
 
     def __post_init__(self):
         _set(self, "draws", check_int(self.draws, "nuts.draws", 1))
@@ -181,6 +196,7 @@ class NUTS:
         _set(self, "init_jitter", check_real(self.init_jitter, "nuts.init_jitter", 0.0))
         _set(self, "rhat_max", check_real(self.rhat_max, "nuts.rhat_max", 1.0))
         _set(self, "ess_min", check_real(self.ess_min, "nuts.ess_min", 0.0))
+        check_option(self.parametrization, "nuts.parametrization", PARAMETRIZATIONS)
 
 
 @dataclass(frozen=True)
@@ -336,12 +352,16 @@ class Posterior(InRTVCoordinates, SummaryHTML):
 
     @cached_property
     def model(self) -> pm.Model:
-        """The model of :func:`~bayes_loco.bayes.build_model` on ``data``, ``rank`` and the prior settings.
+        """The PyMC model that was fitted, on ``data``, ``rank`` and the prior settings.
 
-        The fitted model itself after :func:`fit_posterior`; rebuilt after
-        unpickling or loading. Reusable with ``pm.set_data``.
+        :func:`~bayes_loco.bayes.build_model`, or for NUTS in the chart
+        parametrisation :func:`~bayes_loco.bayes.build_chart_model` around
+        ``start`` (the same posterior of Θ). The fitted model itself after
+        :func:`fit_posterior`; rebuilt after unpickling or loading. Reusable
+        with ``pm.set_data``.
         """
-        return build_model(self.data, self.rank, prior=self.settings.get("prior"))
+        return _model(self.data, self.rank, self.method, self.settings.get("prior"),
+                      self.settings.get("nuts", {}).get("parametrization", FACTORED), self.start)
 
     @property
     def k_eff(self) -> int:
@@ -525,6 +545,13 @@ class Posterior(InRTVCoordinates, SummaryHTML):
                 f"draws={draws}{extra}, converged={d.converged}, seconds={d.seconds:.1f})")
 
 
+def _model(data, rank, method, prior, parametrization, start) -> pm.Model:
+    if method == "nuts" and parametrization == CHART:
+        prior = settings_group(prior, Prior, "prior")
+        return build_chart_model(data, rank, chart_frame(data, start.theta, rank, prior.scale), prior=prior)
+    return build_model(data, rank, prior=prior)
+
+
 # What Posterior computes on first use and does not pickle.
 _CACHED = ("model", "theta_draws", "rtv_draws")
 
@@ -565,6 +592,23 @@ def _resolve_basis(basis, start, rank, data) -> RTVBasis:
     raise TypeError(f"basis must be an RTVBasis, a LowRankResult or None, got {type(basis).__name__}")
 
 
+def _chart_or_none(data, rank, start, prior, parametrization: str):
+    """The chart's frame for ``nuts.parametrization``, or None where the factored model runs.
+
+    ``"auto"`` takes the chart when it is possible (r at most each span's
+    dimension) and every component is determined (``ChartFrame.determined``).
+    """
+    if parametrization == FACTORED:
+        return None
+    if parametrization == CHART:
+        return chart_frame(data, start.theta, rank, prior.scale)
+    try:
+        frame = chart_frame(data, start.theta, rank, prior.scale)
+    except ValueError:  # r exceeds a span's dimension: no chart exists
+        return None
+    return frame if frame.determined else None
+
+
 def _resolve_sampler(nuts: NUTS) -> NUTS:
     """``nuts`` with the sampler that will run: nutpie when installed and none was named, else PyMC's."""
     sampler = nuts.sampler or ("nutpie" if "nutpie" in available_samplers() else "pymc")
@@ -578,18 +622,15 @@ def _rms(a) -> float:
     return float(np.sqrt(np.mean(a * a))) or 1.0
 
 
-def _initvals(u0, v0, chains, jitter, rng, per_chain):
-    """Start at the balanced factors plus a small relative jitter (one start, or one per chain).
+def _factor_start(u0, v0, jitter: float, rng) -> dict:
+    """The balanced factors plus a jitter of ``jitter`` times their root-mean-square entry.
 
     Some jitter is needed even for a single shared start: nutpie refuses a start
     where a gradient entry is exactly 0 ("bad initial gradient"), which is the
     case at the minimum-norm MLE for rows of V that no comparison reaches.
     """
-    scale_u, scale_v = _rms(u0), _rms(v0)
-    starts = [{D.LEFT: u0 + jitter * scale_u * rng.standard_normal(u0.shape),
-               D.RIGHT: v0 + jitter * scale_v * rng.standard_normal(v0.shape)}
-              for _ in range(chains if per_chain else 1)]
-    return starts if per_chain else starts[0]
+    return {D.LEFT: u0 + jitter * _rms(u0) * rng.standard_normal(u0.shape),
+            D.RIGHT: v0 + jitter * _rms(v0) * rng.standard_normal(v0.shape)}
 
 
 # -------------------------------------------------------------------------------------- methods
@@ -612,14 +653,18 @@ def _quiet(quiet: bool):
             lg.setLevel(level)
 
 
-def _sample_nuts(model, nuts: NUTS, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
-    """``pm.sample`` from the jittered balanced factors, with no jitter of the sampler's own on top."""
+def _sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool) -> xr.DataTree:
+    """``pm.sample`` from ``draw_start(rng)`` (one start per chain for PyMC's sampler, one shared otherwise).
+
+    The sampler adds no jitter of its own on top of the start's.
+    """
     rng = np.random.default_rng(seed)
-    initvals = _initvals(u0, v0, nuts.chains, nuts.init_jitter, rng, per_chain=nuts.sampler == "pymc")
+    per_chain = nuts.sampler == "pymc"
+    starts = [draw_start(rng) for _ in range(nuts.chains if per_chain else 1)]
     kwargs = dict(draws=nuts.draws, tune=nuts.tune, chains=nuts.chains, cores=nuts.cores, random_seed=seed,
                   progressbar=progressbar, quiet=not progressbar, nuts_sampler=nuts.sampler,
-                  initvals=initvals, target_accept=nuts.target_accept, compute_convergence_checks=False,
-                  model=model)
+                  initvals=starts if per_chain else starts[0], target_accept=nuts.target_accept,
+                  compute_convergence_checks=False, model=model)
     if nuts.sampler == "pymc":
         kwargs["init"] = "adapt_diag"  # no jitter on top of ours
     elif nuts.sampler == "nutpie":
@@ -939,17 +984,30 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
         nuts = _resolve_sampler(nuts)
     start = _start_fit(data, rank, start, ridge)
     basis = _resolve_basis(basis, start, rank, data)
+
+    u0, v0 = balanced_factors(start.theta, rank)
+    frame = None
+    if method == "nuts":
+        frame = _chart_or_none(data, rank, start, prior, nuts.parametrization)
+        nuts = dataclasses.replace(nuts, parametrization=FACTORED if frame is None else CHART)
     settings = {"rank": rank, "method": method, "prior": dataclasses.asdict(prior), "ridge": ridge,
                 "random_seed": random_seed, "predictive_draws": predictive_draws,
                 method: dataclasses.asdict({"nuts": nuts, "map": map_settings, "vi": vi}[method])}
+    if frame is not None:
+        model = build_chart_model(data, rank, frame, prior=prior)
 
-    model = build_model(data, rank, prior=prior)
-    u0, v0 = balanced_factors(start.theta, rank)
+        def draw_start(rng):
+            return chart_start(frame, nuts.init_jitter, rng, prior.scale)
+    else:
+        model = build_model(data, rank, prior=prior)
+
+        def draw_start(rng):
+            return _factor_start(u0, v0, nuts.init_jitter, rng)
     laplace, loss = None, None
     with _quiet(not progressbar):
         t0 = time.perf_counter()
         if method == "nuts":
-            raw = _sample_nuts(model, nuts, u0, v0, random_seed, progressbar)
+            raw = _sample_nuts(model, nuts, draw_start, random_seed, progressbar)
         elif method == "map":
             raw = _find_map(model, u0, v0, random_seed, progressbar)
         else:

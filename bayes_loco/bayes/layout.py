@@ -12,10 +12,12 @@ of :mod:`bayes_loco.trees`):
     with default arguments therefore never look at U and V. For MAP these are
     the Laplace draws (below); for VI, draws from the fitted approximation.
 ``factors``
-    The free variables U (``context × rank``), V (``feature × rank``) and, with
+    The factors U (``context × rank``), V (``feature × rank``) and, with
     ``prior.hyper``, the scales ``sigma_U``, ``sigma_V``: not identified
     (U R, V R give the same Θ), so R-hat and ESS on them mean nothing
-    (docs/design.md, convention 6). For MAP, their values at the MAP.
+    (docs/design.md, convention 6). For MAP, their values at the MAP. In the
+    chart parametrisation (:mod:`bayes_loco.bayes.chart`) U and V are one
+    representative of each Θ's orbit; the chart's own coordinates are not kept.
 ``point_estimate``
     MAP only: Θ and θ_rtv at the MAP (no sample dims); ``Posterior.theta`` and
     ``estimate`` of a MAP fit read it.
@@ -130,7 +132,8 @@ def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.nd
     source = raw[D.POSTERIOR].to_dataset(inherit=False)
     theta = source[D.THETA]
     groups: dict[str, xr.Dataset] = {}
-    factors = source.drop_vars([D.THETA, D.THETA_RTV], errors="ignore")
+    # U, V and the scales; not the chart parametrisation's own coordinates, which are a device of the sampler.
+    factors = source[[v for v in (D.LEFT, D.RIGHT, D.LEFT_SCALE, D.RIGHT_SCALE) if v in source.data_vars]]
     factors.attrs = {**source.attrs,
                      "note": "U and V are not identified (U R, V R give the same Θ): R-hat and ESS on them "
                              "mean nothing; diagnose the posterior group"}

@@ -1,0 +1,329 @@
+"""The factored model sampled in identified coordinates: same prior, same likelihood, no ridges.
+
+The factored posterior of (U, V) is invariant under U → U R, V → V R (R
+orthogonal) and nearly so under U → U A, V → V A⁻ᵀ: a curved ridge whose
+length is the factors' scale while its width shrinks like 1/√N, so NUTS needs
+O(√N) leapfrog steps per draw however its mass matrix is tuned. This module
+samples the same posterior of Θ in coordinates without those ridges
+(docs/design.md, "The chart parametrisation").
+
+**Spans.** Let P (d_x × d_x') be an orthonormal basis of the span of the
+contexts x_t, Q (d_φ × m) one of the span of the differences Δφ_t, and P⊥, Q⊥
+their complements. Write U = P U_s + P⊥ U_⊥ and V = Q V_s + Q⊥ V_⊥. The
+likelihood reads U_s and V_s only, and the isotropic prior keeps the four
+blocks independent, so U_⊥ and V_⊥ keep their N(0, s²) prior exactly in the
+posterior. Within the spans, P and Q are rotated so that their first r
+columns are the singular vectors of the start Θ̂.
+
+**Chart.** Every rank-r Θ_s = U_s V_sᵀ whose column space meets the first r
+coordinates of P regularly is
+
+    Θ_s = [I; B] [A, C],   A (r × r), C (r × (m − r)), B ((d_x' − r) × r),
+
+the k_c = r (d_x' + m − r) coordinates of the rank-r manifold (the RTV blocks
+11, 12 and 21 are A, C and B A). The factors are recovered up to the group
+GL(r) as U_s = [T; B T], V_sᵀ = T⁻¹ [A, C].
+
+**The prior is unchanged.** Write the top block of U_s as G = T R with T lower
+triangular with a positive diagonal and R orthogonal (an LQ decomposition).
+The prior density is invariant under (U, V) → (U R, V R), so R can be
+integrated out exactly; for Gaussian G, T_ii ~ s_U χ_{r−i+1} (i = 1 … r) and
+the entries below the diagonal are N(0, s_U²) (Bartlett). Changing variables
+from (T, H, V_s) to (T, B, A, C) with H = B T, V_sᵀ = T⁻¹ [A, C] multiplies
+the density by |det T|^{d_x' − r − m}. So in the coordinates (A, B, C, T, U_⊥,
+V_⊥) the density is
+
+    p ∝ ∏_i T_ii^{r − i + d_x' − r − m} · exp(−(‖T‖² + ‖B T‖²)/2s_U² − ‖T⁻¹[A, C]‖²/2s_V²)
+        · N(U_⊥; 0, s_U²) · N(V_⊥; 0, s_V²) · L(y | Θ),
+
+and the implied law of Θ = U Vᵀ is exactly that of the factored model
+(:func:`~bayes_loco.bayes.build_model`): the same prior, the same likelihood.
+``tests/test_bayes_chart.py`` checks the change of variables against a
+finite-difference Jacobian and the posterior against the factored model's.
+
+**Preconditioning.** The likelihood reads (A, B, C) only, whose posterior
+shrinks like 1/√N while T's conditional law stays of order one. (A, B, C) is
+sampled as c = c₀ + L⁻ᵀ z, with c₀ the start (A = diag(σ̂₁ … σ̂_r), B = C = 0)
+and L L ᵀ the curvature of the negative log posterior there: the Fisher
+information of the comparisons in chart coordinates plus the prior's
+curvature with T held at diag(σ̂)^{1/2}. z is then close to N(0, I) and the
+tree depth does not grow with N.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pymc as pm
+import pytensor.tensor as pt
+from pytensor.tensor.linalg import solve_triangular
+from scipy.linalg import cho_factor
+from scipy.linalg import solve_triangular as np_solve_triangular
+
+from .._validation import check_rank
+from ..coordinates import range_basis
+from ..data import PreferenceData
+from ..model import fisher_weights
+from . import dims as D
+from .model import model_coords
+
+AUTO = "auto"
+CHART = "chart"
+FACTORED = "factored"
+PARAMETRIZATIONS = (AUTO, CHART, FACTORED)
+# Singular values of the start below this fraction of the largest are raised to it, so that T's
+# start and the prior curvature used for preconditioning stay finite when the start has rank < r.
+SINGULAR_FLOOR = 1e-3
+# The chart is used (nuts.parametrization="auto") when every component's column space is fixed by the
+# data to within this many radians at the start (ChartFrame.angles): at 0.5 the chart and the factored
+# model drew about as many ESS per gradient on the paper simulation (N = 3000, Θ* diagonal); with
+# wider angles the chart's ratio coordinates grow heavy tails and it mixed far worse.
+ANGLE_MAX = 0.5
+# Rows of the N × k_c chart Jacobian formed at once for the preconditioner (bounds its memory).
+_CHUNK = 20_000
+
+
+@dataclass(frozen=True)
+class ChartFrame:
+    """The fixed frame of the chart parametrisation (see the module docstring).
+
+    Attributes
+    ----------
+    left, left_null : ndarray
+        P (d_x × d_x'), its first r columns Θ̂'s left singular vectors within the
+        contexts' span, and P⊥ (d_x × (d_x − d_x')).
+    right, right_null : ndarray
+        Q (d_φ × m) and Q⊥ (d_φ × (d_φ − m)) for the differences' span.
+    singular_values : ndarray, shape (r,)
+        σ̂₁ ≥ … ≥ σ̂_r of P ᵀ Θ̂ Q (floored at :data:`SINGULAR_FLOOR` × σ̂₁).
+    whitening : ndarray, shape (k_c, k_c)
+        L⁻ᵀ: chart coordinates c = c₀ + L⁻ᵀ z.
+    angles : ndarray, shape (r,)
+        For each component, the root of the summed variances of its column of
+        B under the Gaussian approximation L Lᵀ: about the angle (radians) to
+        which the data fix its column space. See :attr:`determined`.
+    """
+
+    left: np.ndarray
+    left_null: np.ndarray
+    right: np.ndarray
+    right_null: np.ndarray
+    singular_values: np.ndarray
+    whitening: np.ndarray
+    angles: np.ndarray
+
+    @property
+    def rank(self) -> int:
+        return self.singular_values.size
+
+    @property
+    def dim(self) -> int:
+        """k_c = r (d_x' + m − r), the number of chart coordinates."""
+        return self.whitening.shape[0]
+
+    @property
+    def determined(self) -> bool:
+        """Whether every component's column space is fixed to within :data:`ANGLE_MAX` radians.
+
+        Where it is not, the chart's coordinates of that column (a ratio of
+        Gaussians when its direction is barely constrained) have Cauchy-like
+        tails, and the factored parametrisation samples better
+        (``nuts.parametrization="auto"`` then uses it).
+        """
+        return bool(np.all(self.angles <= ANGLE_MAX))
+
+    @property
+    def center(self) -> np.ndarray:
+        """c₀: A = diag(σ̂), B = C = 0, packed as (vec A, vec C, vec B)."""
+        c0 = np.zeros(self.dim)
+        r = self.rank
+        c0[: r * r] = np.diag(self.singular_values).ravel()
+        return c0
+
+    def unpack(self, c):
+        """(A, C, B) from the packed chart coordinates (NumPy or PyTensor)."""
+        r, m, dx = self.rank, self.right.shape[1], self.left.shape[1]
+        a = c[: r * r].reshape((r, r))
+        cc = c[r * r: r * m].reshape((r, m - r))
+        b = c[r * m:].reshape((dx - r, r))
+        return a, cc, b
+
+
+def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale: float = 1.0) -> ChartFrame:
+    """The frame of the chart around a start Θ̂ (the frequentist low-rank fit).
+
+    Parameters
+    ----------
+    data : PreferenceData
+    theta_start : ndarray, shape (d_x, d_φ)
+        Θ̂: its singular vectors within the spans orient P and Q, and the
+        preconditioner is the curvature at it.
+    rank : int
+        r; at most the dimension of each span.
+    scale : float
+        s of the prior (the prior part of the curvature).
+
+    Raises
+    ------
+    ValueError
+        r exceeds the dimension of the contexts' or the differences' span: the
+        chart needs r independent directions on each side.
+    """
+    if not isinstance(data, PreferenceData):
+        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    rank = check_rank(rank, data.d_x, data.d_phi)
+    theta_start = np.asarray(theta_start, dtype=float)
+    if theta_start.shape != (data.d_x, data.d_phi):
+        raise ValueError(f"theta_start must have shape ({data.d_x}, {data.d_phi}), got {theta_start.shape}")
+    p_span, p_null = range_basis(data.contexts)
+    q_span, q_null = range_basis(data.differences)
+    if rank > min(p_span.shape[1], q_span.shape[1]):
+        raise ValueError(
+            f"nuts.parametrization='chart' needs rank <= the dimension of the span of the contexts "
+            f"({p_span.shape[1]}) and of the differences ({q_span.shape[1]}); got rank {rank}. Lower the "
+            f"rank, or use nuts={{'parametrization': 'factored'}}")
+    u, s, vt = np.linalg.svd(p_span.T @ theta_start @ q_span)
+    left, right = p_span @ u, q_span @ vt.T
+    sv = np.maximum(s[:rank], SINGULAR_FLOOR * max(s[0], np.finfo(float).tiny))
+    # The frame with z = c − c₀ (no whitening) defines the curvature that the whitening inverts.
+    k_c = rank * (left.shape[1] + right.shape[1] - rank)
+    frame = ChartFrame(left, p_null, right, q_null, sv, np.eye(k_c), np.zeros(rank))
+    curvature = _information(frame, data) + np.diag(_prior_curvature(frame, scale))
+    chol = np.tril(cho_factor(curvature, lower=True)[0])
+    whitening = np_solve_triangular(chol.T, np.eye(k_c), lower=False)
+    variances = np.sum(whitening**2, axis=1)  # diag of (L Lᵀ)⁻¹ = L⁻ᵀ L⁻¹
+    angles = np.sqrt(variances[rank * right.shape[1]:].reshape(-1, rank).sum(axis=0))
+    return ChartFrame(left, p_null, right, q_null, sv, whitening, angles)
+
+
+def _jacobian_rows(frame: ChartFrame, x: np.ndarray, dphi: np.ndarray) -> np.ndarray:
+    """∂η_t/∂c at c₀ for a block of comparisons: rows (x₁ ⊗ δ₁, x₁ ⊗ δ₂, x₂ ⊗ σ̂δ₁)."""
+    r = frame.rank
+    xt, dt = x @ frame.left, dphi @ frame.right
+    x1, x2, d1, d2 = xt[:, :r], xt[:, r:], dt[:, :r], dt[:, r:]
+    n = x.shape[0]
+    return np.hstack([np.einsum("ti,tj->tij", x1, d1).reshape(n, -1),
+                      np.einsum("ti,tj->tij", x1, d2).reshape(n, -1),
+                      np.einsum("ti,tj->tij", x2, d1 * frame.singular_values).reshape(n, -1)])
+
+
+def _information(frame: ChartFrame, data: PreferenceData) -> np.ndarray:
+    """Σ_t p_t(1 − p_t) j_t j_tᵀ at c₀, j_t = ∂η_t/∂c, in blocks of :data:`_CHUNK` rows."""
+    r = frame.rank
+    theta0 = frame.left[:, :r] @ np.diag(frame.singular_values) @ frame.right[:, :r].T
+    info = np.zeros((frame.dim, frame.dim))
+    for lo in range(0, data.n, _CHUNK):
+        x, dphi = data.contexts[lo: lo + _CHUNK], data.differences[lo: lo + _CHUNK]
+        jac = _jacobian_rows(frame, x, dphi)
+        w = fisher_weights(np.einsum("ij,ij->i", x @ theta0, dphi))
+        info += jac.T @ (w[:, None] * jac)
+    return info
+
+
+def _prior_curvature(frame: ChartFrame, scale: float) -> np.ndarray:
+    """The diagonal of −∇² log prior in c at T = diag(σ̂)^{1/2}: rows i of [A, C] 1/(σ̂_i s²), B_·j σ̂_j/s²."""
+    r, m, dx = frame.rank, frame.right.shape[1], frame.left.shape[1]
+    sv = frame.singular_values
+    diagonal = np.concatenate([np.repeat(1.0 / sv, r), np.repeat(1.0 / sv, m - r), np.tile(sv, dx - r)])
+    return diagonal / scale**2
+
+
+def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, prior=None,
+                      store_margins: bool = False, context_names=None, feature_names=None) -> pm.Model:
+    """The factored model of :func:`~bayes_loco.bayes.build_model` in chart coordinates.
+
+    Same prior on Θ, same likelihood, same data containers and Deterministics
+    (``U``, ``V``, ``theta``); the free variables are ``chart_z`` (z, k_c),
+    ``chart_log_diag`` (log T_ii), ``chart_lower`` (T below its diagonal, when
+    r > 1), ``U_null`` and ``V_null`` (U_⊥, V_⊥, when a span is not the whole
+    space) and, with ``prior.hyper``, ``sigma_U`` and ``sigma_V``. U and V are
+    one representative of each Θ's orbit (the rotation R integrated out).
+
+    Parameters
+    ----------
+    data : PreferenceData
+    rank : int
+    frame : ChartFrame
+        From :func:`chart_frame` on the same data.
+    prior : Prior, dict or None
+        As in :func:`~bayes_loco.bayes.build_model` (the balancing potential
+        is rotation invariant and carries over).
+    store_margins, context_names, feature_names
+        As in :func:`~bayes_loco.bayes.build_model`.
+    """
+    from .fit import Prior, settings_group  # fit.py imports this module
+
+    if not isinstance(data, PreferenceData):
+        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    rank = check_rank(rank, data.d_x, data.d_phi)
+    if not isinstance(frame, ChartFrame):
+        raise TypeError(f"frame must be a ChartFrame, got {type(frame).__name__}")
+    if frame.rank != rank or frame.left.shape[0] != data.d_x or frame.right.shape[0] != data.d_phi:
+        raise ValueError(f"frame is for rank {frame.rank} and (d_x, d_phi) = ({frame.left.shape[0]}, "
+                         f"{frame.right.shape[0]}); expected rank {rank} and ({data.d_x}, {data.d_phi})")
+    prior = settings_group(prior, Prior, "prior")
+    r, dx, m = rank, frame.left.shape[1], frame.right.shape[1]
+    coords = model_coords(data, rank, context_names=context_names, feature_names=feature_names)
+    coords |= {D.CHART_COORD: np.arange(frame.dim), D.RANK_PAIR: np.arange(r * (r - 1) // 2),
+               D.CONTEXT_NULL: np.arange(frame.left_null.shape[1]),
+               D.FEATURE_NULL: np.arange(frame.right_null.shape[1])}
+    with pm.Model(coords=coords) as model:
+        x = pm.Data(D.DATA_CONTEXTS, data.contexts, dims=(D.COMPARISON, D.CONTEXT))
+        dphi = pm.Data(D.DATA_DIFFERENCES, data.differences, dims=(D.COMPARISON, D.FEATURE))
+        y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=np.int64), dims=D.COMPARISON)
+        if prior.hyper:
+            s_u = pm.HalfNormal(D.LEFT_SCALE, sigma=prior.scale)
+            s_v = pm.HalfNormal(D.RIGHT_SCALE, sigma=prior.scale)
+        else:
+            s_u = s_v = prior.scale
+        z = pm.Flat(D.CHART_Z, dims=D.CHART_COORD)
+        a, c, b = frame.unpack(frame.center + pt.dot(frame.whitening, z))
+        log_diag = pm.Flat(D.CHART_LOG_DIAG, dims=D.RANK)
+        t = pt.diag(pt.exp(log_diag))
+        if r > 1:
+            rows, cols = np.tril_indices(r, -1)
+            t = pt.set_subtensor(t[rows, cols], pm.Flat(D.CHART_LOWER, dims=D.RANK_PAIR))
+        bt = pt.dot(b, t)
+        v_top = solve_triangular(t, pt.concatenate([a, c], axis=1), lower=True)  # V_sᵀ = T⁻¹ [A, C]
+        # Bartlett's χ diagonal (r − i), the log transform (1) and the chart's Jacobian (d_x' − r − m).
+        powers = (r - 1 - np.arange(r)) + 1 + (dx - r - m)
+        log_prior = (pt.dot(powers, log_diag) - (pt.sum(t * t) + pt.sum(bt * bt)) / (2 * s_u**2)
+                     - pt.sum(v_top * v_top) / (2 * s_v**2))
+        if prior.hyper:  # the Normal densities' normalising constants, which depend on s_U, s_V
+            log_prior = log_prior - dx * r * pt.log(s_u) - m * r * pt.log(s_v)
+        pm.Potential(D.CHART_PRIOR, log_prior)
+        u = pt.dot(frame.left, pt.concatenate([t, bt], axis=0))
+        v = pt.dot(frame.right, v_top.T)
+        if frame.left_null.shape[1]:
+            u = u + pt.dot(frame.left_null, pm.Normal(D.LEFT_NULL, 0.0, s_u, dims=(D.CONTEXT_NULL, D.RANK)))
+        if frame.right_null.shape[1]:
+            v = v + pt.dot(frame.right_null, pm.Normal(D.RIGHT_NULL, 0.0, s_v, dims=(D.FEATURE_NULL, D.RANK)))
+        u = pm.Deterministic(D.LEFT, u, dims=(D.CONTEXT, D.RANK))
+        v = pm.Deterministic(D.RIGHT, v, dims=(D.FEATURE, D.RANK))
+        if prior.balance > 0:
+            gap = pt.dot(u.T, u) - pt.dot(v.T, v)
+            pm.Potential(D.BALANCE, -(prior.balance / 8.0) * pt.sum(gap * gap))
+        pm.Deterministic(D.THETA, pt.dot(u, v.T), dims=(D.CONTEXT, D.FEATURE))
+        eta = pt.sum(pt.dot(x, u) * pt.dot(dphi, v), axis=1)
+        if store_margins:
+            eta = pm.Deterministic(D.MARGINS, eta, dims=D.COMPARISON)
+        pm.Bernoulli(D.OBSERVED, logit_p=eta, observed=y, dims=D.COMPARISON)
+    return model
+
+
+def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scale: float = 1.0) -> dict:
+    """A start for :func:`build_chart_model`: the centre c₀ (the start's Θ̂ projected), T = diag(σ̂)^{1/2}.
+
+    ``jitter`` is added to z (whose posterior sd is about 1) and, times ``scale``,
+    to U_⊥ and V_⊥; nutpie refuses a start with a gradient entry exactly 0.
+    """
+    r = frame.rank
+    start = {D.CHART_Z: jitter * rng.standard_normal(frame.dim),
+             D.CHART_LOG_DIAG: 0.5 * np.log(frame.singular_values)}
+    if r > 1:
+        start[D.CHART_LOWER] = np.zeros(r * (r - 1) // 2)
+    for name, null in ((D.LEFT_NULL, frame.left_null), (D.RIGHT_NULL, frame.right_null)):
+        if null.shape[1]:
+            start[name] = jitter * scale * rng.standard_normal((null.shape[1], r))
+    return start

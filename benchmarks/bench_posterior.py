@@ -1,0 +1,121 @@
+"""Posterior geometry: the chart parametrisation (default) against the factored model, in one run.
+
+Paper simulation (d_x = 20, d_a = 10, d_s = 20, r = 3, q = 1), both Θ* kinds, N = 1,000 …
+30,000. Both parametrisations start from the same frequentist fit and run the same NUTS
+settings (nutpie unless ``--sampler``). For each, the table prints the mean leapfrog steps per
+draw, the mean step size, the wall time of ``fit_posterior`` (numba compilation included), the
+smallest bulk and tail ESS over the identified coordinates of θ_rtv and the identified entries of
+Θ, ESS per second, the largest R-hat over the same, and the divergences; then, per cell, the
+ratios chart / factored of steps and of ESS per second. ``angle`` is the start's largest
+``ChartFrame.angles`` and ``auto`` the parametrisation that ``"auto"`` (the default) picks there.
+A CSV of every row goes to ``--out``.
+
+    .venv/bin/python benchmarks/bench_posterior.py                       # the grid below, ~1 h on 2 cores
+    .venv/bin/python benchmarks/bench_posterior.py --sizes 1000 3000 --kinds diagonal
+    .venv/bin/python benchmarks/bench_posterior.py --sizes 100000 --rank 3 --only chart --draws 1000
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import arviz as az
+import numpy as np
+import pandas as pd
+
+import bayes_loco as bl
+from bayes_loco import bayes as bb
+from bayes_loco.bayes import chart
+from bayes_loco.coordinates import VecCoordinates
+from bayes_loco.trees import identified_coordinates
+
+
+def identified_ess(post: bb.Posterior) -> dict:
+    """Min bulk/tail ESS and max R-hat over θ_rtv's identified coordinates and Θ's identified entries."""
+    tree = post.tree
+    rtv = az.summary(tree, var_names=["theta_rtv"], kind="diagnostics", round_to="none")[post.identified]
+    vec = VecCoordinates(post.data.d_x, post.data.d_phi)
+    mask = identified_coordinates(bl.identified_directions(vec, post.data))
+    theta = az.summary(tree, var_names=["theta"], kind="diagnostics", round_to="none")[mask]
+    both = pd.concat([rtv, theta])
+    return {"ess_bulk": float(both["ess_bulk"].min()), "ess_tail": float(both["ess_tail"].min()),
+            "r_hat": float(both["r_hat"].max()), "rtv_ess_bulk": float(rtv["ess_bulk"].min())}
+
+
+def run_cell(data, start, rank: int, parametrization: str, args) -> dict:
+    nuts = {"draws": args.draws, "tune": args.tune, "chains": args.chains, "sampler": args.sampler,
+            "parametrization": parametrization}
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = bb.fit_posterior(data, rank, nuts=nuts, start=start, progressbar=False, predictive_draws=0,
+                                random_seed=args.seed)
+    seconds = time.perf_counter() - t0
+    stats = post.tree["sample_stats"]
+    row = {"parametrization": parametrization, "steps": float(stats["n_steps"].mean()),
+           "step_size": float(stats["step_size"].mean()), "seconds": seconds,
+           "divergences": int(stats["diverging"].sum())}
+    row |= identified_ess(post)
+    row["ess_per_s"] = row["ess_bulk"] / seconds
+    row["rtv_ess_per_s"] = row["rtv_ess_bulk"] / seconds
+    return row
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 3000, 10000, 30000])
+    parser.add_argument("--kinds", nargs="+", default=["paper", "diagonal"])
+    parser.add_argument("--rank", type=int, default=3)
+    parser.add_argument("--draws", type=int, default=500)
+    parser.add_argument("--tune", type=int, default=500)
+    parser.add_argument("--chains", type=int, default=2)
+    parser.add_argument("--sampler", default="nutpie")
+    parser.add_argument("--only", choices=["chart", "factored"], default=None)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--out", default="posterior_geometry.csv")
+    args = parser.parse_args()
+    which = [args.only] if args.only else ["factored", "chart"]
+    rows = []
+    header = (f"{'kind':>8} {'N':>7} {'model':>9} {'steps':>6} {'step':>6} {'secs':>7} {'ESS bulk':>8} "
+              f"{'tail':>6} {'ESS/s':>7} {'R-hat':>6} {'div':>4} {'angle':>6} {'auto':>9}")
+    print(header, flush=True)
+    for kind in args.kinds:
+        problem = bl.simulate.paper_problem(rank=args.rank, imbalance=1, theta_kind=kind)
+        for n in args.sizes:
+            data = problem.sample(n, seed=args.seed)
+            start = bl.fit_low_rank(data, args.rank, ridge=1.0)
+            frame = chart.chart_frame(data, start.theta, args.rank)
+            auto = chart.CHART if frame.determined else chart.FACTORED
+            for parametrization in which:
+                row = {"kind": kind, "n": n, "auto": auto, "max_angle": float(frame.angles.max())}
+                row |= run_cell(data, start, args.rank, parametrization, args)
+                rows.append(row)
+                print(f"{kind:>8} {n:>7} {parametrization:>9} {row['steps']:6.1f} {row['step_size']:6.3f} "
+                      f"{row['seconds']:7.1f} {row['ess_bulk']:8.0f} {row['ess_tail']:6.0f} "
+                      f"{row['ess_per_s']:7.2f} {row['r_hat']:6.3f} {row['divergences']:4d} "
+                      f"{row['max_angle']:6.2f} {auto:>9}", flush=True)
+                pd.DataFrame(rows).to_csv(args.out, index=False)
+    table = pd.DataFrame(rows)
+    if len(which) == 2:
+        wide = table.pivot_table(index=["kind", "n"], columns="parametrization",
+                                 values=["steps", "ess_per_s", "rtv_ess_per_s"])
+        ratios = pd.DataFrame({
+            "steps chart/factored": wide["steps"]["chart"] / wide["steps"]["factored"],
+            "ESS/s chart/factored": wide["ess_per_s"]["chart"] / wide["ess_per_s"]["factored"],
+            "θ_rtv ESS/s chart/factored": wide["rtv_ess_per_s"]["chart"] / wide["rtv_ess_per_s"]["factored"]})
+        print("\n" + ratios.round(2).to_string())
+    for kind, group in table.groupby("kind"):
+        for parametrization, sub in group.groupby("parametrization"):
+            sub = sub.sort_values("n")
+            if len(sub) > 1:
+                growth = sub["steps"].iloc[-1] / sub["steps"].iloc[0]
+                print(f"{kind}, {parametrization}: steps per draw grow {growth:.2f}x from "
+                      f"N = {sub['n'].iloc[0]} to N = {sub['n'].iloc[-1]}")
+    print(f"\nrows written to {args.out}")
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

@@ -1,0 +1,211 @@
+"""The chart parametrisation: the same posterior of Θ as the factored model, in coordinates without ridges.
+
+The change of variables is checked exactly (the chart's log density against the
+factored one and a finite-difference Jacobian that includes the integrated-out
+rotation), the posterior statistically (posterior means and sds of θ_rtv against the
+factored model's, within Monte Carlo error), and the exact marginalisation of the
+feature directions no comparison reaches (their posterior is the prior).
+"""
+
+from __future__ import annotations
+
+import pickle
+import warnings
+
+import arviz as az
+import numpy as np
+import pytensor
+import pytest
+from scipy.linalg import expm
+from scipy.special import expit
+
+import bayes_loco as bl
+from bayes_loco import bayes as bb
+from bayes_loco.bayes import chart
+from bayes_loco.bayes import dims as D
+
+
+def strong_data(d_x: int, d_phi: int, n: int, seed: int, *, unreached: int = 0, rank: int = 2,
+                singular_values=(3.0, 2.0)) -> tuple[bl.PreferenceData, np.ndarray]:
+    """Data from a rank-``rank`` Θ* with well-separated singular values; the last ``unreached``
+    feature coordinates never differ between the two actions (as a state's features do)."""
+    rng = np.random.default_rng(seed)
+    p, _ = np.linalg.qr(rng.standard_normal((d_x, rank)))
+    q, _ = np.linalg.qr(rng.standard_normal((d_phi - unreached, rank)))
+    theta = np.zeros((d_x, d_phi))
+    theta[:, : d_phi - unreached] = p @ np.diag(singular_values[:rank]) @ q.T
+    x = rng.standard_normal((n, d_x))
+    dphi = rng.standard_normal((n, d_phi))
+    dphi[:, d_phi - unreached:] = 0.0
+    y = (rng.random(n) < expit(np.einsum("ij,ij->i", x @ theta, dphi))).astype(np.int8)
+    return bl.PreferenceData(x, dphi, y), theta
+
+
+@pytest.fixture(scope="module")
+def unreached_problem():
+    data, theta = strong_data(4, 6, 1500, seed=5, unreached=2)
+    return data, theta, bl.fit_low_rank(data, 2)
+
+
+def compiled(model, names):
+    """NumPy function of a point (value-variable names → arrays) giving the model variables ``names``."""
+    outs = model.replace_rvs_by_values([model[name] for name in names])
+    fn = pytensor.function(model.value_vars, outs, on_unused_input="ignore")
+    return lambda point: fn(**{v.name: point[v.name] for v in model.value_vars})
+
+
+# ------------------------------------------------------------------------------------- the frame
+
+
+def test_frame_spans_and_centre_reproduce_the_projected_start(unreached_problem):
+    data, _, start = unreached_problem
+    frame = chart.chart_frame(data, start.theta, 2)
+    for basis, null, rows in ((frame.left, frame.left_null, data.contexts),
+                              (frame.right, frame.right_null, data.differences)):
+        full = np.hstack([basis, null])
+        np.testing.assert_allclose(full.T @ full, np.eye(full.shape[0]), atol=1e-12)
+        if null.shape[1]:
+            assert np.abs(rows @ null).max() < 1e-10 * np.abs(rows).max()
+    assert (frame.left.shape[1], frame.right.shape[1]) == (4, 4)
+    assert frame.dim == 2 * (4 + 4 - 2)
+    model = chart.build_chart_model(data, 2, frame)
+    start_point = chart.chart_start(frame, 0.0, np.random.default_rng(0))
+    start_point[D.RIGHT_NULL] = np.zeros_like(start_point[D.RIGHT_NULL])
+    (theta,) = compiled(model, [D.THETA])(start_point)
+    projected = frame.left @ frame.left.T @ start.theta @ frame.right @ frame.right.T
+    np.testing.assert_allclose(theta, projected, atol=1e-10)
+    np.testing.assert_allclose(np.linalg.svd(projected, compute_uv=False)[:2], frame.singular_values,
+                               rtol=1e-10)
+
+
+def test_rank_above_a_span_is_refused_by_chart_and_avoided_by_auto():
+    data, _ = strong_data(4, 5, 400, seed=1, unreached=3)  # differences span 2 dimensions
+    start = bl.fit_low_rank(data, 3, ridge=1.0)
+    with pytest.raises(ValueError, match=r"span of the contexts .* differences .*'factored'"):
+        chart.chart_frame(data, start.theta, 3)
+    post = _fit(data, 3, start, "auto", draws=5)
+    assert post.settings["nuts"]["parametrization"] == "factored"
+
+
+def test_auto_takes_the_chart_only_where_every_component_is_determined():
+    strong, _ = strong_data(4, 5, 3000, seed=2)
+    weak, _ = strong_data(4, 5, 300, seed=2, singular_values=(3.0, 0.05))
+    for data, expected in ((strong, "chart"), (weak, "factored")):
+        start = bl.fit_low_rank(data, 2, ridge=1.0)
+        frame = chart.chart_frame(data, start.theta, 2)
+        assert frame.determined == (expected == "chart"), frame.angles
+        assert _fit(data, 2, start, "auto", draws=5).settings["nuts"]["parametrization"] == expected
+    # The angle shrinks like 1/√N: ten times the data, about a third of the angle.
+    angles = [chart.chart_frame(d, bl.fit_low_rank(d, 2, ridge=1.0).theta, 2).angles.max()
+              for d in (strong.subset(np.arange(300)), strong)]
+    assert 0.2 < angles[1] / angles[0] < 0.5
+
+
+# ---------------------------------------------------------------------------- change of variables
+
+
+def _rotation(omega: np.ndarray, r: int) -> np.ndarray:
+    skew = np.zeros((r, r))
+    skew[np.tril_indices(r, -1)] = omega
+    return expm(skew - skew.T)
+
+
+def test_chart_density_is_the_factored_density_pushed_through_the_chart():
+    """log p_chart(ξ) = log p_factored(U(ξ) R, V(ξ) R) + log |det ∂(U, V)/∂(ξ, ω)| + const.
+
+    ξ are the chart's free coordinates (z, log T_ii, T below the diagonal) and R = exp(Ω(ω))
+    the rotation the chart integrates out; the Jacobian is taken by central differences, so
+    the Bartlett powers, the chart's |det T|^{d_x' − r − m} and the whitening are all checked
+    against the plain factored model (same likelihood, same Normal priors).
+    """
+    data, _ = strong_data(3, 4, 60, seed=3)
+    r = 2
+    start = bl.fit_low_rank(data, r, ridge=1.0)
+    frame = chart.chart_frame(data, start.theta, r)
+    assert frame.left_null.shape[1] == frame.right_null.shape[1] == 0
+    chart_model = chart.build_chart_model(data, r, frame)
+    factored = bb.build_model(data, r)
+    names = [D.CHART_Z, D.CHART_LOG_DIAG, D.CHART_LOWER]
+    sizes = [frame.dim, r, r * (r - 1) // 2]
+    factors = compiled(chart_model, [D.LEFT, D.RIGHT])
+    logp_chart = chart_model.compile_logp()
+    logp_factored = factored.compile_logp()
+    n_rot = r * (r - 1) // 2
+
+    def point(xi):
+        return dict(zip(names, np.split(xi, np.cumsum(sizes)[:-1]), strict=True))
+
+    def uv(params):
+        u, v = factors(point(params[:-n_rot]))
+        rot = _rotation(params[-n_rot:], r)
+        return np.concatenate([(u @ rot).ravel(), (v @ rot).ravel()])
+
+    rng = np.random.default_rng(11)
+    gaps = []
+    for _ in range(5):
+        xi = np.concatenate([rng.standard_normal(frame.dim), 0.3 * rng.standard_normal(r),
+                             0.5 * rng.standard_normal(n_rot)])
+        params = np.concatenate([xi, np.zeros(n_rot)])
+        h = 1e-6
+        jac = np.stack([(uv(params + h * e) - uv(params - h * e)) / (2 * h) for e in np.eye(params.size)],
+                       axis=1)
+        assert jac.shape[0] == jac.shape[1] == r * (data.d_x + data.d_phi)
+        u, v = factors(point(xi))
+        log_factored = logp_factored({"U": u, "V": v})
+        gaps.append(logp_chart(point(xi)) - log_factored - np.linalg.slogdet(jac)[1])
+    assert np.ptp(gaps) < 1e-5, gaps
+
+
+# ---------------------------------------------------------------------------------- the posterior
+
+
+def _fit(data, rank, start, parametrization, *, draws=500, seed=1):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bl.SamplerWarning)
+        return bb.fit_posterior(data, rank, start=start, progressbar=False, random_seed=seed,
+                                predictive_draws=0,
+                                nuts={"draws": draws, "tune": draws, "chains": 2, "cores": 1,
+                                      "sampler": "pymc", "parametrization": parametrization})
+
+
+@pytest.fixture(scope="module")
+def both_fits(unreached_problem):
+    data, _, start = unreached_problem
+    return {p: _fit(data, 2, start, p, seed=3) for p in ("chart", "factored")}
+
+
+def test_chart_and_factored_posteriors_agree_within_monte_carlo_error(both_fits):
+    chart_fit, factored = both_fits["chart"], both_fits["factored"]
+    assert chart_fit.settings["nuts"]["parametrization"] == "chart"
+    assert factored.settings["nuts"]["parametrization"] == "factored"
+    np.testing.assert_allclose(chart_fit.basis.left, factored.basis.left)  # same start, same θ_rtv chart
+    identified = chart_fit.identified
+    stats = [az.summary(fit.tree, var_names=["theta_rtv"], round_to="none")[identified] for fit in
+             (chart_fit, factored)]
+    z = (stats[0]["mean"] - stats[1]["mean"]) / np.hypot(stats[0]["mcse_mean"], stats[1]["mcse_mean"])
+    assert np.abs(z).max() < 4.5, z.sort_values()
+    # sd estimates from ~500 effective draws each: a 25% band is several of their standard errors wide
+    ratio = stats[0]["sd"] / stats[1]["sd"]
+    assert ratio.between(0.8, 1.25).all(), ratio.sort_values()
+    assert chart_fit.diagnostics.max_rhat < 1.02
+    assert chart_fit.diagnostics.divergences == 0
+
+
+def test_unreached_feature_directions_keep_their_prior(both_fits):
+    post = both_fits["chart"]
+    assert post.model[D.RIGHT_NULL] in post.model.free_RVs
+    v = post.tree["factors"]["V"].values  # chain, draw, feature, rank
+    unreached = v[..., 4:, :].reshape(-1)  # V⊥ = the rows of V on the two unreached features
+    se = 1.0 / np.sqrt(unreached.size / 10)  # generous: the draws are autocorrelated
+    assert abs(unreached.mean()) < 4 * se
+    assert 0.85 < unreached.std() < 1.15
+
+
+def test_fit_records_the_chart_and_rebuilds_its_model_after_pickling(both_fits):
+    post = both_fits["chart"]
+    assert list(post.tree["factors"].data_vars) == ["U", "V"]
+    clone = pickle.loads(pickle.dumps(post))
+    assert "model" not in clone.__dict__
+    frame = chart.chart_frame(post.data, post.start.theta, 2)
+    point = chart.chart_start(frame, 0.1, np.random.default_rng(4))
+    assert clone.model.compile_logp()(point) == pytest.approx(post.model.compile_logp()(point), rel=1e-12)
