@@ -87,7 +87,7 @@ def main():
             data = problem.sample(n, seed=args.seed)
             start = bl.fit_low_rank(data, args.rank, ridge=1.0)
             frame = chart.chart_frame(data, start.theta, args.rank)
-            auto = chart.CHART if frame.determined else chart.FACTORED
+            auto = chart.CHART if frame.preferred else chart.FACTORED
             for parametrization in which:
                 row = {"kind": kind, "n": n, "auto": auto, "max_angle": float(frame.angles.max())}
                 row |= run_cell(data, start, args.rank, parametrization, args)

@@ -87,13 +87,18 @@ def test_rank_above_a_span_is_refused_by_chart_and_avoided_by_auto():
     assert post.settings["nuts"]["parametrization"] == "factored"
 
 
-def test_auto_takes_the_chart_only_where_every_component_is_determined():
+def test_auto_takes_the_chart_where_components_are_determined_or_the_ridge_is_long():
     strong, _ = strong_data(4, 5, 3000, seed=2)
     weak, _ = strong_data(4, 5, 300, seed=2, singular_values=(3.0, 0.05))
-    for data, expected in ((strong, "chart"), (weak, "factored")):
+    # 14 rows of B: the null second component's column space stays unknown, but the first one's
+    # ridge in (U, V) is long (σ̂₁ about 38 standard deviations)
+    long_ridge, _ = strong_data(16, 5, 8000, seed=2, singular_values=(3.0, 0.0))
+    for data, determined, expected in ((strong, True, "chart"), (weak, False, "factored"),
+                                       (long_ridge, False, "chart")):
         start = bl.fit_low_rank(data, 2, ridge=1.0)
         frame = chart.chart_frame(data, start.theta, 2)
-        assert frame.determined == (expected == "chart"), frame.angles
+        assert frame.determined == determined, frame.angles
+        assert frame.preferred == (expected == "chart"), (frame.angles, frame.leading_snr)
         assert _fit(data, 2, start, "auto", draws=5).settings["nuts"]["parametrization"] == expected
     # The angle shrinks like 1/√N: ten times the data, about a third of the angle.
     angles = [chart.chart_frame(d, bl.fit_low_rank(d, 2, ridge=1.0).theta, 2).angles.max()

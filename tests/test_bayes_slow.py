@@ -43,11 +43,13 @@ SBC_ENTRIES = ((0, 0), (1, 2), (2, 4), (3, 1))
 
 
 def sbc_ranks(reps: int, *, d_x: int = 4, d_phi: int = 5, rank: int = 2, n: int = 300,
-              thin_to: int = 99, seed: int = 2024) -> np.ndarray:
+              thin_to: int = 99, seed: int = 2024, parametrization: str = "factored",
+              used: list | None = None) -> np.ndarray:
     """Rank of the true Θ_ij among ``thin_to`` thinned posterior draws, for each rep and entry.
 
     Truth from the prior (U, V ~ N(0, 1), so Θ = U Vᵀ has entries of variance r);
-    x ~ N(0, I/d_x) and Δφ ~ N(0, I/d_φ) keep η = xᵀΘΔφ of order 1.
+    x ~ N(0, I/d_x) and Δφ ~ N(0, I/d_φ) keep η = xᵀΘΔφ of order 1. ``used`` collects the
+    parametrisation each fit ran (``"auto"`` chooses per data set).
     """
     ranks = np.zeros((reps, len(SBC_ENTRIES)), dtype=int)
     seeds = np.random.SeedSequence(seed).spawn(reps)
@@ -60,8 +62,11 @@ def sbc_ranks(reps: int, *, d_x: int = 4, d_phi: int = 5, rank: int = 2, n: int 
         data = bl.PreferenceData(x, dphi, y)
         with _quiet():
             post = bb.fit_posterior(data, rank, nuts={"draws": 500, "tune": 500, "chains": 2, "cores": 1,
-                                                      "sampler": "pymc"},
-                                    ridge=1.0, progressbar=False, random_seed=int(rng.integers(2**31)))
+                                                      "sampler": "pymc", "parametrization": parametrization},
+                                    ridge=1.0, progressbar=False, random_seed=int(rng.integers(2**31)),
+                                    predictive_draws=0)
+        if used is not None:
+            used.append(post.settings["nuts"]["parametrization"])
         draws = post.theta_draws
         keep = np.linspace(0, draws.shape[0] - 1, thin_to).round().astype(int)
         for e, (a, b) in enumerate(SBC_ENTRIES):
@@ -69,12 +74,16 @@ def sbc_ranks(reps: int, *, d_x: int = 4, d_phi: int = 5, rank: int = 2, n: int 
     return ranks
 
 
-def test_sbc_rank_statistics_are_uniform():
+@pytest.mark.parametrize(("n", "parametrization"), [(300, "factored"), (3000, "auto")])
+def test_sbc_rank_statistics_are_uniform(n, parametrization):
+    """The factored model at N = 300, and the default ("auto": the chart where the data fix every
+    component) at N = 3000, where most replications take the chart."""
     reps, bins, thin_to = 100, 10, 99
     start = time.perf_counter()
-    ranks = sbc_ranks(reps, thin_to=thin_to)
-    print(f"\nSBC: {reps} replications, d_x=4, d_phi=5, r=2, N=300, {thin_to} thinned draws of 2x500 "
-          f"({time.perf_counter() - start:.0f} s)")
+    used = []
+    ranks = sbc_ranks(reps, thin_to=thin_to, n=n, parametrization=parametrization, used=used)
+    print(f"\nSBC: {reps} replications, d_x=4, d_phi=5, r=2, N={n}, {thin_to} thinned draws of 2x500 "
+          f"({time.perf_counter() - start:.0f} s); ran: {pd.Series(used).value_counts().to_dict()}")
     pvalues = []
     for e, entry in enumerate(SBC_ENTRIES):
         counts = np.bincount(ranks[:, e] * bins // (thin_to + 1), minlength=bins)

@@ -80,6 +80,10 @@ SINGULAR_FLOOR = 1e-3
 # model drew about as many ESS per gradient on the paper simulation (N = 3000, Θ* diagonal); with
 # wider angles the chart's ratio coordinates grow heavy tails and it mixed far worse.
 ANGLE_MAX = 0.5
+# ... or when the leading component's σ̂₁ is at least this many of its standard deviations: on the paper
+# simulation (§5.1 Θ*, third component undetermined) the chart drew 4.4x fewer ESS per second than the
+# factored model at a ratio of 23 (N = 3000) and 1.8x more at 41 (N = 10,000).
+SNR_MIN = 30.0
 # Rows of the N × k_c chart Jacobian formed at once for the preconditioner (bounds its memory).
 _CHUNK = 20_000
 
@@ -103,6 +107,10 @@ class ChartFrame:
         For each component, the root of the summed variances of its column of
         B under the Gaussian approximation L Lᵀ: about the angle (radians) to
         which the data fix its column space. See :attr:`determined`.
+    leading_snr : float
+        σ̂₁ over its Gauss–Newton standard deviation: about the length of the
+        factored posterior's ridge over its width for the leading component,
+        which sets the factored sampler's leapfrog steps. See :attr:`preferred`.
     """
 
     left: np.ndarray
@@ -112,6 +120,7 @@ class ChartFrame:
     singular_values: np.ndarray
     whitening: np.ndarray
     angles: np.ndarray
+    leading_snr: float
 
     @property
     def rank(self) -> int:
@@ -132,6 +141,18 @@ class ChartFrame:
         (``nuts.parametrization="auto"`` then uses it).
         """
         return bool(np.all(self.angles <= ANGLE_MAX))
+
+    @property
+    def preferred(self) -> bool:
+        """Whether ``nuts.parametrization="auto"`` samples in this chart rather than in (U, V).
+
+        When every component is :attr:`determined`, or when the leading
+        component's ridge in (U, V) is long (:attr:`leading_snr` at least
+        :data:`SNR_MIN`): then the factored sampler's steps per draw (≈ 200 at a
+        ratio of 40) cost more than the chart's heavy tails (docs/results.md,
+        "Posterior geometry").
+        """
+        return self.determined or self.leading_snr >= SNR_MIN
 
     @property
     def center(self) -> np.ndarray:
@@ -188,13 +209,14 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
     sv = np.maximum(s[:rank], SINGULAR_FLOOR * max(s[0], np.finfo(float).tiny))
     # The frame with z = c − c₀ (no whitening) defines the curvature that the whitening inverts.
     k_c = rank * (left.shape[1] + right.shape[1] - rank)
-    frame = ChartFrame(left, p_null, right, q_null, sv, np.eye(k_c), np.zeros(rank))
+    frame = ChartFrame(left, p_null, right, q_null, sv, np.eye(k_c), np.zeros(rank), 0.0)
     curvature = _information(frame, data) + np.diag(_prior_curvature(frame, scale))
     chol = np.tril(cho_factor(curvature, lower=True)[0])
     whitening = np_solve_triangular(chol.T, np.eye(k_c), lower=False)
     variances = np.sum(whitening**2, axis=1)  # diag of (L Lᵀ)⁻¹ = L⁻ᵀ L⁻¹
     angles = np.sqrt(variances[rank * right.shape[1]:].reshape(-1, rank).sum(axis=0))
-    return ChartFrame(left, p_null, right, q_null, sv, whitening, angles)
+    snr = float(sv[0] / np.sqrt(variances[0]))
+    return ChartFrame(left, p_null, right, q_null, sv, whitening, angles, snr)
 
 
 def _jacobian_rows(frame: ChartFrame, x: np.ndarray, dphi: np.ndarray) -> np.ndarray:

@@ -167,8 +167,9 @@ class NUTS:
         grow heavy tails). ``"factored"``: U and V themselves (the model of
         :func:`~bayes_loco.bayes.build_model`), whose steps per draw grow like
         √N. ``"auto"`` (default): the chart when the start's components are all
-        determined (:attr:`~bayes_loco.bayes.chart.ChartFrame.determined`), the
-        factored model otherwise; the fit's settings record the one that ran.
+        determined or the leading one's ridge is long
+        (:attr:`~bayes_loco.bayes.chart.ChartFrame.preferred`), the factored
+        model otherwise; the fit's settings record the one that ran.
         docs/results.md ("Posterior geometry") measures both.
     """
 
@@ -596,7 +597,7 @@ def _chart_or_none(data, rank, start, prior, parametrization: str):
     """The chart's frame for ``nuts.parametrization``, or None where the factored model runs.
 
     ``"auto"`` takes the chart when it is possible (r at most each span's
-    dimension) and every component is determined (``ChartFrame.determined``).
+    dimension) and preferred (``ChartFrame.preferred``).
     """
     if parametrization == FACTORED:
         return None
@@ -606,7 +607,7 @@ def _chart_or_none(data, rank, start, prior, parametrization: str):
         frame = chart_frame(data, start.theta, rank, prior.scale)
     except ValueError:  # r exceeds a span's dimension: no chart exists
         return None
-    return frame if frame.determined else None
+    return frame if frame.preferred else None
 
 
 def _resolve_sampler(nuts: NUTS) -> NUTS:
