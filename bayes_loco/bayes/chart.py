@@ -66,7 +66,7 @@ from ..coordinates import range_basis
 from ..data import PreferenceData
 from ..model import fisher_weights
 from . import dims as D
-from .model import model_coords
+from .model import add_likelihood, model_coords, prior_scales
 
 AUTO = "auto"
 CHART = "chart"
@@ -291,14 +291,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
                D.CONTEXT_NULL: np.arange(frame.left_null.shape[1]),
                D.FEATURE_NULL: np.arange(frame.right_null.shape[1])}
     with pm.Model(coords=coords) as model:
-        x = pm.Data(D.DATA_CONTEXTS, data.contexts, dims=(D.COMPARISON, D.CONTEXT))
-        dphi = pm.Data(D.DATA_DIFFERENCES, data.differences, dims=(D.COMPARISON, D.FEATURE))
-        y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=np.int64), dims=D.COMPARISON)
-        if prior.hyper:
-            s_u = pm.HalfNormal(D.LEFT_SCALE, sigma=prior.scale)
-            s_v = pm.HalfNormal(D.RIGHT_SCALE, sigma=prior.scale)
-        else:
-            s_u = s_v = prior.scale
+        s_u, s_v = prior_scales(prior)
         z = pm.Flat(D.CHART_Z, dims=D.CHART_COORD)
         a, c, b = frame.unpack(frame.center + pt.dot(frame.whitening, z))
         log_diag = pm.Flat(D.CHART_LOG_DIAG, dims=D.RANK)
@@ -323,14 +316,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
             v = v + pt.dot(frame.right_null, pm.Normal(D.RIGHT_NULL, 0.0, s_v, dims=(D.FEATURE_NULL, D.RANK)))
         u = pm.Deterministic(D.LEFT, u, dims=(D.CONTEXT, D.RANK))
         v = pm.Deterministic(D.RIGHT, v, dims=(D.FEATURE, D.RANK))
-        if prior.balance > 0:
-            gap = pt.dot(u.T, u) - pt.dot(v.T, v)
-            pm.Potential(D.BALANCE, -(prior.balance / 8.0) * pt.sum(gap * gap))
-        pm.Deterministic(D.THETA, pt.dot(u, v.T), dims=(D.CONTEXT, D.FEATURE))
-        eta = pt.sum(pt.dot(x, u) * pt.dot(dphi, v), axis=1)
-        if store_margins:
-            eta = pm.Deterministic(D.MARGINS, eta, dims=D.COMPARISON)
-        pm.Bernoulli(D.OBSERVED, logit_p=eta, observed=y, dims=D.COMPARISON)
+        add_likelihood(data, u, v, prior, store_margins)
     return model
 
 

@@ -105,29 +105,42 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, store_margins: b
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     rank = check_rank(rank, data.d_x, data.d_phi)
     prior = settings_group(prior, Prior, "prior")
-    if not isinstance(store_margins, bool):
-        raise TypeError(f"store_margins must be a bool, got {store_margins!r}")
     coords = model_coords(data, rank, context_names=context_names, feature_names=feature_names)
     with pm.Model(coords=coords) as model:
-        x = pm.Data(D.DATA_CONTEXTS, data.contexts, dims=(D.COMPARISON, D.CONTEXT))
-        dphi = pm.Data(D.DATA_DIFFERENCES, data.differences, dims=(D.COMPARISON, D.FEATURE))
-        y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=np.int64), dims=D.COMPARISON)
-        if prior.hyper:
-            s_u = pm.HalfNormal(D.LEFT_SCALE, sigma=prior.scale)
-            s_v = pm.HalfNormal(D.RIGHT_SCALE, sigma=prior.scale)
-        else:
-            s_u = s_v = prior.scale
+        s_u, s_v = prior_scales(prior)
         u = pm.Normal(D.LEFT, mu=0.0, sigma=s_u, dims=(D.CONTEXT, D.RANK))
         v = pm.Normal(D.RIGHT, mu=0.0, sigma=s_v, dims=(D.FEATURE, D.RANK))
-        if prior.balance > 0:
-            gap = pt.dot(u.T, u) - pt.dot(v.T, v)
-            pm.Potential(D.BALANCE, -(prior.balance / 8.0) * pt.sum(gap * gap))
-        pm.Deterministic(D.THETA, pt.dot(u, v.T), dims=(D.CONTEXT, D.FEATURE))
-        eta = pt.sum(pt.dot(x, u) * pt.dot(dphi, v), axis=1)
-        if store_margins:
-            eta = pm.Deterministic(D.MARGINS, eta, dims=D.COMPARISON)
-        pm.Bernoulli(D.OBSERVED, logit_p=eta, observed=y, dims=D.COMPARISON)
+        add_likelihood(data, u, v, prior, store_margins)
     return model
+
+
+def prior_scales(prior):
+    """s_U, s_V inside a model context: ``prior.scale``, or HalfNormal(``prior.scale``) variables."""
+    if prior.hyper:
+        return (pm.HalfNormal(D.LEFT_SCALE, sigma=prior.scale),
+                pm.HalfNormal(D.RIGHT_SCALE, sigma=prior.scale))
+    return prior.scale, prior.scale
+
+
+def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool) -> None:
+    """Inside a model context: the data containers, the balancing potential, Θ = U Vᵀ and y's Bernoulli.
+
+    Shared by the factored model and its chart (:mod:`bayes_loco.bayes.chart`),
+    which differ only in how U and V are parametrised.
+    """
+    if not isinstance(store_margins, bool):
+        raise TypeError(f"store_margins must be a bool, got {store_margins!r}")
+    x = pm.Data(D.DATA_CONTEXTS, data.contexts, dims=(D.COMPARISON, D.CONTEXT))
+    dphi = pm.Data(D.DATA_DIFFERENCES, data.differences, dims=(D.COMPARISON, D.FEATURE))
+    y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=np.int64), dims=D.COMPARISON)
+    if prior.balance > 0:
+        gap = pt.dot(u.T, u) - pt.dot(v.T, v)
+        pm.Potential(D.BALANCE, -(prior.balance / 8.0) * pt.sum(gap * gap))
+    pm.Deterministic(D.THETA, pt.dot(u, v.T), dims=(D.CONTEXT, D.FEATURE))
+    eta = pt.sum(pt.dot(x, u) * pt.dot(dphi, v), axis=1)
+    if store_margins:
+        eta = pm.Deterministic(D.MARGINS, eta, dims=D.COMPARISON)
+    pm.Bernoulli(D.OBSERVED, logit_p=eta, observed=y, dims=D.COMPARISON)
 
 
 def balanced_factors(theta: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
