@@ -209,6 +209,7 @@ def test_unreached_feature_directions_keep_their_prior(both_fits):
 def test_fit_records_the_chart_and_rebuilds_its_model_after_pickling(both_fits):
     post = both_fits["chart"]
     assert list(post.tree["factors"].data_vars) == ["U", "V"]
+    assert post.summary().header["parametrization"] == "chart"
     clone = pickle.loads(pickle.dumps(post))
     assert "model" not in clone.__dict__
     frame = chart.chart_frame(post.data, post.start.theta, 2)

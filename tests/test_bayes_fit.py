@@ -655,6 +655,7 @@ def test_summary_of_the_identified_coordinates(nuts):
     assert (header["rank"], header["k"], header["k_eff"]) == (RANK, nuts.k, nuts.k_eff)
     assert header["converged"] == nuts.diagnostics.converged and header["method"] == "nuts-pymc"
     assert (header["chains"], header["draws"], header["divergences"]) == (2, 300, 0)
+    assert header["parametrization"] == nuts.settings["nuts"]["parametrization"] == "factored"
     assert header["max R-hat"] == nuts.diagnostics.max_rhat
     table = summary.table
     identified = identified_coordinates(nuts)

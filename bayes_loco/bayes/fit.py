@@ -501,6 +501,7 @@ class Posterior(InRTVCoordinates, SummaryHTML):
         if self.method == "nuts":
             return (f"Posterior (NUTS, {d.method.removeprefix('nuts-')})",
                     {"chains": post.sizes.get("chain", 1), "draws": post.sizes.get("draw", 1),
+                     "parametrization": self.settings["nuts"].get("parametrization", FACTORED),
                      "divergences": d.divergences, "max R-hat": d.max_rhat, "min ESS bulk": d.min_ess_bulk})
         if self.method == "vi":
             return (f"Posterior (VI, {d.method.removeprefix('vi-')})",
