@@ -10,6 +10,7 @@ feature directions no comparison reaches (their posterior is the prior).
 from __future__ import annotations
 
 import pickle
+import re
 import warnings
 
 import arviz as az
@@ -99,7 +100,13 @@ def test_auto_takes_the_chart_where_components_are_determined_or_the_ridge_is_lo
         frame = chart.chart_frame(data, start.theta, 2)
         assert frame.determined == determined, frame.angles
         assert frame.preferred == (expected == "chart"), (frame.angles, frame.leading_snr)
-        assert _fit(data, 2, start, "auto", draws=5).settings["nuts"]["parametrization"] == expected
+        post = _fit(data, 2, start, "auto", draws=5)
+        assert post.settings["nuts"]["parametrization"] == expected
+        # 5 draws warn of a small ESS; in the chart with a loose component the warning says why
+        loose = [w for w in post.diagnostics.warnings if "loose" in w]
+        assert len(loose) == (expected == "chart" and not determined)
+        if loose:
+            assert re.search(r"component\(s\) 1 \(\d\.\d\d rad\)", loose[0]) and "'factored'" in loose[0]
     # The angle shrinks like 1/√N: ten times the data, about a third of the angle.
     angles = [chart.chart_frame(d, bl.fit_low_rank(d, 2, ridge=1.0).theta, 2).angles.max()
               for d in (strong.subset(np.arange(300)), strong)]

@@ -52,7 +52,16 @@ from ..results import (
 from ..sets import EllipsoidSet
 from ..trees import CONSTANT_DATA, identified_coordinates
 from . import dims as D
-from .chart import AUTO, CHART, FACTORED, PARAMETRIZATIONS, build_chart_model, chart_frame, chart_start
+from .chart import (
+    ANGLE_MAX,
+    AUTO,
+    CHART,
+    FACTORED,
+    PARAMETRIZATIONS,
+    build_chart_model,
+    chart_frame,
+    chart_start,
+)
 from .credible import KINDS, credible_set
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
@@ -1036,6 +1045,13 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
                    predictive_draws=predictive_draws, seed=random_seed, root_attrs=attrs, laplace=laplace,
                    loss=loss)
     diagnostics = _diagnose(tree, method, nuts, vi, seconds)
+    if frame is not None and diagnostics.warnings and not frame.determined:
+        loose = ", ".join(f"{j} ({a:.2f} rad)" for j, a in enumerate(frame.angles) if a > ANGLE_MAX)
+        diagnostics = dataclasses.replace(diagnostics, warnings=(*diagnostics.warnings, (
+            f"NUTS ran in the chart although the data leave the column space of component(s) {loose} "
+            f"loose (> {ANGLE_MAX} rad at the start): their chart coordinates have heavy tails. Draw more, "
+            "or compare with nuts={'parametrization': 'factored'}; if the component's singular value is "
+            "within noise of 0, a lower rank may fit the data as well (select_rank)")))
     category = ConvergenceWarning if method == "map" else SamplerWarning
     for message in diagnostics.warnings:
         warnings.warn(f"fit_posterior: {message}", category, stacklevel=3)
