@@ -72,7 +72,7 @@ from scipy.linalg import solve_triangular as np_solve_triangular
 from .._validation import check_rank
 from ..coordinates import range_basis
 from ..data import PreferenceData
-from ..model import fisher_weights
+from ..model import fisher_information, margins
 from . import dims as D
 from .model import add_likelihood, model_coords, prior_scales
 
@@ -215,46 +215,44 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
     u, s, vt = np.linalg.svd(p_span.T @ theta_start @ q_span)
     left, right = p_span @ u, q_span @ vt.T
     sv = np.maximum(s[:rank], SINGULAR_FLOOR * max(s[0], np.finfo(float).tiny))
-    # The frame with z = c − c₀ (no whitening) defines the curvature that the whitening inverts.
-    k_c = rank * (left.shape[1] + right.shape[1] - rank)
-    frame = ChartFrame(left, p_null, right, q_null, sv, np.eye(k_c), np.zeros(rank), 0.0)
-    curvature = _information(frame, data) + np.diag(_prior_curvature(frame, scale))
+    curvature = _information(left, right, sv, data) + np.diag(_prior_curvature(left, right, sv, scale))
     chol = np.tril(cho_factor(curvature, lower=True)[0])
-    whitening = np_solve_triangular(chol.T, np.eye(k_c), lower=False)
+    whitening = np_solve_triangular(chol.T, np.eye(curvature.shape[0]), lower=False)
     variances = np.sum(whitening**2, axis=1)  # diag of (L Lᵀ)⁻¹ = L⁻ᵀ L⁻¹
     angles = np.sqrt(variances[rank * right.shape[1]:].reshape(-1, rank).sum(axis=0))
     snr = float(sv[0] / np.sqrt(variances[0]))
     return ChartFrame(left, p_null, right, q_null, sv, whitening, angles, snr)
 
 
-def _jacobian_rows(frame: ChartFrame, x: np.ndarray, dphi: np.ndarray) -> np.ndarray:
+def _jacobian_rows(left, right, sv, x: np.ndarray, dphi: np.ndarray) -> np.ndarray:
     """∂η_t/∂c at c₀ for a block of comparisons: rows (x₁ ⊗ δ₁, x₁ ⊗ δ₂, x₂ ⊗ σ̂δ₁)."""
-    r = frame.rank
-    xt, dt = x @ frame.left, dphi @ frame.right
+    r = sv.size
+    xt, dt = x @ left, dphi @ right
     x1, x2, d1, d2 = xt[:, :r], xt[:, r:], dt[:, :r], dt[:, r:]
     n = x.shape[0]
     return np.hstack([np.einsum("ti,tj->tij", x1, d1).reshape(n, -1),
                       np.einsum("ti,tj->tij", x1, d2).reshape(n, -1),
-                      np.einsum("ti,tj->tij", x2, d1 * frame.singular_values).reshape(n, -1)])
+                      np.einsum("ti,tj->tij", x2, d1 * sv).reshape(n, -1)])
 
 
-def _information(frame: ChartFrame, data: PreferenceData) -> np.ndarray:
-    """Σ_t p_t(1 − p_t) j_t j_tᵀ at c₀, j_t = ∂η_t/∂c, in blocks of :data:`_CHUNK` rows."""
-    r = frame.rank
-    theta0 = frame.left[:, :r] @ np.diag(frame.singular_values) @ frame.right[:, :r].T
-    info = np.zeros((frame.dim, frame.dim))
+def _information(left, right, sv, data: PreferenceData) -> np.ndarray:
+    """Σ_t p_t(1 − p_t) j_t j_tᵀ at c₀, j_t = ∂η_t/∂c, in blocks of :data:`_CHUNK` rows.
+
+    ``left``, ``right``, ``sv``: P, Q and σ̂ of the frame being built; c₀ is Θ̂ projected on the spans.
+    """
+    r = sv.size
+    theta0 = left[:, :r] @ np.diag(sv) @ right[:, :r].T
+    k_c = r * (left.shape[1] + right.shape[1] - r)
+    info = np.zeros((k_c, k_c))
     for lo in range(0, data.n, _CHUNK):
         x, dphi = data.contexts[lo: lo + _CHUNK], data.differences[lo: lo + _CHUNK]
-        jac = _jacobian_rows(frame, x, dphi)
-        w = fisher_weights(np.einsum("ij,ij->i", x @ theta0, dphi))
-        info += jac.T @ (w[:, None] * jac)
+        info += fisher_information(_jacobian_rows(left, right, sv, x, dphi), margins(theta0, x, dphi))
     return info
 
 
-def _prior_curvature(frame: ChartFrame, scale: float) -> np.ndarray:
+def _prior_curvature(left, right, sv, scale: float) -> np.ndarray:
     """The diagonal of −∇² log prior in c at T = diag(σ̂)^{1/2}: rows i of [A, C] 1/(σ̂_i s²), B_·j σ̂_j/s²."""
-    r, m, dx = frame.rank, frame.right.shape[1], frame.left.shape[1]
-    sv = frame.singular_values
+    r, m, dx = sv.size, right.shape[1], left.shape[1]
     diagonal = np.concatenate([np.repeat(1.0 / sv, r), np.repeat(1.0 / sv, m - r), np.tile(sv, dx - r)])
     return diagonal / scale**2
 
