@@ -430,6 +430,7 @@ def test_start_jitter_is_small_and_seeded():
     (dict(nuts={"init_jitter": -0.1}), ValueError, r"nuts\.init_jitter"),
     (dict(nuts={"rhat_max": 0.9}), ValueError, r"nuts\.rhat_max"),
     (dict(nuts={"parametrization": "polar"}), ValueError, r"nuts\.parametrization"),
+    (dict(nuts={"blas_threads": 0}), ValueError, r"nuts\.blas_threads"),
     (dict(nuts={"draws": 1.5}), TypeError, r"nuts\.draws"),
     (dict(vi={"method": "svgd"}), ValueError, r"vi\.method"),
     (dict(vi={"iterations": 0}), ValueError, r"vi\.iterations"),
@@ -526,7 +527,7 @@ def test_settings_groups_accept_instances_dicts_and_none():
     assert type(nuts.draws) is int and type(nuts.target_accept) is float
     assert type(bb.Prior(scale=2).scale) is float
     assert (bb.Prior().scale, bb.Prior().hyper, bb.Prior().balance) == (1.0, False, 0.0)
-    assert dataclasses.astuple(bb.NUTS()) == (1000, 1000, 4, None, None, 0.9, 0.01, 1.01, 400.0, "auto")
+    assert dataclasses.astuple(bb.NUTS()) == (1000, 1000, 4, None, None, 0.9, 0.01, 1.01, 400.0, "auto", 1)
     assert dataclasses.astuple(bb.VI()) == ("advi", 30000, 0.01, 1000)
     assert dataclasses.astuple(bb.MAP()) == (1000,)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -554,6 +555,31 @@ def test_build_model_takes_the_prior_group(problem):
         bb.build_model(data, RANK, prior=1.0)
 
 
+@pytest.mark.parametrize(("sampler", "blas_threads", "expected"), [
+    ("nutpie", 1, 1), ("nutpie", 2, 2), ("nutpie", None, "library"), ("pymc", 1, "library")])
+def test_in_process_samplers_run_under_the_blas_limit(monkeypatch, sampler, blas_threads, expected):
+    """nutpie's chains are threads of this process: BLAS gets nuts.blas_threads, and PyMC's own limiter
+    (which would set as many as cores) is turned off; PyMC's sampler keeps its per-process limiter."""
+    from threadpoolctl import threadpool_info
+
+    from bayes_loco.bayes import fit as fit_module
+
+    seen = {}
+
+    def fake_sample(**kwargs):
+        seen["threads"] = {info["num_threads"] for info in threadpool_info()}
+        seen["blas_cores"] = kwargs.get("blas_cores", "auto")
+        return "tree"
+
+    monkeypatch.setattr(fit_module.pm, "sample", fake_sample)
+    library = {info["num_threads"] for info in threadpool_info()}
+    nuts = bb.NUTS(sampler=sampler, blas_threads=blas_threads, chains=2)
+    assert fit_module._sample_nuts(None, nuts, lambda rng: {}, 0, False) == "tree"
+    assert seen["threads"] == (library if expected == "library" else {expected})
+    assert seen["blas_cores"] == ("auto" if sampler == "pymc" or blas_threads is None else None)
+    assert {info["num_threads"] for info in threadpool_info()} == library  # restored afterwards
+
+
 def test_sampler_is_resolved_to_the_one_that_runs(monkeypatch):
     from bayes_loco.bayes import fit as fit_module
 
@@ -572,7 +598,7 @@ def test_settings_are_recorded_typed_and_json_able(nuts):
     assert settings["predictive_draws"] == 500
     assert settings["nuts"] == {"draws": 300, "tune": 300, "chains": 2, "cores": 1, "sampler": "pymc",
                                 "target_accept": 0.9, "init_jitter": 0.01, "rhat_max": 1.01, "ess_min": 400.0,
-                                "parametrization": "factored"}  # what "auto" chose on these data (N = 800)
+                                "parametrization": "factored", "blas_threads": 1}  # what "auto" chose on these data (N = 800)
     assert settings["prior"] == {"scale": 1.0, "hyper": False, "balance": 0.0}
     assert json.loads(json.dumps(settings)) == settings
     assert type(settings["rank"]) is int and type(settings["random_seed"]) is int
