@@ -596,9 +596,10 @@ def test_settings_are_recorded_typed_and_json_able(nuts):
     settings = nuts.settings
     assert list(settings) == ["rank", "method", "prior", "ridge", "random_seed", "predictive_draws", "nuts"]
     assert settings["predictive_draws"] == 500
+    # "factored" is what "auto" chose on these data (N = 800).
     assert settings["nuts"] == {"draws": 300, "tune": 300, "chains": 2, "cores": 1, "sampler": "pymc",
                                 "target_accept": 0.9, "init_jitter": 0.01, "rhat_max": 1.01, "ess_min": 400.0,
-                                "parametrization": "factored", "blas_threads": 1}  # what "auto" chose on these data (N = 800)
+                                "parametrization": "factored", "blas_threads": 1}
     assert settings["prior"] == {"scale": 1.0, "hyper": False, "balance": 0.0}
     assert json.loads(json.dumps(settings)) == settings
     assert type(settings["rank"]) is int and type(settings["random_seed"]) is int
