@@ -147,7 +147,22 @@ def test_quantile_set(gaussian_draws, basis6):
 
 
 def test_kinds():
-    assert bb.credible.KINDS == ("credible", "sandwich", "draws", "quantile")
+    assert bb.credible.KINDS == ("credible", "sandwich", "draws", "quantile", "cvar")
+
+
+def test_cvar_set_bounds_every_value_with_posterior_probability_level(gaussian_draws, basis6):
+    """CVaR_β ≤ the β-quantile: for any z, at least a fraction 1 − β of the draws have θ_jᵀz above the bound,
+    and the bound is the mean of the lowest β·J values (J = 500, β = 0.1)."""
+    draws = gaussian_draws[2][:500]
+    cs = bb.credible_cvar(draws, basis6, 0.9)
+    assert cs.kind == "cvar" and cs.level == 0.9 and cs.tail == pytest.approx(0.1)
+    z = np.random.default_rng(3).standard_normal((20, 6))
+    bound = cs.lower_bound(z)
+    values = z @ draws.T
+    assert ((values >= bound[:, None]).mean(axis=1) >= 0.9).all()
+    np.testing.assert_allclose(bound, np.sort(values, axis=1)[:, :50].mean(axis=1))
+    with pytest.raises(ValueError, match="level"):
+        bb.credible_cvar(draws, basis6, 1.0)
 
 
 @pytest.mark.parametrize("kind", bb.credible.KINDS)
@@ -159,7 +174,8 @@ def test_credible_set_dispatch(gaussian_draws, basis6, kind):
     expected = {"credible": lambda: bb.credible_ellipsoid(draws, basis6, 0.9),
                 "sandwich": lambda: bb.credible_ellipsoid(draws, basis6, 0.9, information=information),
                 "draws": lambda: bb.credible_draws(draws, basis6, 0.9),
-                "quantile": lambda: bb.credible_quantile(draws, basis6, 0.9)}[kind]()
+                "quantile": lambda: bb.credible_quantile(draws, basis6, 0.9),
+                "cvar": lambda: bb.credible_cvar(draws, basis6, 0.9)}[kind]()
     z = np.random.default_rng(2).standard_normal((4, 6))
     np.testing.assert_array_equal(cs.lower_bound(z), expected.lower_bound(z))
 

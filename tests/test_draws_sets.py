@@ -189,3 +189,73 @@ def test_welfare_arguments_are_validated(kwargs, match):
     pop, dset = instance(0, "personalised")
     with pytest.raises(ValueError, match=match):
         pessimistic_policy(dset, pop, **kwargs)
+
+
+# ------------------------------------------------------------------------------ CVaR sets (tail β > 0)
+
+def cvar_policy_lp(draws, zu, weights, tail):
+    """max_π CVaR_β(θ_jᵀ m(π)) by Rockafellar–Uryasev: max t − Σ_j s_j / (βJ), s_j ≥ t − θ_jᵀm(π), s ≥ 0."""
+    n_units, n_actions, _ = zu.shape
+    pi = cp.Variable((n_units, n_actions), nonneg=True)
+    t, s = cp.Variable(), cp.Variable(len(draws), nonneg=True)
+    values = np.einsum("uak,jk->jua", zu, draws)
+    cons = [cp.sum(pi, axis=1) == 1]
+    cons += [s[j] >= t - cp.sum(cp.multiply(weights[:, None] * values[j], pi)) for j in range(len(draws))]
+    cp.Problem(cp.Maximize(t - cp.sum(s) / (tail * len(draws))), cons).solve(solver=cp.CLARABEL, **CLARABEL)
+    return float(t.value - s.value.sum() / (tail * len(draws)))
+
+
+@pytest.mark.parametrize("tail", [0.25, 0.3, 0.5])
+def test_cvar_lower_bound_is_the_mean_of_the_lowest_tail(tail):
+    rng = np.random.default_rng(11)
+    draws = rng.normal(size=(20, 4))
+    cset = DrawsSet(draws, VecCoordinates(2, 2), kind="cvar", tail=tail)
+    z = rng.normal(size=(6, 4))
+    # Oracle: the LP min over the capped simplex, by cvxpy; and for βJ whole, the mean of the βJ lowest.
+    for zz, got in zip(z, cset.lower_bound(z), strict=True):
+        q = cp.Variable(20, nonneg=True)
+        prob = cp.Problem(cp.Minimize((draws @ zz) @ q), [cp.sum(q) == 1, q <= 1 / (tail * 20)])
+        prob.solve(solver=cp.CLARABEL, **CLARABEL)
+        assert got == pytest.approx(prob.value, abs=1e-7)
+        if (tail * 20) % 1 == 0:
+            assert got == pytest.approx(np.sort(draws @ zz)[: int(tail * 20)].mean(), abs=1e-12)
+
+
+def test_cvar_set_ends_are_the_hull_and_the_mean():
+    rng = np.random.default_rng(12)
+    draws = rng.normal(size=(15, 3))
+    z = rng.normal(size=(5, 3))
+    coords = VecCoordinates(1, 3)
+    assert np.allclose(DrawsSet(draws, coords, tail=1.0).lower_bound(z), z @ draws.mean(axis=0))
+    assert np.allclose(DrawsSet(draws, coords, tail=1 / 15).lower_bound(z), (z @ draws.T).min(axis=1))
+    # The mean is in every CVaR set; a lone draw only in those with cap 1.
+    assert DrawsSet(draws, coords, tail=0.5).contains(draws.mean(axis=0))
+    assert not DrawsSet(draws, coords, tail=0.5).contains(draws[0])
+    assert DrawsSet(draws, coords).contains(draws[0])
+
+
+@pytest.mark.parametrize("scope", ["personalised", "global"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_exact_cvar_policy_maximises_the_cvar_of_its_value(seed, scope):
+    pop, hull = instance(seed, scope)
+    cset = DrawsSet(hull.draws, hull.coordinates, kind="cvar", level=0.75, tail=0.25)
+    zu, weights = unit_features(pop)
+    optimum = cvar_policy_lp(cset.draws, zu, weights, 0.25)
+    policy = pessimistic_policy(cset, pop, objective="exact", scope=scope, tol=1e-8)
+    assert policy.status is PolicyStatus.SOLVED
+    assert policy.pessimistic_value == pytest.approx(optimum, abs=1e-6)
+    assert policy.certificate.upper == pytest.approx(optimum, abs=1e-6)
+    # Its reported value is the CVaR of its own value over the draws; the hull's optimum is below it.
+    m = np.einsum("u,ua,uak->k", weights, policy.probabilities, zu)
+    assert policy.pessimistic_value == pytest.approx(np.sort(cset.draws @ m)[:3].mean(), abs=1e-9)
+    assert policy.pessimistic_value >= policy_space_lp(hull.draws, zu, weights) - 1e-7
+    assert cset.contains(policy.theta)
+
+
+def test_cvar_set_refuses_exact_nash_and_a_bad_tail():
+    pop, hull = instance(0, "personalised")
+    cset = DrawsSet(hull.draws, hull.coordinates, kind="cvar", tail=0.5)
+    with pytest.raises(TypeError, match="hull of draws"):
+        pessimistic_policy(cset, pop, objective="exact", welfare="nash")
+    with pytest.raises(ValueError, match=r"tail \(β\)"):
+        DrawsSet(hull.draws, hull.coordinates, tail=1.5)

@@ -121,6 +121,8 @@ def results(small, random_problem):
         "calibrated_set": calibrated,
         "mle_calibrated_set": mle.calibrated_set(0.9),
         "draws_set": draws_set,
+        "cvar_set": bl.DrawsSet(draws, prs.coordinates, kind="cvar", level=0.9, tail=0.1),
+        "value_sized_set": bl.sets.size_for_values(calibrated, grouped, scope="global", draws=50),
         "quantile_set": quantile_set,
         "exact_policy": bl.pessimistic_policy(calibrated, population, objective="exact"),
         "exact_draws_policy": bl.pessimistic_policy(draws_set, population, objective="exact"),
@@ -137,7 +139,8 @@ def results(small, random_problem):
 
 
 NAMES = ["data", "data_without_actions", "population", "vec_coordinates", "rtv_basis", "penalty_set",
-         "calibrated_set", "mle_calibrated_set", "draws_set", "quantile_set", "exact_policy",
+         "calibrated_set", "mle_calibrated_set", "draws_set", "cvar_set", "value_sized_set", "quantile_set",
+         "exact_policy",
          "exact_draws_policy", "relaxed_policy", "global_policy", "greedy_policy", "mle", "low_rank", "prs",
          "rank_selection", "diagnostics", "problem"]
 

@@ -40,6 +40,7 @@ Choices, and why (measured on the paper's simulation, d_x = 20, d_φ = 29, r = 3
 from . import chart, dims
 from .chart import ChartFrame, build_chart_model, chart_frame
 from .credible import (
+    credible_cvar,
     credible_draws,
     credible_ellipsoid,
     credible_quantile,
@@ -51,7 +52,8 @@ from .reduced import add_theta_rtv, theta_rtv_array
 
 __all__ = [
     "MAP", "NUTS", "VI", "ChartFrame", "Posterior", "Prior", "add_theta_rtv", "available_samplers",
-    "balanced_factors", "build_chart_model", "build_model", "chart", "chart_frame", "credible_draws",
+    "balanced_factors", "build_chart_model", "build_model", "chart", "chart_frame", "credible_cvar",
+    "credible_draws",
     "credible_ellipsoid", "credible_quantile", "credible_set", "dims", "fit_posterior", "laplace_theta",
     "model_coords", "prior_draw", "theta_rtv_array",
 ]

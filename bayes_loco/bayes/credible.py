@@ -1,7 +1,7 @@
 """Credible sets for θ_rtv with the interface the pessimistic solver uses.
 
 Every kind of :data:`KINDS` — the Gaussian credible ellipsoid, its sandwich,
-the hull of draws, the pointwise quantile — lives in the RTV coordinates of the
+the hull of draws, the pointwise quantile, the CVaR set — lives in the RTV coordinates of the
 fit whose basis defines θ_rtv (``coordinates`` is its :class:`~bayes_loco.RTVBasis`) and
 exposes ``lower_bound(z) = min_{θ ∈ set} θᵀz``, so
 :func:`bayes_loco.pessimistic_policy` treats them like the frequentist ellipsoids.
@@ -31,7 +31,7 @@ from ..sets import DrawsSet, EllipsoidSet, QuantileSet
 from .reduced import draws_moments
 
 #: The kinds of :func:`credible_set`, each the ``kind`` of the set it returns.
-KINDS = ("credible", "sandwich", "draws", "quantile")
+KINDS = ("credible", "sandwich", "draws", "quantile", "cvar")
 
 
 def _check_draws(draws, basis) -> np.ndarray:
@@ -145,6 +145,23 @@ def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,
     return DrawsSet(kept, basis, kind="draws", level=level)
 
 
+def credible_cvar(draws, basis: RTVBasis, level: float = 0.9) -> DrawsSet:
+    """All draws as a CVaR set of tail β = 1 − ``level``: pessimistic values are posterior CVaRs.
+
+    Guarantees: every policy's value θᵀm(π) exceeds its pessimistic value with
+    posterior probability at least ``level`` (up to Monte Carlo error), the
+    policy chosen from these data included (:class:`~bayes_loco.sets.DrawsSet`).
+    Convex: both objectives accept it; with the exact objective it is the
+    policy that maximises the posterior CVaR_β of its value, a linear program
+    of which the hull of draws is the β → 0 end. It bounds values, not θ:
+    ``contains`` answers for the CVaR polytope, which holds little of the
+    posterior's mass.
+    """
+    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    draws = _check_draws(draws, basis)
+    return DrawsSet(draws, basis, kind="cvar", level=level, tail=1.0 - level)
+
+
 def credible_quantile(draws, basis: RTVBasis, level: float = 0.9) -> QuantileSet:
     """Pointwise lower posterior quantile: ``lower_bound(z)`` = (1 − level) quantile of θ_jᵀz.
 
@@ -164,7 +181,7 @@ def credible_set(draws, basis: RTVBasis, level: float = 0.9, kind: str = "credib
     ``"credible"``: :func:`credible_ellipsoid`; ``"sandwich"``: the same with
     the sandwich shape, which needs ``information`` (the Fisher information at
     the posterior mean); ``"draws"``: :func:`credible_draws`; ``"quantile"``:
-    :func:`credible_quantile`.
+    :func:`credible_quantile`; ``"cvar"``: :func:`credible_cvar`.
     """
     check_option(kind, "kind", KINDS)
     if kind == "sandwich":
@@ -179,4 +196,6 @@ def credible_set(draws, basis: RTVBasis, level: float = 0.9, kind: str = "credib
         return credible_ellipsoid(draws, basis, level, directions=directions)
     if kind == "draws":
         return credible_draws(draws, basis, level, directions=directions)
+    if kind == "cvar":
+        return credible_cvar(draws, basis, level)
     return credible_quantile(draws, basis, level)

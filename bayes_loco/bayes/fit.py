@@ -456,7 +456,7 @@ class Posterior(InRTVCoordinates, SummaryHTML):
         ----------
         level : float
             Level in (0, 1).
-        kind : {"credible", "sandwich", "draws", "quantile"}
+        kind : {"credible", "sandwich", "draws", "quantile", "cvar"}
             ``"credible"`` (default; None means it too): the Gaussian credible
             ellipsoid around the posterior mean with W = inverse posterior
             covariance of the identified directions and R² = χ²_{k_eff}(level)
@@ -469,8 +469,11 @@ class Posterior(InRTVCoordinates, SummaryHTML):
             the ``level`` fraction of draws with the smallest Mahalanobis
             distance (a DrawsSet; both objectives). ``"quantile"``: the
             pointwise (1 − level) posterior quantile of θᵀz (a QuantileSet;
-            relaxed objective only). See :mod:`bayes_loco.bayes.credible` for
-            what each guarantees.
+            relaxed objective only). ``"cvar"``: all draws as a CVaR set with
+            tail 1 − level (a DrawsSet; both objectives): a policy's
+            pessimistic value is the posterior CVaR of its value, below its
+            value with posterior probability ≥ level. See
+            :mod:`bayes_loco.bayes.credible` for what each guarantees.
         identified : bool
             Restrict the ellipsoids and the Mahalanobis distance to the
             directions the data identify (default; see

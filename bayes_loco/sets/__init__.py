@@ -9,6 +9,9 @@ draws (hull of draws)      :class:`DrawsSet`                    relaxed, exact (
 quantile                   :class:`QuantileSet`                 relaxed
 =========================  ===================================  =========================
 
+:func:`size_for_values` resizes a calibrated ellipsoid to guard only the values of
+one scope's policies (:mod:`bayes_loco.sets.value`).
+
 A new kind implements ``lower_bound`` (and ``solve_exact`` if it is convex); see
 :mod:`bayes_loco.sets.base`.
 """
@@ -17,6 +20,8 @@ from .base import Certificate, ConvexSet, ExactProblem, ExactSolution, PolicySta
 from .ellipsoid import IDENTIFIED_RTOL, EllipsoidSet, wald_set
 from .hull import DrawsSet
 from .quantile import QuantileSet
+from .value import ValueRadius, size_for_values, value_directions, value_radius
 
 __all__ = ["IDENTIFIED_RTOL", "Certificate", "ConvexSet", "DrawsSet", "EllipsoidSet", "ExactProblem",
-           "ExactSolution", "PolicyStatus", "QuantileSet", "UncertaintySet", "wald_set"]
+           "ExactSolution", "PolicyStatus", "QuantileSet", "UncertaintySet", "ValueRadius",
+           "size_for_values", "value_directions", "value_radius", "wald_set"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import linalg, stats
@@ -15,6 +16,9 @@ from scipy.special import logsumexp, softmax
 
 from ..coordinates import RANGE_RTOL, Coordinates
 from .base import Certificate, ExactProblem, ExactSolution, PolicyStatus
+
+if TYPE_CHECKING:
+    from .value import ValueRadius
 
 # A feature vector with a relative component this large outside range(W) has an
 # unbounded worst case: the set is a cylinder along the unidentified directions.
@@ -42,6 +46,14 @@ class EllipsoidSet:
     level : float or None
         Nominal coverage for calibrated kinds; None for the paper's tuned C₂ set,
         which is a penalty, not a confidence set.
+    sized_for : {None, "global", "personalised"}
+        None: the radius guards θ itself (every direction). A scope: the radius
+        guards only the values of that scope's policies on one population
+        (:func:`~bayes_loco.sets.size_for_values`); ``level`` is then the
+        probability that every such policy's value is at least its
+        pessimistic value, and the set no longer covers θ at that level.
+    sizing : ValueRadius or None
+        How the value-sized radius was found (statistical dimension, draws).
     """
 
     center: np.ndarray
@@ -50,6 +62,8 @@ class EllipsoidSet:
     coordinates: Coordinates
     kind: str = "gram"
     level: float | None = None
+    sized_for: str | None = None
+    sizing: ValueRadius | None = None
 
     def __post_init__(self):
         k = self.center.shape[0]
@@ -191,8 +205,9 @@ class EllipsoidSet:
 
     def __repr__(self) -> str:
         lvl = "" if self.level is None else f", level={self.level:g}"
+        sized = "" if self.sized_for is None else f", sized_for={self.sized_for!r}"
         return (f"EllipsoidSet(kind={self.kind!r}, k={self.dim}, k_eff={self.effective_dim}, "
-                f"radius={self.radius:.4g}{lvl})")
+                f"radius={self.radius:.4g}{lvl}{sized})")
 
 
 def wald_set(center: np.ndarray, information: np.ndarray, level: float,

@@ -16,53 +16,81 @@ MAX_NASH_CONES = 200_000
 
 @dataclass(frozen=True, eq=False)
 class DrawsSet:
-    """The convex hull of parameter draws θ_1 … θ_J (e.g. posterior draws inside a credible region).
+    """Averages of parameter draws θ_1 … θ_J: their convex hull, or the CVaR set of a tail fraction β.
 
-    ``lower_bound(z) = min_j θ_jᵀz``: the hull's support function, exact for the
-    hull. It guarantees nothing beyond the draws: a hull of a few thousand draws in
-    ~80 dimensions is much smaller than the credible ellipsoid of the same level
-    (its support reaches ~3.5σ along a direction, the ellipsoid's ~10σ).
+    The set is {Σ_j q_j θ_j : q on the simplex, q_j ≤ 1/(βJ)}. With ``tail`` β = 0
+    (or βJ ≤ 1) the cap is void and the set is the convex hull of the draws:
+    ``lower_bound(z) = min_j θ_jᵀz``. It guarantees nothing beyond the draws: a
+    hull of a few thousand draws in ~80 dimensions is much smaller than the
+    credible ellipsoid of the same level (its support reaches ~3.5σ along a
+    direction, the ellipsoid's ~10σ).
+
+    With β > 0, ``lower_bound(z)`` is CVaR_β of θᵀz over the draws (the mean of
+    its lowest β fraction), and a policy's pessimistic value is CVaR_β of the
+    posterior of its value θᵀm(π) (Rockafellar & Uryasev 2000). CVaR_β lies
+    below the β-quantile, so when the draws are posterior draws every policy's
+    value exceeds its pessimistic value with posterior probability at least
+    1 − β (up to Monte Carlo error), the chosen policy included: the statement
+    conditions on the data, so choosing π from them does not spoil it. β = 1 is
+    the posterior mean (greedy); β → 0 the hull.
 
     Parameters
     ----------
     draws : ndarray, shape (J, k)
     coordinates : Coordinates
     kind : str
-        ``"draws"``.
+        ``"draws"`` (the hull) or ``"cvar"``.
     level : float or None
-        The credible level of the region the draws were selected from.
+        The credible level of the region the draws were selected from
+        (``"draws"``), or 1 − β (``"cvar"``).
+    tail : float
+        β in [0, 1].
     """
 
     draws: np.ndarray
     coordinates: Coordinates
     kind: str = "draws"
     level: float | None = None
+    tail: float = 0.0
 
     def __post_init__(self):
         if self.draws.ndim != 2 or self.draws.shape[0] == 0:
             raise ValueError(f"draws must be a non-empty (J, k) array, got shape {self.draws.shape}")
         if not np.isfinite(self.draws).all():
             raise ValueError("draws contain NaN or infinity")
+        if not 0.0 <= self.tail <= 1.0:
+            raise ValueError(f"tail (β) must lie in [0, 1], got {self.tail}")
 
     @property
     def dim(self) -> int:
         return self.draws.shape[1]
 
+    @property
+    def cap(self) -> float:
+        """The largest weight one draw may carry, 1/(βJ) (1 for the hull)."""
+        n = self.draws.shape[0]
+        return 1.0 if self.tail * n <= 1.0 else 1.0 / (self.tail * n)
+
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
-        """min_j θ_jᵀz over the draws."""
-        return (z @ self.draws.T).min(axis=-1)
+        """min over the set of θᵀz: min_j θ_jᵀz for the hull, CVaR_β of θ_jᵀz otherwise."""
+        values = z @ self.draws.T
+        if self.cap == 1.0:
+            return values.min(axis=-1)
+        # The minimising q fills the lowest values up to the cap, in order.
+        filled = np.clip(1.0 - self.cap * np.arange(values.shape[-1]), 0.0, self.cap)
+        return np.sort(values, axis=-1) @ filled
 
     def contains(self, theta: np.ndarray) -> bool:
-        """Whether θ (k,) lies in the convex hull of the draws (an LP feasibility check)."""
+        """Whether θ (k,) lies in the set (an LP feasibility check)."""
         from scipy.optimize import linprog
 
         j = self.draws.shape[0]
         res = linprog(np.zeros(j), A_eq=np.vstack([self.draws.T, np.ones((1, j))]),
-                      b_eq=np.append(theta, 1.0), bounds=(0, None), method="highs")
+                      b_eq=np.append(theta, 1.0), bounds=(0, self.cap), method="highs")
         return bool(res.status == 0)
 
     def solve_exact(self, problem: ExactProblem) -> ExactSolution:
-        """min over λ on the simplex of Σ_i w_i max_a θᵀz_ia with θ = Σ_j λ_j θ_j, an LP solved by HiGHS.
+        """min over λ on the (capped) simplex of Σ_i w_i max_a θᵀz_ia with θ = Σ_j λ_j θ_j, an LP (HiGHS).
 
         Epigraph form with constraint generation: t_i ≥ θᵀz_ia only for the actions
         that are active or violated, added until none is violated (few are: most
@@ -90,7 +118,7 @@ class DrawsSet:
             sparse.hstack([sparse.csr_array((1, n_units + k)), sparse.csr_array(np.ones((1, n_draws)))]),
         ], format="csr")
         b_eq = np.concatenate([np.zeros(k), [1.0]])
-        bounds = [(None, None)] * (n_units + k) + [(0, None)] * n_draws
+        bounds = [(None, None)] * (n_units + k) + [(0, self.cap)] * n_draws
         note = ""
         for _ in range(100):
             rows, cols = np.nonzero(active)
@@ -128,6 +156,9 @@ class DrawsSet:
         hull is reached at a vertex: the welfare guaranteed for every draw holds for
         every θ in the hull. Returns the policy and its guaranteed welfare.
         """
+        if self.cap < 1.0:
+            raise TypeError("welfare='nash' with objective='exact' needs the hull of draws (tail=0): the "
+                            "welfare's minimum over a CVaR set is not at a draw. Use objective='relaxed'.")
         try:
             import cvxpy as cp
         except ImportError as exc:  # pragma: no cover - cvxpy is in the dev and welfare extras
@@ -157,4 +188,5 @@ class DrawsSet:
 
     def __repr__(self) -> str:
         lvl = "" if self.level is None else f", level={self.level:g}"
-        return f"DrawsSet(kind={self.kind!r}, draws={self.draws.shape[0]}, k={self.dim}{lvl})"
+        tail = f", tail={self.tail:g}" if self.tail else ""
+        return f"DrawsSet(kind={self.kind!r}, draws={self.draws.shape[0]}, k={self.dim}{lvl}{tail})"
