@@ -5,6 +5,13 @@ with M's entries Unif[−1, 1] and ‖M‖_F = 1, so d_φ = d_a − 1 + d_s. Θ'
 columns are 2·v_k, v_k = w_k/‖w_k‖ with w_k = (1/k, …, 1/(k+r−1), 0, …), and its
 state columns are zero. Every comparison is (0, a₁): a fraction 1/q has a₁
 uniform over the non-zero actions, the rest a₁ = 1 (imbalance q).
+
+Distribution shift (docs/design.md, "Distribution shift"): ``covered_action``
+moves the (1 − 1/q) share from a₁ = 1 to another action, and the deployment law
+``context_law="target"`` centres the contexts outside the training support,
+where the §5.1 Θ*'s actions are worth a ladder (a = 1 best, then 2, …), so that
+covering action 1 covers the deployment-optimal policy and covering action 2
+covers only its runner-up.
 """
 
 from __future__ import annotations
@@ -20,7 +27,9 @@ from .data import Population, PreferenceData
 from .model import margins, rewards
 
 THETA_KINDS = ("paper", "diagonal")
-CONTEXT_LAWS = ("uniform", "shifted")
+CONTEXT_LAWS = ("uniform", "shifted", "target")
+# The target law's centre is (TARGET_SHIFT, −TARGET_SHIFT, 0, …).
+TARGET_SHIFT = 1.0
 
 
 def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") -> np.ndarray:
@@ -80,6 +89,7 @@ class PaperProblem:
     noise_dims: int
     theta: np.ndarray
     state_map: np.ndarray
+    covered_action: int = 1
 
     @property
     def d_phi(self) -> int:
@@ -93,7 +103,8 @@ class PaperProblem:
         sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
         return (f"PaperProblem(d_x={self.d_x}, d_a={self.d_a}, d_s={self.d_s}, d_phi={self.d_phi}, "
                 f"rank={self.rank} (effective {effective_rank(self.theta)}; σ = {sv}), "
-                f"imbalance={self.imbalance:g}, theta_kind={self.theta_kind!r})")
+                f"imbalance={self.imbalance:g}, covered_action={self.covered_action}, "
+                f"theta_kind={self.theta_kind!r})")
 
     def features(self, states: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
         """φ(s, a) for matching arrays of states (…, d_s) and actions (…); noise dims from ``rng``."""
@@ -106,12 +117,12 @@ class PaperProblem:
         return np.concatenate(parts, axis=-1)
 
     def sample(self, n: int, seed) -> PreferenceData:
-        """N comparisons with BTL labels from Θ*."""
+        """N comparisons with BTL labels from Θ*: (0, ``covered_action``), or (0, uniform a₁) w.p. 1/q."""
         n = check_int(n, "n", 1)
         rng = rng_from(seed)
         x = rng.uniform(-1.0, 1.0, size=(n, self.d_x))
         s = rng.uniform(-1.0, 1.0, size=(n, self.d_s))
-        a1 = np.ones(n, dtype=np.int64)
+        a1 = np.full(n, self.covered_action, dtype=np.int64)
         spread = rng.random(n) < 1.0 / self.imbalance
         a1[spread] = rng.integers(1, self.d_a, size=int(spread.sum()))
         a0 = np.zeros(n, dtype=np.int64)
@@ -133,17 +144,29 @@ class PaperProblem:
         contexts_per_state : int
             Contexts x drawn for each state; 1 gives the paper's i.i.d. (x, s) pairs.
             A global policy π(s) needs several (docs/design.md, pessimism point 6).
-        context_law : {"uniform", "shifted"}
-            x ~ Unif[−1, 1]^{d_x} (the paper's ρ) or Unif[0, 1]^{d_x}. Under the
-            paper's law E_{x|s} r(x, s, a) = 0 for every action, so a global policy
-            is only meaningful under the shifted law.
+        context_law : {"uniform", "shifted", "target"}
+            x ~ Unif[−1, 1]^{d_x} (the paper's ρ), Unif[0, 1]^{d_x}, or
+            ``"target"``: x ~ μ + Unif[−½, ½]^{d_x} with μ = (1, −1, 0, …, 0),
+            partly outside the training support [−1, 1]^{d_x}, along the two
+            context directions the §5.1 Θ* reads most. Under the paper's law
+            E_{x|s} r(x, s, a) = 0 for every action, so a global policy is only
+            meaningful under the other two. Under ``"shifted"`` the actions are
+            worth nearly the same (1.56–1.72); under ``"target"`` they form a
+            ladder (0.86 for a = 1, 0.51, 0.36, …, 0.12 for a = 9).
         """
         n_states = check_int(n_states, "n_states", 1)
         m = check_int(contexts_per_state, "contexts_per_state", 1)
         check_option(context_law, "context_law", CONTEXT_LAWS)
         rng = rng_from(seed)
-        low = -1.0 if context_law == "uniform" else 0.0
-        x = rng.uniform(low, 1.0, size=(n_states * m, self.d_x))
+        if context_law == "target":
+            if self.d_x < 2:
+                raise ValueError(f"context_law='target' needs d_x >= 2, the problem has d_x = {self.d_x}")
+            centre = np.zeros(self.d_x)
+            centre[:2] = TARGET_SHIFT, -TARGET_SHIFT
+            x = centre + rng.uniform(-0.5, 0.5, size=(n_states * m, self.d_x))
+        else:
+            low = -1.0 if context_law == "uniform" else 0.0
+            x = rng.uniform(low, 1.0, size=(n_states * m, self.d_x))
         s = np.repeat(rng.uniform(-1.0, 1.0, size=(n_states, self.d_s)), m, axis=0)
         actions = np.broadcast_to(np.arange(self.d_a), (n_states * m, self.d_a))
         feats = self.features(s[:, None, :].repeat(self.d_a, axis=1), actions, rng)
@@ -155,7 +178,8 @@ class PaperProblem:
 
 
 def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, imbalance: float = 1.0,
-                  seed=0, *, theta_kind: str = "paper", noise_dims: int = 0) -> PaperProblem:
+                  seed=0, *, theta_kind: str = "paper", noise_dims: int = 0,
+                  covered_action: int = 1) -> PaperProblem:
     """The §5.1 simulation problem.
 
     Parameters
@@ -173,6 +197,8 @@ def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, im
     noise_dims : int
         Pure-noise feature dimensions appended to φ (zero columns of Θ*), the
         paper's robustness study.
+    covered_action : int
+        The action a₁ of the (1 − 1/q) share of comparisons (the paper's 1).
     """
     d_s = check_int(d_s, "d_s", 1)
     d_a = check_int(d_a, "d_a", 2)
@@ -180,6 +206,7 @@ def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, im
     rank = check_int(rank, "rank", 1, d_x)
     imbalance = check_real(imbalance, "imbalance", 1.0)
     noise_dims = check_int(noise_dims, "noise_dims", 0)
+    covered_action = check_int(covered_action, "covered_action", 1, d_a - 1)
     check_option(theta_kind, "theta_kind", THETA_KINDS)
     rng = rng_from(seed)
     m = rng.uniform(-1.0, 1.0, size=(d_s, d_s))
@@ -187,4 +214,4 @@ def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, im
     theta = paper_theta(d_x, d_a, d_s, rank, theta_kind)
     if noise_dims:
         theta = np.hstack([theta, np.zeros((d_x, noise_dims))])
-    return PaperProblem(d_s, d_a, d_x, rank, imbalance, theta_kind, noise_dims, theta, m)
+    return PaperProblem(d_s, d_a, d_x, rank, imbalance, theta_kind, noise_dims, theta, m, covered_action)

@@ -41,16 +41,27 @@ def test_a_single_direction_needs_the_one_sided_normal_quantile():
     assert found.generators == 1
 
 
-def test_directions_spanning_every_sign_need_the_full_chi_radius():
+def test_a_subspace_of_directions_needs_the_chi_radius_of_its_dimension():
+    """A cone that is a subspace (±e_i) gives χ of its dimension exactly, without draws; the Monte Carlo path
+    forced on the same cone (a copy that is not recognised) agrees within its error."""
+    from bayes_loco.sets import value as value_module
+
     k = 5
     e = ellipsoid(k, seed=2)
-    both = np.vstack([np.eye(k), -np.eye(k)])
-    found = value_radius(e, both, 0.9, draws=DRAWS, seed=3)
-    expected = np.sqrt(stats.chi2.ppf(0.9, k))
-    density = stats.chi.pdf(expected, k)
-    assert found.radius == pytest.approx(expected, abs=4 * quantile_se(0.9, density))
-    assert found.radius == pytest.approx(found.full_radius, abs=4 * quantile_se(0.9, density))
-    assert found.statistical_dimension == pytest.approx(k, rel=0.05)
+    whole = value_radius(e, np.vstack([np.eye(k), -np.eye(k)]), 0.9)
+    assert whole.draws == 0 and whole.radius == pytest.approx(np.sqrt(stats.chi2.ppf(0.9, k)), rel=1e-12)
+    assert whole.radius == pytest.approx(whole.full_radius, rel=1e-12) and whole.statistical_dimension == k
+    plane = value_radius(e, np.vstack([np.eye(k)[:2], -np.eye(k)[:2], np.eye(k)[:2] + 0.0]), 0.9)
+    assert plane.draws == 0 and plane.radius == pytest.approx(np.sqrt(stats.chi2.ppf(0.9, 2)), rel=1e-12)
+    original = value_module._is_subspace
+    try:
+        value_module._is_subspace = lambda generators: False
+        sampled = value_radius(e, np.vstack([np.eye(k), -np.eye(k)]), 0.9, draws=DRAWS, seed=3)
+    finally:
+        value_module._is_subspace = original
+    density = stats.chi.pdf(whole.radius, k)
+    assert sampled.radius == pytest.approx(whole.radius, abs=4 * quantile_se(0.9, density))
+    assert sampled.statistical_dimension == pytest.approx(k, rel=0.05)
 
 
 def test_an_orthant_of_the_whitened_space_is_chi_bar_squared():

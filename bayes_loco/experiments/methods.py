@@ -25,11 +25,11 @@ import pandas as pd
 
 from .._validation import check_option, check_real
 from ..data import SCOPES, Population, PreferenceData, checks_data
-from ..evaluate import suboptimality, truth_theta
+from ..evaluate import suboptimality, truth_rewards, truth_theta
 from ..frequentist import fit_mle, fit_prs, select_rank
-from ..policy import greedy_policy, pessimistic_policy
+from ..policy import candidate_features, greedy_policy, pessimistic_policy
 from ..results import Fit
-from ..sets import EllipsoidSet
+from ..sets import EllipsoidSet, size_for_values
 
 
 @dataclass(frozen=True)
@@ -46,13 +46,18 @@ class MethodSpec:
         posterior). "gram": the paper's tuned set ``fit.penalty_set(c2)``.
         Otherwise a kind of ``fit.calibrated_set(level, kind)``: "wald" for the
         frequentist fits; "credible" (the credible ellipsoid), "sandwich",
-        "draws" (hull of draws) or "quantile" for a posterior.
+        "draws" (hull of draws), "quantile" or "cvar" for a posterior.
     objective : {"greedy", "relaxed", "exact"}
+    sized : bool
+        Resize the (ellipsoid) set for each scope to guard only the values of
+        that scope's policies on its population
+        (:func:`~bayes_loco.sets.size_for_values`).
     """
 
     fit: str
     set: str | None
     objective: str
+    sized: bool = False
 
 
 METHODS: dict[str, MethodSpec] = {
@@ -62,6 +67,7 @@ METHODS: dict[str, MethodSpec] = {
     "PRS-exact-Wald": MethodSpec("prs", "wald", "exact"),
     "PRS-relaxed-Wald": MethodSpec("prs", "wald", "relaxed"),
     "PRS-exact-Gram": MethodSpec("prs", "gram", "exact"),
+    "PRS-exact-Wald-values": MethodSpec("prs", "wald", "exact", sized=True),
     "LowRank-Greedy": MethodSpec("low_rank", None, "greedy"),
     "MLE-exact-Wald": MethodSpec("mle", "wald", "exact"),
     "PRS-GIC": MethodSpec("gic", "gram", "relaxed"),
@@ -73,6 +79,8 @@ METHODS: dict[str, MethodSpec] = {
     "Posterior-exact-draws": MethodSpec("posterior", "draws", "exact"),
     "Posterior-relaxed-draws": MethodSpec("posterior", "draws", "relaxed"),
     "Posterior-relaxed-quantile": MethodSpec("posterior", "quantile", "relaxed"),
+    "Posterior-exact-cvar": MethodSpec("posterior", "cvar", "exact"),
+    "Posterior-exact-ellipsoid-values": MethodSpec("posterior", "credible", "exact", sized=True),
 }
 DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
 # compare_policies' default: the paper's PRS set and the Wald set against every posterior set.
@@ -91,8 +99,8 @@ POSTERIOR_PREFIX = "posterior_"
 
 # The columns of every row, in order.
 COLUMNS = ["method", "fit", "set_kind", "level", "objective", "scope", "suboptimality", "pessimistic_value",
-           "relative_gap", "covered", "truth_distance", "radius", "k_eff", "theta_error", "fit_seconds",
-           "policy_seconds", "selected_rank", "max_rhat", "divergences"]
+           "relative_gap", "covered", "value_covered", "truth_distance", "radius", "k_eff", "c_star",
+           "theta_error", "fit_seconds", "policy_seconds", "selected_rank", "max_rhat", "divergences"]
 
 
 # ------------------------------------------------------------------------------------------ fits
@@ -256,7 +264,9 @@ def _truth_columns(uset, truth) -> dict:
     (Wald and credible sets).
     """
     out = dict.fromkeys(("covered", "truth_distance", "radius", "k_eff"), np.nan)
-    if truth is not None and hasattr(uset, "contains"):  # not greedy, nor a pointwise-quantile set
+    # Not greedy, nor a pointwise-quantile set; sets sized for values or CVaR bound values, not θ*.
+    claims_theta = getattr(uset, "sized_for", None) is None and getattr(uset, "kind", None) != "cvar"
+    if truth is not None and hasattr(uset, "contains") and claims_theta:
         out["covered"] = float(np.all(uset.contains(truth)))
     if isinstance(uset, EllipsoidSet):
         out |= {"radius": float(uset.radius), "k_eff": float(uset.effective_dim)}
@@ -273,20 +283,38 @@ def _make_set(spec: MethodSpec, fit: Fit, c2: float, level: float):
     return fit.calibrated_set(level, spec.set)
 
 
+def _value_columns(policy, uset, population: Population, theta_star) -> dict:
+    """Whether the policy's true value (relative to the reference action) is at least its pessimistic value,
+    and C* = ‖m(π*)‖_{W⁻¹} of the optimal policy π* in an ellipsoid's metric (the paper's concentrability)."""
+    out = {"value_covered": np.nan, "c_star": np.nan}
+    if theta_star is None or uset is None:
+        return out
+    units = population.units(policy.scope)
+    relative = units.mean(truth_rewards(theta_star, population))
+    relative = relative - relative[:, [policy.reference_action]]
+    true_value = float(units.weights @ np.sum(policy.probabilities * relative, axis=1))
+    out["value_covered"] = float(true_value >= policy.pessimistic_value - 1e-12)
+    if isinstance(uset, EllipsoidSet):
+        z = units.mean(candidate_features(uset, population, policy.reference_action))
+        best = relative.argmax(axis=1)
+        out["c_star"] = float(uset.dual_norm(units.weights @ z[np.arange(units.n), best]))
+    return out
+
+
 def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], theta_star, *,
                  c2: float, level: float) -> list[dict]:
     """The rows of one method, one per scope (see :data:`COLUMNS`)."""
     spec = METHODS[name]
     fit = fits[spec.fit]
     start = time.perf_counter()
-    uset = _make_set(spec, fit, c2, level)
+    base_set = _make_set(spec, fit, c2, level)
     set_seconds = time.perf_counter() - start
-    truth = None if uset is None or theta_star is None else uset.coordinates.to_coordinates(theta_star)
-    truth_columns = _truth_columns(uset, truth)
+    truth = None if base_set is None or theta_star is None else base_set.coordinates.to_coordinates(theta_star)
     diagnostics = fit.diagnostics
     rows = []
     for scope, population in populations.items():
         start = time.perf_counter()
+        uset = size_for_values(base_set, population, scope=scope) if spec.sized else base_set
         if uset is None:
             policy = greedy_policy(fit.theta, population, scope=scope)
         else:
@@ -298,7 +326,8 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
             "suboptimality": np.nan if theta_star is None else suboptimality(policy, theta_star, population),
             "pessimistic_value": policy.pessimistic_value,
             "relative_gap": np.nan if policy.certificate is None else policy.certificate.relative_gap,
-            **truth_columns,
+            **_truth_columns(uset, truth),
+            **_value_columns(policy, uset, population, theta_star),
             "theta_error": np.nan if theta_star is None else float(np.linalg.norm(fit.theta - theta_star)),
             "fit_seconds": fits.seconds(spec.fit) + set_seconds,
             "policy_seconds": time.perf_counter() - start,
@@ -358,10 +387,14 @@ def run_methods(truth, data: PreferenceData, populations: Mapping[str, Populatio
     Returns
     -------
     list of dict
-        Rows with the :data:`COLUMNS`. Coverage is whether θ* (in the set's
+        Rows with the :data:`COLUMNS`. ``covered`` is whether θ* (in the set's
         coordinates: θ*_rtv for PRS and the posterior, vec Θ* for the MLE) lies
-        in the method's set; every row carries its fit's largest R-hat and
-        divergences (NaN for the optimisers). The methods of one fit share it.
+        in the method's set (NaN for sets that bound values, not θ: value-sized
+        and CVaR); ``value_covered`` whether the policy's true value relative
+        to the reference action is at least its pessimistic value; ``c_star``
+        the optimal policy's ‖m(π*)‖_{W⁻¹} in an ellipsoid's metric. Every row
+        carries its fit's largest R-hat and divergences (NaN for the
+        optimisers). The methods of one fit share it.
     """
     methods = _check_methods(methods)
     theta_star = None if truth is None else truth_theta(truth, data.d_x, data.d_phi)
@@ -433,8 +466,8 @@ def compare_policies(data: PreferenceData, population: Population, *, rank: int,
     pandas.DataFrame
         The :data:`COLUMNS`: ``method, fit, set_kind, level, objective, scope,
         suboptimality, pessimistic_value, relative_gap, covered,
-        truth_distance, radius, k_eff, theta_error, fit_seconds,
-        policy_seconds, selected_rank, max_rhat, divergences``.
+        value_covered, truth_distance, radius, k_eff, c_star, theta_error,
+        fit_seconds, policy_seconds, selected_rank, max_rhat, divergences``.
 
     Raises
     ------

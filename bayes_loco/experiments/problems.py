@@ -16,7 +16,7 @@ from ..problems import Problem
 from ..simulate import paper_problem
 
 # The settings of the paper's simulation problem (the arguments of simulate.paper_problem).
-PROBLEM_KEYS = ("d_s", "d_a", "d_x", "rank", "imbalance", "theta_kind", "noise_dims")
+PROBLEM_KEYS = ("d_s", "d_a", "d_x", "rank", "imbalance", "theta_kind", "noise_dims", "covered_action")
 PERSONALLLM_FILES = ("personalllm_train", "personalllm_test")
 
 

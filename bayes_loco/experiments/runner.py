@@ -28,8 +28,9 @@ from .problems import build_problem
 from .studies import Study
 
 DEFAULTS = {"d_s": 20, "d_a": 10, "d_x": 20, "rank": 3, "imbalance": 1.0, "theta_kind": "paper",
-            "noise_dims": 0, "c2": 5.0, "level": 0.9, "ridge": 1.0, "n_initial_fraction": None,
-            "population": 2000, "global_states": 200, "contexts_per_state": 10}
+            "noise_dims": 0, "covered_action": 1, "c2": 5.0, "level": 0.9, "ridge": 1.0,
+            "n_initial_fraction": None, "population": 2000, "global_states": 200, "contexts_per_state": 10,
+            "global_law": "shifted"}
 
 
 class StudyConfigError(ValueError):
@@ -60,7 +61,7 @@ def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
         # global policy is studied under a shifted context law with several contexts per state.
         populations["global"] = truth.population(int(s["global_states"]), seed=global_seed,
                                                  contexts_per_state=int(s["contexts_per_state"]),
-                                                 context_law="shifted")
+                                                 context_law=s["global_law"])
     frac = s["n_initial_fraction"]
     n_initial = None if frac is None or pd.isna(frac) else round(frac * data.n)
     with warnings.catch_warnings(record=True) as caught:

@@ -14,7 +14,10 @@ The radius here guards exactly the directions the policies reach. With
     sup_{m ∈ K} (θ̂ − θ)ᵀm / ‖m‖_{W⁻¹} = ‖Π_{LᵀK}(g)‖,
 
 the length of g's projection onto the cone LᵀK (a non-negative least-squares
-problem per draw). Its α-quantile R_α makes θᵀm ≥ θ̂ᵀm − R_α‖m‖_{W⁻¹} hold for
+problem per draw). When the cone is a subspace (some strictly positive
+combination of the generators vanishes, a linear program), the length is χ with
+the subspace's dimension and no draws are needed: the personalised policies of
+the paper's simulation reach every identified direction this way. Its α-quantile R_α makes θᵀm ≥ θ̂ᵀm − R_α‖m‖_{W⁻¹} hold for
 every policy of the scope at once with probability α, so it holds for the policy
 the solver picks. E‖Π(g)‖² is the statistical dimension δ(K) of the cone
 (Amelunxen, Lotz, McCoy & Tropp 2014): the principled effective dimension of the
@@ -28,7 +31,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 from scipy import stats
-from scipy.optimize import nnls
+from scipy.optimize import linprog, nnls
 
 from .._validation import check_int, check_option, check_real, rng_from
 from ..data import SCOPES, Population
@@ -51,7 +54,7 @@ class ValueRadius:
     full_radius : float
         √χ²_{k_eff}(α), the radius that guards every direction.
     draws : int
-        Monte Carlo draws of g.
+        Monte Carlo draws of g; 0 when K is a subspace and R_α is exact.
     generators : int
         Non-zero value directions spanning K.
     """
@@ -116,6 +119,10 @@ def value_radius(ellipsoid: EllipsoidSet, directions: np.ndarray, level: float, 
     generators = generators[keep]
     if generators.shape[0] == 0:
         raise ValueError("directions are all zero: every policy has the reference action's value")
+    if _is_subspace(generators):
+        dim = int(np.linalg.matrix_rank(generators))
+        return ValueRadius(float(np.sqrt(stats.chi2.ppf(level, dim))), float(dim), full, 0,
+                           int(generators.shape[0]))
     rng = rng_from(seed)
     lengths = np.empty(draws)
     for j in range(draws):
@@ -124,6 +131,15 @@ def value_radius(ellipsoid: EllipsoidSet, directions: np.ndarray, level: float, 
         lengths[j] = np.linalg.norm(generators.T @ weights)
     return ValueRadius(float(np.quantile(lengths, level)), float(np.mean(lengths**2)), full, draws,
                        int(generators.shape[0]))
+
+
+def _is_subspace(generators: np.ndarray) -> bool:
+    """Whether the cone of the rows is a subspace: Σ_j λ_j n_j = 0 for some λ ≥ 1 (feasibility LP)."""
+    n = generators.shape[0]
+    scale = np.linalg.norm(generators, axis=1)
+    res = linprog(np.zeros(n), A_eq=(generators / scale[:, None]).T, b_eq=np.zeros(generators.shape[1]),
+                  bounds=(1.0, None), method="highs")
+    return bool(res.status == 0)
 
 
 def size_for_values(ellipsoid: EllipsoidSet, population: Population, *, scope: str = "global",
