@@ -242,8 +242,11 @@ def test_gic_method_reports_its_rank_and_summarise_scores_it():
 
 def test_summarise_computes_mean_and_standard_error():
     frame = pd.DataFrame({"method": ["a"] * 4 + ["b"] * 2, "suboptimality": [1.0, 2.0, 3.0, 4.0, 5.0, 7.0],
-                          "covered": [1, 0, 1, 1, np.nan, np.nan], "theta_error": [0.0] * 6})
+                          "covered": [1, 0, 1, 1, np.nan, np.nan], "theta_error": [0.0] * 6,
+                          "value_covered": [1, 1, 0, 1, 0, 1]})
     table = summarise(frame, ["method"]).set_index("method")
+    assert table.loc["a", "value_coverage"] == 0.75 and table.loc["b", "value_coverage"] == 0.5
+    assert "value_coverage" not in summarise(frame.drop(columns="value_covered"), ["method"])
     assert table.loc["a", "mean"] == 2.5
     assert table.loc["a", "se"] == pytest.approx(np.std([1, 2, 3, 4], ddof=1) / 2)
     assert table.loc["a", "coverage"] == 0.75
@@ -432,3 +435,20 @@ def test_importing_any_module_leaves_backend_warnings_and_logging_alone():
     result = json.loads(out)
     assert result["backend"] == "svg"
     assert result["changed"] == []
+
+
+def test_shift_study_cells_set_the_regimes_and_a_task_runs_them():
+    from bayes_loco.experiments.studies import REGIMES
+
+    study = STUDIES["shift"]
+    assert {(c["regime"], c["covered_action"], c["global_law"]) for c in study.cells} == {
+        (name, r["covered_action"], r["global_law"]) for name, r in REGIMES.items()}
+    assert sorted({c["imbalance"] for c in study.cells}) == [1, 3, 10, 30]
+    assert "PRS-exact-Wald-values" in study.methods and study.panel == "regime"
+    cell = {"n": 1500, **TINY, "rank": 2, "regime": "uncovered", "covered_action": 2, "global_law": "target",
+            "imbalance": 10}
+    frame = pd.DataFrame(run_task("shift", 0, cell, 0, 0, ("MLE-Greedy", "PRS-exact-Wald-values")))
+    assert (frame.regime == "uncovered").all() and set(frame.scope) == {"personalised", "global"}
+    sized = frame[frame.method == "PRS-exact-Wald-values"].set_index("scope")
+    assert sized.loc["global", "radius"] < sized.loc["personalised", "radius"]
+    assert sized.value_covered.isin([0, 1]).all() and sized.covered.isna().all()

@@ -106,6 +106,7 @@ def test_paper_problem_seed_determines_state_map():
 @pytest.mark.parametrize(("kwargs", "name"), [
     ({"d_a": 1}, "d_a"), ({"d_s": 0}, "d_s"), ({"d_x": 0}, "d_x"), ({"rank": 21}, "rank"),
     ({"rank": 0}, "rank"), ({"imbalance": 0.5}, "imbalance"), ({"noise_dims": -1}, "noise_dims"),
+    ({"covered_action": 0}, "covered_action"), ({"covered_action": 10}, "covered_action"),
 ])
 def test_paper_problem_bad_arguments_are_named(kwargs, name):
     with pytest.raises(ValueError, match=rf"^{name} must"):
@@ -220,6 +221,41 @@ def test_sample_bad_arguments():
         problem.sample(10.0, seed=1)
     with pytest.raises(ValueError, match="seed must be given"):
         problem.sample(10, seed=None)
+
+
+def test_covered_action_takes_the_imbalanced_share_and_the_default_is_the_papers():
+    """Moving the (1 − 1/q) share leaves every other draw as it was: the default sample is bit for bit the
+    paper's, and covered_action = 2 swaps the frequencies of actions 1 and 2."""
+    paper = paper_problem(d_s=3, d_a=5, d_x=4, rank=2, imbalance=4, seed=0)
+    moved = paper_problem(d_s=3, d_a=5, d_x=4, rank=2, imbalance=4, seed=0, covered_action=2)
+    a, b = paper.sample(20000, seed=9), moved.sample(20000, seed=9)
+    np.testing.assert_array_equal(a.contexts, b.contexts)
+    a1, b1 = a.actions[:, 1], b.actions[:, 1]
+    changed = a1 != b1  # exactly the imbalanced share: 1 in the paper's sample, 2 in the moved one
+    assert (a1[changed] == 1).all() and (b1[changed] == 2).all()
+    assert abs(np.mean(changed) - 0.75) < 4 * np.sqrt(0.75 * 0.25 / 20000)
+    p = 1 - 0.25 + 0.25 / 4  # share of the covered action: (1 − 1/q) + (1/q)/(d_a − 1)
+    assert abs(np.mean(b1 == 2) - p) < 4 * np.sqrt(p * (1 - p) / 20000)
+    assert "covered_action=2" in repr(moved)
+
+
+def test_target_law_is_centred_outside_the_training_support_and_ranks_the_actions():
+    """x ~ (1, −1, 0, …) + Unif[−½, ½]: its mean and range; under the §5.1 Θ* the global values fall with the
+    action's index (a ladder), unlike the paper's shifted law, where they are within 0.17 of each other."""
+    problem = paper_problem(rank=3, seed=0)
+    pop = problem.population(400, seed=4, contexts_per_state=5, context_law="target")
+    x = pop.contexts
+    se = np.sqrt(1 / 12 / x.shape[0])
+    assert abs(x[:, 0].mean() - 1) < 4 * se and abs(x[:, 1].mean() + 1) < 4 * se
+    assert np.abs(x[:, 2:].mean(axis=0)).max() < 4 * se
+    assert x[:, 0].max() > 1.4 and x[:, 0].min() >= 0.5 and np.abs(x[:, 2:]).max() <= 0.5
+    values = problem.rewards(pop).mean(axis=0)[1:]
+    assert np.all(np.diff(values) < 0) and values[0] - values[1] > 0.3
+    shifted = problem.rewards(problem.population(400, seed=4, contexts_per_state=5,
+                                                 context_law="shifted")).mean(axis=0)[1:]
+    assert np.ptp(shifted) < 0.2 < np.ptp(values)
+    with pytest.raises(ValueError, match="d_x >= 2"):
+        paper_problem(d_x=1, rank=1, seed=0).population(3, seed=1, context_law="target")
 
 
 # ----------------------------------------------------------------------------- population()

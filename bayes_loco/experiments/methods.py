@@ -87,7 +87,7 @@ DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
 COMPARE_METHODS = ("PRS", "PRS-exact-Gram", "PRS-exact-Wald", "PRS-relaxed-Wald", "LowRank-Greedy",
                    "Posterior-mean-Greedy", "Posterior-exact-ellipsoid", "Posterior-relaxed-ellipsoid",
                    "Posterior-exact-sandwich", "Posterior-exact-draws", "Posterior-relaxed-draws",
-                   "Posterior-relaxed-quantile")
+                   "Posterior-relaxed-quantile", "Posterior-exact-cvar")
 GIC_RANKS = 5
 
 # fit_posterior's settings that come in groups (its arguments nuts, prior, vi), and their defaults here.
@@ -309,7 +309,8 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
     start = time.perf_counter()
     base_set = _make_set(spec, fit, c2, level)
     set_seconds = time.perf_counter() - start
-    truth = None if base_set is None or theta_star is None else base_set.coordinates.to_coordinates(theta_star)
+    truth = None if base_set is None or theta_star is None else (
+        base_set.coordinates.to_coordinates(theta_star))
     diagnostics = fit.diagnostics
     rows = []
     for scope, population in populations.items():
@@ -427,7 +428,7 @@ def compare_policies(data: PreferenceData, population: Population, *, rank: int,
     on your data: by default the paper's PRS set (C₂, relaxed and exact), the
     ``level`` Wald set, the low-rank fit's greedy policy and the posterior's
     greedy policy and sets (credible ellipsoid, sandwich, hull of draws,
-    pointwise quantile), each with the objectives it allows.
+    pointwise quantile, CVaR), each with the objectives it allows.
 
     Parameters
     ----------

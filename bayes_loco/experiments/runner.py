@@ -207,11 +207,17 @@ def _versions() -> dict:
 
 
 def summarise(results: pd.DataFrame, by: Iterable[str]) -> pd.DataFrame:
-    """Mean, standard error and replication count of sub-optimality, and coverage, per group."""
+    """Mean, standard error and replication count of sub-optimality, and coverage, per group.
+
+    ``coverage`` is of θ* by the set, ``value_coverage`` of the policy's true value by its pessimistic
+    value (results written before that column existed have no ``value_coverage``).
+    """
     grouped = results.groupby(list(by), dropna=False)
     table = grouped["suboptimality"].agg(mean="mean", se=lambda v: v.std(ddof=1) / np.sqrt(len(v)),
                                          reps="count")
     table["coverage"] = grouped["covered"].mean()
+    if "value_covered" in results:
+        table["value_coverage"] = grouped["value_covered"].mean()
     table["theta_error"] = grouped["theta_error"].mean()
     if "selected_rank" in results and "rank" in results:
         hit = (results["selected_rank"] == results["rank"]).where(results["selected_rank"].notna())

@@ -50,15 +50,15 @@ ALL_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald", "PRS-re
 POSTERIOR_METHODS = ("MLE-Greedy", "PRS", "PRS-exact-Wald", "Posterior-mean-Greedy",
                      "Posterior-exact-ellipsoid", "Posterior-exact-draws", "Posterior-relaxed-quantile")
 
-# Distribution shift (docs/design.md, "Distribution shift"): which action the data cover, and the deployment law.
+# Distribution shift (docs/design.md, "Distribution shift"): the action the data cover, the deployment law.
 REGIMES = {
     "paper": {"covered_action": 1, "global_law": "shifted"},
     "covered": {"covered_action": 1, "global_law": "target"},
     "uncovered": {"covered_action": 2, "global_law": "target"},
 }
 SHIFT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald", "PRS-exact-Wald-values")
-SHIFT_POSTERIOR_METHODS = ("MLE-Greedy", "PRS-exact-Wald-values", "Posterior-mean-Greedy", "Posterior-exact-cvar",
-                           "Posterior-exact-ellipsoid-values")
+SHIFT_POSTERIOR_METHODS = ("MLE-Greedy", "PRS-exact-Wald-values", "Posterior-mean-Greedy",
+                           "Posterior-exact-cvar", "Posterior-exact-ellipsoid-values")
 
 
 def _regimes(imbalances) -> tuple[dict, ...]:
@@ -68,7 +68,9 @@ def _regimes(imbalances) -> tuple[dict, ...]:
 
 STUDIES: dict[str, Study] = {
     "demo": Study("demo", _grid(n=[3000], imbalance=[3]), reps=3,
-                  description="one setting, the four main methods, personalised and global policies"),
+                  methods=(*DEFAULT_METHODS, "PRS-exact-Wald-values"), fixed={"global_law": "target"},
+                  description="one setting, the main methods, personalised policies and a global policy "
+                              "for a shifted population (the shift study's covered regime)"),
     "table": Study("table", _grid(n=[1000, 3000, 10000], imbalance=[1, 3, 10]), methods=ALL_METHODS,
                    description="issue #2/#10 table: N x q x method, r = 3"),
     "table-large": Study("table-large", _grid(n=[3000, 10000], imbalance=[1, 3, 10]), reps=10,
@@ -122,13 +124,14 @@ STUDIES: dict[str, Study] = {
                          description="PersonalLLM: standardised reward-model scores as φ(s, a), d_x = 10"),
     "shift": Study("shift", _regimes([1, 3, 10, 30]), fixed={"n": 3000}, methods=SHIFT_METHODS,
                    x="imbalance", panel="regime",
-                   description="distribution shift: global and personalised sub-optimality against the coverage "
-                               "gap q, where the data cover the deployment-optimal action (covered), its "
-                               "runner-up (uncovered), or the paper's action 1 under the paper's shift (paper)"),
+                   description="distribution shift: global and personalised sub-optimality against the "
+                               "coverage gap q, where the data cover the deployment-optimal action "
+                               "(covered), its runner-up (uncovered), or the paper's action 1 under the "
+                               "paper's shift (paper)"),
     "shift-posterior": Study("shift-posterior", _regimes([10]), fixed={"n": 3000},
                              methods=SHIFT_POSTERIOR_METHODS, x="imbalance", panel="regime", reps=10,
-                             description="the shift study's q = 10 cells with the posterior's sets: CVaR of the "
-                                         "policy's value and the value-sized credible ellipsoid"),
+                             description="the shift study's q = 10 cells with the posterior's sets: CVaR "
+                                         "of the policy's value and the value-sized credible ellipsoid"),
     "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
                    panel="noise_dims", description="appendix: pure-noise feature dimensions"),
 }

@@ -14,15 +14,15 @@ The radius here guards exactly the directions the policies reach. With
     sup_{m ∈ K} (θ̂ − θ)ᵀm / ‖m‖_{W⁻¹} = ‖Π_{LᵀK}(g)‖,
 
 the length of g's projection onto the cone LᵀK (a non-negative least-squares
-problem per draw). When the cone is a subspace (some strictly positive
-combination of the generators vanishes, a linear program), the length is χ with
-the subspace's dimension and no draws are needed: the personalised policies of
-the paper's simulation reach every identified direction this way. Its α-quantile R_α makes θᵀm ≥ θ̂ᵀm − R_α‖m‖_{W⁻¹} hold for
+problem per draw). Its α-quantile R_α makes θᵀm ≥ θ̂ᵀm − R_α‖m‖_{W⁻¹} hold for
 every policy of the scope at once with probability α, so it holds for the policy
 the solver picks. E‖Π(g)‖² is the statistical dimension δ(K) of the cone
 (Amelunxen, Lotz, McCoy & Tropp 2014): the principled effective dimension of the
 values, between 1 (one direction) and k_eff (the whole space, where R_α is
-√χ²_{k_eff}(α) again).
+√χ²_{k_eff}(α) again). When the cone is a subspace (some strictly positive
+combination of the generators vanishes, a linear program), the length is χ with
+the subspace's dimension and no draws are needed: the personalised policies of
+the paper's simulation reach every identified direction this way.
 """
 
 from __future__ import annotations
