@@ -447,8 +447,13 @@ def test_shift_study_cells_set_the_regimes_and_a_task_runs_them():
     assert "PRS-exact-Wald-values" in study.methods and study.panel == "regime"
     cell = {"n": 1500, **TINY, "rank": 2, "regime": "uncovered", "covered_action": 2, "global_law": "target",
             "imbalance": 10}
-    frame = pd.DataFrame(run_task("shift", 0, cell, 0, 0, ("MLE-Greedy", "PRS-exact-Wald-values")))
+    methods = ("MLE-Greedy", "PRS-exact-Wald", "PRS-exact-Wald-values")
+    frame = pd.DataFrame(run_task("shift", 0, cell, 0, 0, methods))
     assert (frame.regime == "uncovered").all() and set(frame.scope) == {"personalised", "global"}
     sized = frame[frame.method == "PRS-exact-Wald-values"].set_index("scope")
+    wald = frame[frame.method == "PRS-exact-Wald"].set_index("scope")
     assert sized.loc["global", "radius"] < sized.loc["personalised", "radius"]
     assert sized.value_covered.isin([0, 1]).all() and sized.covered.isna().all()
+    # Personalised policies reach every identified direction: the resized set is the Wald set, exactly.
+    assert sized.loc["personalised", "radius"] == wald.loc["personalised", "radius"]
+    assert sized.loc["personalised", "suboptimality"] == wald.loc["personalised", "suboptimality"]
