@@ -23,11 +23,11 @@ convention 1) the candidate z of the paper's populations never do.
 from __future__ import annotations
 
 import numpy as np
-from scipy import stats
 
 from .._validation import check_option, check_real
 from ..coordinates import RTVBasis
 from ..sets import DrawsSet, EllipsoidSet, QuantileSet
+from ..sets.ellipsoid import chi_radius
 from .reduced import draws_moments
 
 #: The kinds of :func:`credible_set`, each the ``kind`` of the set it returns.
@@ -116,7 +116,7 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
         kind = "sandwich"
     shape = p @ precision @ p.T
     unit = EllipsoidSet(mean, 0.5 * (shape + shape.T), 1.0, basis, kind=kind, level=level)
-    radius = float(np.sqrt(stats.chi2.ppf(level, unit.effective_dim)))
+    radius = chi_radius(level, unit.effective_dim)
     return EllipsoidSet(mean, unit.precision, radius, basis, kind=kind, level=level)
 
 

@@ -210,11 +210,16 @@ class EllipsoidSet:
                 f"radius={self.radius:.4g}{lvl}{sized})")
 
 
+def chi_radius(level: float, dim: int) -> float:
+    """√χ²_dim(level): the radius of a Gaussian ellipsoid of probability ``level`` in ``dim`` dimensions."""
+    return float(np.sqrt(stats.chi2.ppf(level, dim)))
+
+
 def wald_set(center: np.ndarray, information: np.ndarray, level: float,
              coordinates: Coordinates) -> EllipsoidSet:
     """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I."""
     unit = EllipsoidSet(center, information, 1.0, coordinates, kind="wald", level=level)
-    return replace(unit, radius=float(np.sqrt(stats.chi2.ppf(level, unit.effective_dim))))
+    return replace(unit, radius=chi_radius(level, unit.effective_dim))
 
 
 def _smoothed_values(c, g, weights, mu, u):

@@ -30,12 +30,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
-from scipy import stats
 from scipy.optimize import linprog, nnls
 
 from .._validation import check_int, check_option, check_real, rng_from
 from ..data import SCOPES, Population
-from .ellipsoid import EllipsoidSet
+from .ellipsoid import EllipsoidSet, chi_radius
 
 # Directions shorter than this (relative to the longest) are the reference action's own zeros.
 ZERO_RTOL = 1e-12
@@ -113,7 +112,7 @@ def value_radius(ellipsoid: EllipsoidSet, directions: np.ndarray, level: float, 
     if not ellipsoid.identified(directions).all():
         raise ValueError("directions leave range(W): some policy's value is not identified by the data, "
                          "and no radius bounds it")
-    full = float(np.sqrt(stats.chi2.ppf(level, ellipsoid.effective_dim)))
+    full = chi_radius(level, ellipsoid.effective_dim)
     generators = directions @ ellipsoid.factor  # Lᵀm, rows
     keep = np.linalg.norm(generators, axis=1) > 0
     generators = generators[keep]
@@ -121,7 +120,7 @@ def value_radius(ellipsoid: EllipsoidSet, directions: np.ndarray, level: float, 
         raise ValueError("directions are all zero: every policy has the reference action's value")
     if _is_subspace(generators):
         dim = int(np.linalg.matrix_rank(generators))
-        return ValueRadius(float(np.sqrt(stats.chi2.ppf(level, dim))), float(dim), full, 0,
+        return ValueRadius(chi_radius(level, dim), float(dim), full, 0,
                            int(generators.shape[0]))
     rng = rng_from(seed)
     lengths = np.empty(draws)
