@@ -311,6 +311,8 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
     set_seconds = time.perf_counter() - start
     truth = None if base_set is None or theta_star is None else (
         base_set.coordinates.to_coordinates(theta_star))
+    # A set that is not resized is the same for every scope: its coverage (an LP for a hull) once.
+    base_columns = None if spec.sized else _truth_columns(base_set, truth)
     diagnostics = fit.diagnostics
     rows = []
     for scope, population in populations.items():
@@ -327,7 +329,7 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
             "suboptimality": np.nan if theta_star is None else suboptimality(policy, theta_star, population),
             "pessimistic_value": policy.pessimistic_value,
             "relative_gap": np.nan if policy.certificate is None else policy.certificate.relative_gap,
-            **_truth_columns(uset, truth),
+            **(_truth_columns(uset, truth) if spec.sized else base_columns),
             **_value_columns(policy, uset, population, theta_star),
             "theta_error": np.nan if theta_star is None else float(np.linalg.norm(fit.theta - theta_star)),
             "fit_seconds": fits.seconds(spec.fit) + set_seconds,
