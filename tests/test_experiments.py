@@ -106,9 +106,10 @@ def test_killed_cli_run_resumes(tmp_path):
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     csvs = []
     deadline = time.monotonic() + 300
+    # The CSV exists a moment before its first rows are written: wait for a row, not for the file.
     while not csvs and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.05)
-        csvs = list(tmp_path.glob("*.csv"))
+        csvs = [p for p in tmp_path.glob("*.csv") if p.read_text().count("\n") >= 2]
     proc.kill()
     proc.wait()
     first = pd.read_csv(csvs[0])
