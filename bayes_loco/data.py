@@ -147,6 +147,18 @@ class PreferenceData:
     def __len__(self) -> int:
         return self.n
 
+    @functools.cached_property
+    def support(self) -> tuple[np.ndarray, np.ndarray]:
+        """Indices of the context and the feature coordinates some comparison reaches.
+
+        The columns of X and of ΔΦ that are not identically 0. Entries of Θ outside
+        these rows × columns never enter a margin x_tᵀΘΔφ_t (the paper's state
+        features cancel in every difference φ(s, a₁) − φ(s, a₀)), so the MLE and its
+        Gram matrix are computed on the support alone.
+        """
+        return (np.flatnonzero(np.any(self.contexts != 0, axis=0)),
+                np.flatnonzero(np.any(self.differences != 0, axis=0)))
+
     def __repr__(self) -> str:
         return (f"PreferenceData(N={self.n}, d_x={self.d_x}, d_phi={self.d_phi}, "
                 f"mean(y)={self.labels.mean():.3f})")

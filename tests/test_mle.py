@@ -79,6 +79,29 @@ def test_calibrated_set_level_out_of_range(mle, level):
         mle.calibrated_set(level)
 
 
+def test_fit_and_sets_on_the_support_match_the_full_kronecker_design(random_problem, kron):
+    """A zero context column and a zero difference column: the fit on the support is statsmodels' fit on the
+    Kronecker design without those columns, and W (Gram and Fisher) is that design's, zero elsewhere."""
+    d = random_problem.data
+    contexts, diffs = d.contexts.copy(), d.differences.copy()
+    contexts[:, 1], diffs[:, 3] = 0.0, 0.0
+    data = bl.PreferenceData(contexts, diffs, d.labels)
+    rows, cols = data.support
+    np.testing.assert_array_equal(rows, [0, 2, 3])
+    np.testing.assert_array_equal(cols, [0, 1, 2, 4])
+    fit = bl.fit_mle(data)
+    z = kron(contexts, diffs)
+    reached = np.flatnonzero(np.abs(z).sum(axis=0) > 0)
+    ref = sm.Logit(d.labels.astype(float), z[:, reached]).fit(method="newton", tol=1e-12, disp=0)
+    np.testing.assert_allclose(fit.theta.ravel()[reached], ref.params, atol=1e-6)
+    np.testing.assert_array_equal(np.delete(fit.theta.ravel(), reached), 0.0)
+    np.testing.assert_allclose(fit.penalty_set().precision, z.T @ z, rtol=1e-12, atol=1e-9)
+    p = expit(z @ fit.theta.ravel())
+    np.testing.assert_allclose(fit.calibrated_set().precision, z.T @ ((p * (1 - p))[:, None] * z),
+                               rtol=1e-10, atol=1e-9)
+    assert fit.calibrated_set().effective_dim == reached.size == 12
+
+
 def test_penalty_set(mle, reference):
     z, _, _ = reference
     for c2 in (0.0, 1.0, 5.0):

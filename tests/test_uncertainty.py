@@ -167,6 +167,26 @@ def test_dual_norm_matches_pseudo_inverse():
     assert eset.factor.shape == (k, 4)
 
 
+def test_zero_rows_of_w_are_set_aside_exactly():
+    """W with exactly-zero rows and columns (coordinates no comparison reaches), embedded among full ones:
+    k_eff, the factor, the dual norm and the unbounded directions are those of the pseudo-inverse."""
+    rng = np.random.default_rng(16)
+    inner, _ = random_psd(rng, 4, rank=3)
+    live = np.array([0, 2, 3, 5])
+    w = np.zeros((6, 6))
+    w[np.ix_(live, live)] = inner
+    eset = EllipsoidSet(np.zeros(6), w, 1.0, VecCoordinates(2, 3))
+    assert eset.effective_dim == 3
+    np.testing.assert_allclose(eset.factor @ eset.factor.T, linalg.pinvh(w), rtol=1e-7, atol=1e-9)
+    assert np.abs(eset.factor[[1, 4]]).max() == 0.0
+    zs = rng.normal(size=(5, 6)) @ w
+    np.testing.assert_allclose(eset.dual_norm(zs), np.sqrt(np.einsum("ni,ij,nj->n", zs, linalg.pinvh(w), zs)),
+                               rtol=1e-8)
+    assert not eset.identified(np.eye(6)[[1, 4]]).any()
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        EllipsoidSet(np.zeros(6), -w, 1.0, VecCoordinates(2, 3))
+
+
 def test_zero_vector_has_zero_lower_bound():
     rng = np.random.default_rng(7)
     w, _ = random_psd(rng, 4, rank=2)

@@ -26,7 +26,7 @@ import pandas as pd
 from .._validation import check_option, check_real
 from ..data import SCOPES, Population, PreferenceData, checks_data
 from ..evaluate import suboptimality, truth_rewards, truth_theta
-from ..frequentist import fit_mle, fit_prs, select_rank
+from ..frequentist import fit_low_rank, fit_mle, fit_prs, select_rank
 from ..policy import candidate_features, greedy_policy, pessimistic_policy
 from ..results import Fit
 from ..sets import EllipsoidSet, size_for_values
@@ -123,7 +123,11 @@ def _fit_mle(fits: Fits) -> Fit:
 
 
 def _fit_prs(fits: Fits) -> Fit:
-    return fit_prs(fits.data, fits.rank, n_initial=fits.n_initial, ridge=fits.ridge)
+    if fits.n_initial is not None:
+        return fit_prs(fits.data, fits.rank, n_initial=fits.n_initial, ridge=fits.ridge)
+    # Without a split, PRS's FGD starts from the MLE baselines' own fit (same data, same ridge).
+    low_rank = fit_low_rank(fits.data, fits.rank, ridge=fits.ridge, initial=fits["mle"])
+    return fit_prs(fits.data, fits.rank, ridge=fits.ridge, low_rank=low_rank)
 
 
 def _fit_low_rank(fits: Fits) -> Fit:

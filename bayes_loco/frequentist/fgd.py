@@ -23,7 +23,7 @@ from .._validation import check_int, check_option, check_rank, check_real
 from ..coordinates import RTVBasis, design, rtv_basis
 from ..data import PreferenceData, checks_data
 from ..exceptions import ConvergenceWarning
-from ..model import fisher_information, margins, nll_and_gradient
+from ..model import fisher_information, margins, neg_log_likelihood, residuals
 from ..results import Diagnostics, FitStatus, Summary, WaldFit, penalty_ellipsoid, wald_summary
 from ..sets import EllipsoidSet
 from .mle import MLEResult, fit_mle
@@ -122,17 +122,22 @@ class LowRankResult(WaldFit):
 
 
 def _objective(u, v, x, dphi, y, ridge):
-    """F(U, V) and the gradient of its loss part with respect to Θ."""
-    theta = u @ v.T
-    nll, grad = nll_and_gradient(theta, x, dphi, y)
-    diff = u.T @ u - v.T @ v
-    value = nll + 0.5 * ridge * np.sum(theta * theta) + 0.125 * np.sum(diff * diff)
-    return value, grad + ridge * theta, diff, nll
+    """F(U, V), its gradients ∇_U F and ∇_V F, and the loss part L(UVᵀ).
 
-
-def _factor_gradients(u, v, grad_theta, diff):
-    """∇_U F = ∇L·V + ½U(UᵀU − VᵀV) and ∇_V F = ∇Lᵀ·U − ½V(UᵀU − VᵀV)."""
-    return grad_theta @ v + 0.5 * u @ diff, grad_theta.T @ u - 0.5 * v @ diff
+    Everything goes through XU (N × r) and ΔΦV (N × r): O(N (d_x + d_φ) r) a call,
+    where the gradient in Θ (Xᵀ diag(w) ΔΦ) would cost O(N d_x d_φ) and dominates
+    at LLM-width d_φ. ∇_U F = ∇L·V + λΘV + ½U(UᵀU − VᵀV), ∇_V F = ∇Lᵀ·U + λΘᵀU − ½V(UᵀU − VᵀV).
+    """
+    xu, dv = x @ u, dphi @ v
+    eta = np.einsum("ij,ij->i", xu, dv)
+    w = residuals(eta, y)
+    gram_u, gram_v = u.T @ u, v.T @ v
+    diff = gram_u - gram_v
+    nll = neg_log_likelihood(eta, y)
+    value = nll + 0.5 * ridge * np.sum(gram_u * gram_v) + 0.125 * np.sum(diff * diff)
+    gu = x.T @ (w[:, None] * dv) + ridge * (u @ gram_v) + 0.5 * (u @ diff)
+    gv = dphi.T @ (w[:, None] * xu) + ridge * (v @ gram_u) - 0.5 * (v @ diff)
+    return value, gu, gv, nll
 
 
 def _block_step(value, grad_block, step, evaluate):
@@ -192,8 +197,7 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     u, v = p[:, :rank] * root, qt[:rank].T * root
     solve = _lbfgs if method == "lbfgs" else _alternating
     u, v, it, converged, message = solve(u, v, x, dphi, y, ridge, max_iter, tol)
-    value, grad_theta, diff, nll = _objective(u, v, x, dphi, y, ridge)
-    gu, gv = _factor_gradients(u, v, grad_theta, diff)
+    value, gu, gv, nll = _objective(u, v, x, dphi, y, ridge)
     grad_norm = float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv)))
     issued = initial.diagnostics.warnings
     if not converged:
@@ -218,8 +222,7 @@ def _lbfgs(u, v, x, dphi, y, ridge, max_iter, tol):
 
     def fun(w):
         uu, vv = w[: dx * r].reshape(dx, r), w[dx * r:].reshape(-1, r)
-        value, g, diff, _ = _objective(uu, vv, x, dphi, y, ridge)
-        gu, gv = _factor_gradients(uu, vv, g, diff)
+        value, gu, gv, _ = _objective(uu, vv, x, dphi, y, ridge)
         return value, np.concatenate([gu.ravel(), gv.ravel()])
 
     res = minimize(fun, np.concatenate([u.ravel(), v.ravel()]), jac=True, method="L-BFGS-B",
@@ -231,14 +234,14 @@ def _lbfgs(u, v, x, dphi, y, ridge, max_iter, tol):
 
 
 def _alternating(u, v, x, dphi, y, ridge, max_iter, tol):
-    value, grad_theta, diff, _ = _objective(u, v, x, dphi, y, ridge)
+    value, gu, gv, _ = _objective(u, v, x, dphi, y, ridge)
     steps = [1.0, 1.0]
     previous: list = [None, None]
     it = 0
     for it in range(1, max_iter + 1):
         moved = False
         for block in (0, 1):
-            g = _factor_gradients(u, v, grad_theta, diff)[block]
+            g = (gu, gv)[block]
             point = (u, v)[block]
             if previous[block] is not None:
                 dp, dg = point - previous[block][0], g - previous[block][1]
@@ -254,8 +257,7 @@ def _alternating(u, v, x, dphi, y, ridge, max_iter, tol):
             trial, steps[block] = _block_step(value, g, steps[block], evaluate)
             if trial is not None:
                 moved = True
-                value, grad_theta, diff, _, u, v = trial
-        gu, gv = _factor_gradients(u, v, grad_theta, diff)
+                value, gu, gv, _, u, v = trial
         if _converged(float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv))), u, v, y, tol):
             return u, v, it, True, "gradient norm below tolerance"
         if not moved:
