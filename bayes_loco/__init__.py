@@ -28,6 +28,7 @@ from .frequentist import (
     fit_mle,
     fit_prs,
     select_rank,
+    spectral_start,
 )
 from .io import load, save
 from .policy import Policy, greedy_policy, pessimistic_policy, pessimistic_value
@@ -106,6 +107,7 @@ __all__ = [
     "save",
     "select_rank",
     "simulate",
+    "spectral_start",
     "suboptimality",
     "wald_set",
 ]

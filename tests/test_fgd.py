@@ -99,6 +99,64 @@ def test_refits_the_initial_mle_when_not_given(random_low_rank_problem):
     np.testing.assert_allclose(fit.initial.theta, bl.fit_mle(data).theta, rtol=1e-10, atol=1e-10)
 
 
+# ----------------------------------------------------------------------------- the spectral start
+
+
+def test_spectral_start_is_the_scaled_truncated_score(paper_q3):
+    """Θ₀ = α S_r with S = Σ (y − ½) x Δφᵀ (an explicit sum here) and α the minimiser along the ray:
+    a grid of 2001 points and the ray's derivative, by central differences, agree."""
+    data = paper_q3.data
+    score = sum((y - 0.5) * np.outer(x, d) for x, d, y in zip(data.contexts, data.differences, data.labels,
+                                                              strict=True))
+    truncated = _truncated_svd(score, 3)
+    theta0 = bl.spectral_start(data, 3, ridge=2.0)
+    alpha = np.sum(theta0 * truncated) / np.sum(truncated * truncated)
+    np.testing.assert_allclose(theta0, alpha * truncated, rtol=1e-8, atol=1e-12)
+
+    def along(a):
+        return _nll(a * truncated, data) + 0.5 * 2.0 * a**2 * np.sum(truncated**2)
+
+    grid = np.linspace(0.0, 4 * alpha, 2001)
+    best = grid[np.argmin([along(a) for a in grid])]
+    assert abs(best - alpha) <= 2 * alpha / 500
+    h = 1e-4 * alpha
+    assert abs(along(alpha + h) - along(alpha - h)) / (2 * h) <= 1e-3 * abs(
+        (along(2 * alpha) - along(alpha)) / alpha)
+    assert alpha > 0
+
+
+def test_spectral_start_of_balanced_labels_is_zero():
+    x = np.ones((4, 2))
+    d = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0], [0.0, 1.0]])
+    data = bl.PreferenceData(x, d, [1, 0, 1, 0])
+    np.testing.assert_array_equal(bl.spectral_start(data, 1), 0.0)
+
+
+@pytest.mark.parametrize("theta_kind", ["paper", "diagonal"])
+def test_spectral_and_mle_starts_reach_the_same_fit(theta_kind):
+    """On the paper's simulation FGD from the spectral start ends where it ends from the paper's MLE start."""
+    problem = simulate.paper_problem(rank=3, imbalance=3, theta_kind=theta_kind)
+    data = problem.sample(3000, seed=4)
+    mle = _quiet(bl.fit_low_rank, data, 3, ridge=1.0, start="mle")
+    spectral = _quiet(bl.fit_low_rank, data, 3, ridge=1.0, start="spectral")
+    assert spectral.start == "spectral" and spectral.initial is None and mle.start == "mle"
+    assert spectral.diagnostics.converged
+    assert spectral.objective == pytest.approx(mle.objective, rel=1e-9)
+    assert np.linalg.norm(spectral.theta - mle.theta) <= 1e-5 * np.linalg.norm(mle.theta)
+
+
+def test_auto_start_takes_the_mle_up_to_its_size_limit(random_low_rank_problem, monkeypatch):
+    data = random_low_rank_problem.data
+    assert _quiet(bl.fit_low_rank, data, 2).start == "mle"
+    monkeypatch.setattr(bl.frequentist.fgd, "MLE_START_MAX", data.d_x * data.d_phi - 1)
+    fit = _quiet(bl.fit_low_rank, data, 2)
+    assert fit.start == "spectral" and fit.initial is None
+    given = _quiet(bl.fit_mle, data)
+    assert _quiet(bl.fit_low_rank, data, 2, initial=given).initial is given
+    with pytest.raises(ValueError, match="start='spectral'"):
+        bl.fit_low_rank(data, 2, initial=given, start="spectral")
+
+
 @pytest.mark.slow
 def test_methods_agree_on_paper_simulation(paper_q3):
     alt = _quiet(bl.fit_low_rank, paper_q3.data, 3, method="alternating", initial=paper_q3.mle)
@@ -205,6 +263,7 @@ def test_rank_out_of_range_is_named(random_problem, rank):
     ({"ridge": -0.1}, ValueError, "^ridge must be in"),
     ({"max_iter": 0}, ValueError, "^max_iter must be"),
     ({"tol": -1.0}, ValueError, "^tol must be in"),
+    ({"start": "svd"}, ValueError, "^start must be one of"),
 ])
 def test_bad_arguments_are_named(random_problem, kwargs, error, pattern):
     args = {"rank": 2} | kwargs

@@ -131,6 +131,7 @@ def results(small, random_problem):
         "greedy_policy": bl.greedy_policy(prs.theta, population),
         "mle": mle,
         "low_rank": low_rank,
+        "spectral_low_rank": bl.fit_low_rank(data, 2, start="spectral"),
         "prs": prs,
         "rank_selection": ranks,
         "diagnostics": prs.diagnostics,
@@ -141,7 +142,8 @@ def results(small, random_problem):
 NAMES = ["data", "data_without_actions", "population", "vec_coordinates", "rtv_basis", "penalty_set",
          "calibrated_set", "mle_calibrated_set", "draws_set", "cvar_set", "value_sized_set", "quantile_set",
          "exact_policy",
-         "exact_draws_policy", "relaxed_policy", "global_policy", "greedy_policy", "mle", "low_rank", "prs",
+         "exact_draws_policy", "relaxed_policy", "global_policy", "greedy_policy", "mle", "low_rank",
+         "spectral_low_rank", "prs",
          "rank_selection", "diagnostics", "problem"]
 
 

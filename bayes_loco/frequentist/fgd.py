@@ -17,19 +17,24 @@ from dataclasses import dataclass
 from functools import cached_property
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import minimize, minimize_scalar
 
 from .._validation import check_int, check_option, check_rank, check_real
 from ..coordinates import RTVBasis, design, rtv_basis
 from ..data import PreferenceData, checks_data
 from ..exceptions import ConvergenceWarning
-from ..model import fisher_information, margins, neg_log_likelihood, residuals
+from ..model import fisher_information, margins, neg_log_likelihood, residuals, score_matrix
 from ..results import Diagnostics, FitStatus, Summary, WaldFit, penalty_ellipsoid, wald_summary
 from ..sets import EllipsoidSet
 from .mle import MLEResult, fit_mle
 
 ARMIJO = 1e-4
 METHODS = ("lbfgs", "alternating")
+STARTS = ("auto", "mle", "spectral")
+# start="auto" fits the paper's MLE start up to this many entries of Θ (d_x·d_φ) and takes the spectral
+# start above. Each Newton-CG step of the MLE costs O(N d_x d_φ); at d_x × d_φ = 32 × 4096 and N = 30,000
+# the MLE start took longer than FGD and PRS together (benchmarks/bench_scale.py --target start).
+MLE_START_MAX = 20_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,12 +59,14 @@ class LowRankResult(WaldFit):
         Final value of F (total NLL + ridge + balancing term).
     grad_norm : float
         The final ‖∇F‖.
-    initial : MLEResult
-        The unconstrained MLE FGD started from.
+    initial : MLEResult or None
+        The unconstrained MLE FGD started from; None for the spectral start.
     data : PreferenceData
         The comparisons FGD ran on.
     diagnostics : Diagnostics
         FGD's convergence, iterations, message, and the warnings of FGD and of its start MLE.
+    start : {"mle", "spectral"}
+        Where FGD started (see :func:`fit_low_rank`).
     """
 
     theta: np.ndarray
@@ -69,9 +76,10 @@ class LowRankResult(WaldFit):
     nll: float
     objective: float
     grad_norm: float
-    initial: MLEResult
+    initial: MLEResult | None
     data: PreferenceData
     diagnostics: Diagnostics
+    start: str = "mle"
 
 
     @property
@@ -151,10 +159,51 @@ def _block_step(value, grad_block, step, evaluate):
     return None, step
 
 
+def spectral_start(data: PreferenceData, rank: int, *, ridge: float = 0.0) -> np.ndarray:
+    """Θ₀ = α S_r: the rank-r SVD truncation S_r of the score at Θ = 0, scaled along its ray.
+
+    S = Xᵀ diag(y − ½) ΔΦ is the gradient of the log-likelihood at Θ = 0 (one GEMM,
+    O(N d_x d_φ)), so S_r is the rank-r direction of steepest ascent, and α > 0
+    minimises the penalised negative log-likelihood along Θ = α S_r (Brent's method on a
+    scalar: the margins of S_r are computed once). It costs one MLE gradient, where the
+    paper's start, the unconstrained MLE, costs a Newton-CG solve in d_x·d_φ unknowns.
+
+    Parameters
+    ----------
+    data : PreferenceData
+    rank : int
+        r.
+    ridge : float
+        λ of (λ/2)‖Θ‖²_F.
+
+    Returns
+    -------
+    ndarray, shape (d_x, d_φ)
+        Θ₀ of rank at most r (0 when the score is 0).
+    """
+    rank = check_rank(rank, data.d_x, data.d_phi)
+    ridge = check_real(ridge, "ridge", 0.0)
+    score = score_matrix(data.labels - 0.5, data.contexts, data.differences)
+    p, s, qt = np.linalg.svd(score, full_matrices=False)
+    direction = (p[:, :rank] * s[:rank]) @ qt[:rank]
+    size = float(np.sum(s[:rank] ** 2))
+    if size == 0.0:
+        return direction
+    eta = margins(direction, data.contexts, data.differences)
+
+    def along(alpha):
+        return neg_log_likelihood(alpha * eta, data.labels) + 0.5 * ridge * alpha**2 * size
+
+    # The Newton step from α = 0 (slope −‖S_r‖², curvature Σ η²/4 + λ‖S_r‖²) brackets the minimum.
+    newton = size / (0.25 * float(eta @ eta) + ridge * size)
+    alpha = minimize_scalar(along, bracket=(0.0, newton)).x
+    return max(float(alpha), 0.0) * direction
+
+
 @checks_data
 def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method: str = "lbfgs",
-                 max_iter: int = 5000, tol: float = 1e-8,
-                 initial: MLEResult | None = None) -> LowRankResult:
+                 max_iter: int = 5000, tol: float = 1e-8, initial: MLEResult | None = None,
+                 start: str = "auto") -> LowRankResult:
     """Rank-r MLE Θ̂ by factored gradient descent (Burer–Monteiro, Algorithm 1).
 
     Both methods minimise the same F(U, V) and decrease it at every step
@@ -180,26 +229,44 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     tol : float
         Stop when ‖∇F‖_F / N ≤ tol·max(1, ‖Θ̂‖_F).
     initial : MLEResult, optional
-        A precomputed MLE to start from (Θ₀); fitted here if not given.
+        A precomputed MLE to start from (Θ₀); fitted here if not given and the
+        start is the MLE's.
+    start : {"auto", "mle", "spectral"}
+        Θ₀, whose balanced rank-r factors start FGD. ``"mle"``: the paper's, the
+        unconstrained MLE Θ̂₀. ``"spectral"``: :func:`spectral_start`, one GEMM
+        instead of a Newton-CG solve in d_x·d_φ unknowns (on the paper's
+        simulation FGD reaches the same Θ̂ from both, tested). ``"auto"``
+        (default): the MLE when ``initial`` is given or d_x·d_φ ≤
+        :data:`MLE_START_MAX` (every size of the paper's studies), the spectral
+        start above (LLM-width features).
     """
     rank = check_rank(rank, data.d_x, data.d_phi)
     ridge = check_real(ridge, "ridge", 0.0)
     max_iter = check_int(max_iter, "max_iter", 1)
     tol = check_real(tol, "tol", 0.0, low_open=True)
     check_option(method, "method", METHODS)
-    start = time.perf_counter()
-    if initial is None:
-        initial = fit_mle(data, ridge=ridge)
+    check_option(start, "start", STARTS)
+    if start == "spectral" and initial is not None:
+        raise ValueError("initial is an MLE start; it cannot be combined with start='spectral'")
+    if start == "auto":
+        start = "mle" if initial is not None or data.d_x * data.d_phi <= MLE_START_MAX else "spectral"
+    begin = time.perf_counter()
+    if start == "mle":
+        if initial is None:
+            initial = fit_mle(data, ridge=ridge)
+        theta0 = initial.theta
+    else:
+        theta0 = spectral_start(data, rank, ridge=ridge)
     x, dphi, y = data.contexts, data.differences, data.labels
 
-    p, s, qt = np.linalg.svd(initial.theta, full_matrices=False)
+    p, s, qt = np.linalg.svd(theta0, full_matrices=False)
     root = np.sqrt(s[:rank])
     u, v = p[:, :rank] * root, qt[:rank].T * root
     solve = _lbfgs if method == "lbfgs" else _alternating
     u, v, it, converged, message = solve(u, v, x, dphi, y, ridge, max_iter, tol)
     value, gu, gv, nll = _objective(u, v, x, dphi, y, ridge)
     grad_norm = float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv)))
-    issued = initial.diagnostics.warnings
+    issued = () if initial is None else initial.diagnostics.warnings
     if not converged:
         issued += (f"fit_low_rank: FGD stopped after {it} iterations with ‖∇F‖ = {grad_norm:.2e} "
                   f"(tol {tol:g}): {message}. Increase max_iter, or pass a small ridge if the "
@@ -207,9 +274,9 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
         warnings.warn(issued[-1], ConvergenceWarning, stacklevel=3)
     diagnostics = Diagnostics(f"fgd-{method}", converged, it,
                               FitStatus.CONVERGED if converged else FitStatus.NOT_CONVERGED, message, issued,
-                              time.perf_counter() - start)
+                              time.perf_counter() - begin)
     return LowRankResult(u @ v.T, u, v, rank, float(nll), float(value), grad_norm, initial, data,
-                         diagnostics)
+                         diagnostics, start)
 
 
 def _converged(grad_norm, u, v, y, tol):
