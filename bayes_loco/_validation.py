@@ -74,3 +74,27 @@ def rng_from(seed) -> np.random.Generator:
     if seed is None:
         raise ValueError("seed must be given (an int, SeedSequence or Generator) so results reproduce")
     return np.random.default_rng(seed)
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available to a new allocation (Linux's MemAvailable), or None where unknown."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def check_memory(nbytes: float, what: str, advice: str) -> None:
+    """Raise one ``MemoryError`` naming ``what``, its size and the memory available, before allocating.
+
+    A step that would exhaust memory is refused here instead of being killed by the
+    system part-way (or swapping for hours); ``advice`` says what to do instead.
+    """
+    free = available_memory()
+    if free is not None and nbytes > free:
+        raise MemoryError(f"{what} needs {nbytes / 1024**3:.1f} GiB and {free / 1024**3:.1f} GiB of memory "
+                          f"is available; {advice}")

@@ -23,13 +23,17 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+from scipy.sparse.linalg import LinearOperator
 
-from ._validation import as_float_array, check_rank
+from ._validation import as_float_array, check_memory, check_rank
 from .data import PreferenceData
 
 # Eigenvalues of a Gram or information matrix below this fraction of the largest are treated as
 # zero: those directions are not reached by any comparison (docs/design.md, convention 1).
 RANGE_RTOL = 1e-10
+# Designs are formed at most this many bytes at a time: Gram and information matrices are summed block by
+# block, and above it PRS's reduced MLE runs on the implicit design (design_operator), never N × k.
+DESIGN_BLOCK_BYTES = 256 * 1024**2
 
 
 @runtime_checkable
@@ -200,6 +204,67 @@ def design(coordinates: Coordinates, data: PreferenceData) -> np.ndarray:
     """The N × k design of the comparisons in these coordinates: row t is z of x_t Δφ_tᵀ."""
     check_coordinates(coordinates, data.d_x, data.d_phi, "coordinates")
     return coordinates.transform(data.contexts, data.differences)
+
+
+def weighted_gram(coordinates: Coordinates, data: PreferenceData, weights: np.ndarray | None = None
+                  ) -> np.ndarray:
+    """Σ_t w_t z_t z_tᵀ (k × k) over the comparisons' coordinates; w_t = 1 gives the Gram matrix W.
+
+    The design is formed :data:`DESIGN_BLOCK_BYTES` at a time, so the memory is k² plus
+    one block, never N × k (at LLM-width features N × k is 13 GB for N = 100,000).
+    With ``weights`` p̂_t(1 − p̂_t) it is the Fisher information of a linear logit.
+    Refused (``MemoryError``) when the k × k result does not fit in memory.
+    """
+    check_coordinates(coordinates, data.d_x, data.d_phi, "coordinates")
+    k = coordinates.dim
+    block = max(1, DESIGN_BLOCK_BYTES // (8 * k))
+    check_memory(8.0 * k * (k + min(block, data.n)), f"the {k} x {k} Gram matrix of the coordinates",
+                 "use fewer coordinates (a lower rank) or a machine with more memory")
+    out = np.zeros((k, k))
+    for lo in range(0, data.n, block):
+        z = coordinates.transform(data.contexts[lo: lo + block], data.differences[lo: lo + block])
+        out += z.T @ (z if weights is None else weights[lo: lo + block, None] * z)
+    return out
+
+
+def design_operator(basis: RTVBasis, data: PreferenceData) -> LinearOperator:
+    """The N × k design of the comparisons in RTV coordinates as a linear operator, never formed.
+
+    With θ_rtv = (B₁₁, B₁₂, B₂₁), x̃ = Ûᵀx and G = B₁₁V̂₁ᵀ + B₁₂V̂₂ᵀ (r × d_φ, V̂₁ the first
+    r columns of V̂),
+
+        (Zθ)_t = x̃₁ᵀ G Δφ_t + x̃₂ᵀ B₂₁ V̂₁ᵀΔφ_t,
+
+    and Zᵀw is the adjoint (H = Σ_t w_t x̃_t1 Δφ_tᵀ, then HV̂₁, HV̂₂ and Σ_t w_t x̃_t2 (V̂₁ᵀΔφ_t)ᵀ).
+    Each product reads ΔΦ once: O(N d_φ r + r d_φ²) time and O(N r) memory, where the
+    explicit design holds N × k numbers. PRS's reduced MLE uses it when the design
+    would exceed :data:`DESIGN_BLOCK_BYTES`.
+    """
+    if not isinstance(basis, RTVBasis):
+        raise TypeError(f"basis must be an RTVBasis, got {type(basis).__name__}")
+    check_coordinates(basis, data.d_x, data.d_phi, "basis")
+    r, dx, dp = basis.rank, basis.d_x, basis.d_phi
+    v1, v2 = basis.right[:, :r], basis.right[:, r:]
+    dphi = data.differences
+    xt = data.contexts @ basis.left
+    x1, x2 = xt[:, :r], xt[:, r:]
+    d1 = dphi @ v1
+    n11, n12 = r * r, r * (dp - r)
+
+    def matvec(theta):
+        theta = np.ravel(theta)
+        a = theta[:n11].reshape(r, r)
+        b = theta[n11:n11 + n12].reshape(r, dp - r)
+        c = theta[n11 + n12:].reshape(dx - r, r)
+        g = a @ v1.T + b @ v2.T
+        return np.einsum("ti,ti->t", x1, dphi @ g.T) + np.einsum("ti,ti->t", x2 @ c, d1)
+
+    def rmatvec(w):
+        w = np.ravel(w)
+        h = (w[:, None] * x1).T @ dphi
+        return np.concatenate([(h @ v1).ravel(), (h @ v2).ravel(), ((w[:, None] * x2).T @ d1).ravel()])
+
+    return LinearOperator((data.n, basis.dim), matvec=matvec, rmatvec=rmatvec, dtype=float)
 
 
 def identified_directions(coordinates: Coordinates, data: PreferenceData, *,

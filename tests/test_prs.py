@@ -138,6 +138,26 @@ def test_effective_dimension_on_paper_simulation(paper_q1_prs):
     assert prs.penalty_set().radius == pytest.approx(5.0 * np.sqrt(138 / 3000), rel=1e-12)
 
 
+def test_implicit_design_path_matches_the_explicit_one(paper_q1_prs, monkeypatch):
+    """With the design never formed (the path for N × k above one block), the paper's simulation gives
+    θ̂_rtv to 1e-8, the same Gram and Fisher W to 1e-10, and the same exact-Wald policy."""
+    problem, data, explicit = paper_q1_prs
+    assert explicit.gram is not None
+    for module in (bl.coordinates, bl.frequentist.prs):
+        monkeypatch.setattr(module, "DESIGN_BLOCK_BYTES", 500 * explicit.k * 8)  # 6 blocks of 500 rows
+    implicit = _quiet(bl.fit_prs, data, 3, low_rank=explicit.low_rank)
+    assert implicit.gram is None
+    np.testing.assert_allclose(implicit.theta_rtv, explicit.theta_rtv, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(implicit.penalty_set().precision, explicit.gram, rtol=1e-10, atol=1e-8)
+    wald = {name: fit.calibrated_set(0.9) for name, fit in (("explicit", explicit), ("implicit", implicit))}
+    np.testing.assert_allclose(wald["implicit"].precision, wald["explicit"].precision, rtol=1e-10, atol=1e-8)
+    population = problem.population(300, seed=2)
+    policies = {name: bl.pessimistic_policy(s, population, objective="exact") for name, s in wald.items()}
+    np.testing.assert_array_equal(policies["implicit"].actions, policies["explicit"].actions)
+    assert policies["implicit"].pessimistic_value == pytest.approx(policies["explicit"].pessimistic_value,
+                                                                   rel=1e-8)
+
+
 def test_penalty_set_is_not_a_confidence_set(paper_q1_prs, paper_q3):
     """docs/design.md, pessimism point 1: with W = Σ z zᵀ and C₂ = 5 the set contained θ*_rtv in 0 of 6
     seeds at N = 3000.

@@ -188,3 +188,63 @@ def test_theta_hat_is_validated():
         rtv_basis(bad, 2)
     with pytest.raises(ValueError, match="theta_hat must be 2-dimensional"):
         rtv_basis(np.ones(6), 1)
+
+
+# ----------------------------------------------------------------------- designs never formed at once
+
+
+def _comparisons(seed, d_x, d_phi, n=700):
+    from bayes_loco import PreferenceData
+
+    rng = np.random.default_rng(seed)
+    return PreferenceData(rng.uniform(-1, 1, (n, d_x)), rng.standard_normal((n, d_phi)),
+                          rng.integers(0, 2, n))
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "r"), SHAPES)
+def test_design_operator_is_the_explicit_design(d_x, d_phi, r):
+    """Zθ and Zᵀw of the implicit design against the design built row by row from Ûᵀ x Δφᵀ V̂."""
+    from bayes_loco.coordinates import design_operator
+
+    basis = _basis(3, d_x, d_phi, r)[2]
+    data = _comparisons(4, d_x, d_phi)
+    z = np.stack([basis.to_coordinates(np.outer(x, d)) for x, d in zip(data.contexts, data.differences,
+                                                                         strict=True)])
+    operator = design_operator(basis, data)
+    assert operator.shape == (data.n, basis.dim)
+    rng = np.random.default_rng(5)
+    theta, w = rng.standard_normal(basis.dim), rng.standard_normal(data.n)
+    np.testing.assert_allclose(operator.matvec(theta), z @ theta, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(operator.rmatvec(w), z.T @ w, rtol=1e-12, atol=1e-11)
+
+
+@pytest.mark.parametrize("block_rows", [1, 7, 10_000])
+def test_weighted_gram_in_blocks_is_the_full_sum(block_rows, monkeypatch):
+    from bayes_loco import coordinates
+
+    basis = _basis(6, 6, 5, 2)[2]
+    data = _comparisons(7, 6, 5, n=50)
+    monkeypatch.setattr(coordinates, "DESIGN_BLOCK_BYTES", block_rows * basis.dim * 8)
+    z = coordinates.design(basis, data)
+    w = np.random.default_rng(8).uniform(0, 0.25, data.n)
+    np.testing.assert_allclose(coordinates.weighted_gram(basis, data), z.T @ z, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(coordinates.weighted_gram(basis, data, w), z.T @ (w[:, None] * z), rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_a_gram_matrix_larger_than_memory_is_refused(monkeypatch):
+    from bayes_loco import _validation, coordinates
+
+    basis = _basis(6, 6, 5, 2)[2]
+    data = _comparisons(7, 6, 5, n=50)
+    monkeypatch.setattr(_validation, "available_memory", lambda: 1000)
+    with pytest.raises(MemoryError, match=r"the 18 x 18 Gram matrix .* of memory is available; use fewer"):
+        coordinates.weighted_gram(basis, data)
+
+
+def test_design_operator_needs_an_rtv_basis():
+    from bayes_loco import VecCoordinates
+    from bayes_loco.coordinates import design_operator
+
+    with pytest.raises(TypeError, match=r"^basis must be an RTVBasis"):
+        design_operator(VecCoordinates(3, 4), _comparisons(1, 3, 4))

@@ -20,10 +20,10 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 
 from .._validation import check_int, check_option, check_rank, check_real
-from ..coordinates import RTVBasis, design, rtv_basis
+from ..coordinates import RTVBasis, rtv_basis, weighted_gram
 from ..data import PreferenceData, checks_data
 from ..exceptions import ConvergenceWarning
-from ..model import fisher_information, margins, neg_log_likelihood, residuals, score_matrix
+from ..model import fisher_weights, margins, neg_log_likelihood, residuals, score_matrix
 from ..results import Diagnostics, FitStatus, Summary, WaldFit, penalty_ellipsoid, wald_summary
 from ..sets import EllipsoidSet
 from .mle import MLEResult, fit_mle
@@ -103,18 +103,17 @@ class LowRankResult(WaldFit):
         return self.coordinates.to_coordinates(self.theta)
 
     @cached_property
-    def _design(self) -> np.ndarray:
-        return design(self.coordinates, self.data)
+    def _gram(self) -> np.ndarray:
+        return weighted_gram(self.coordinates, self.data)
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """The paper's Gram-W ellipsoid around Θ̂'s RTV coordinates, C = C₂·sqrt(k/N)."""
-        z = self._design
-        return penalty_ellipsoid(self.estimate, z.T @ z, self.data.n, self.coordinates, c2)
+        return penalty_ellipsoid(self.estimate, self._gram, self.data.n, self.coordinates, c2)
 
     def _information(self) -> np.ndarray:
         """Fisher information Σ p̂(1−p̂) z zᵀ of θ_rtv at Θ̂ (its own margins, not the reduced ones)."""
         eta = margins(self.theta, self.data.contexts, self.data.differences)
-        return fisher_information(self._design, eta)
+        return weighted_gram(self.coordinates, self.data, fisher_weights(eta))
 
     def summary(self, level: float = 0.95) -> Summary:
         """θ̂_rtv of the FGD fit with ``level`` Wald intervals, singular values and FGD's convergence."""

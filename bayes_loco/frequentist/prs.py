@@ -17,9 +17,16 @@ from functools import cached_property
 import numpy as np
 
 from .._validation import check_real
-from ..coordinates import RTVBasis, design, rtv_basis
+from ..coordinates import (
+    DESIGN_BLOCK_BYTES,
+    RTVBasis,
+    design,
+    design_operator,
+    rtv_basis,
+    weighted_gram,
+)
 from ..data import PreferenceData, checks_data
-from ..model import fisher_information
+from ..model import fisher_weights
 from ..results import (
     Diagnostics,
     FitStatus,
@@ -47,8 +54,10 @@ class PRSResult(InRTVCoordinates, WaldFit):
         Reduced MLE θ̂_rtv in the RTV coordinates of ``basis``.
     basis : RTVBasis
         Û, V̂ and r from the low-rank fit on the first N₀ comparisons.
-    gram : ndarray, shape (k, k)
-        W = Σ_t z_t z_tᵀ over the estimation comparisons.
+    gram : ndarray, shape (k, k), or None
+        W = Σ_t z_t z_tᵀ over the estimation comparisons; None when the design is
+        too large to form at once (above :data:`~bayes_loco.coordinates.DESIGN_BLOCK_BYTES`):
+        then :meth:`penalty_set` sums it block by block when first asked.
     low_rank : LowRankResult
         The FGD fit that defined the subspace.
     estimation_data : PreferenceData
@@ -68,7 +77,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
 
     theta_rtv: np.ndarray
     basis: RTVBasis
-    gram: np.ndarray
+    gram: np.ndarray | None
     low_rank: LowRankResult
     estimation_data: PreferenceData
     n_initial: int | None
@@ -90,11 +99,12 @@ class PRSResult(InRTVCoordinates, WaldFit):
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """The paper's set {θ : ‖θ − θ̂_rtv‖_W ≤ C}, C = C₂·sqrt(k/(N − N₀)): a tuned penalty (no level)."""
-        return penalty_ellipsoid(self.theta_rtv, self.gram, self.estimation_data.n, self.basis, c2)
+        gram = self.gram if self.gram is not None else self._gram
+        return penalty_ellipsoid(self.theta_rtv, gram, self.estimation_data.n, self.basis, c2)
 
     @cached_property
-    def _design(self) -> np.ndarray:
-        return design(self.basis, self.estimation_data)
+    def _gram(self) -> np.ndarray:
+        return weighted_gram(self.basis, self.estimation_data)
 
     def _information(self) -> np.ndarray:
         """Fisher information Σ_t p̂_t(1 − p̂_t) z_t z_tᵀ at θ̂_rtv (margins z_tᵀθ̂_rtv of the reduced model).
@@ -102,8 +112,8 @@ class PRSResult(InRTVCoordinates, WaldFit):
         Its Wald set covers θ*_rtv below nominal because the reduced likelihood
         drops Θ'₂₂ (docs/design.md, pessimism point 5).
         """
-        z = self._design
-        return fisher_information(z, z @ self.theta_rtv)
+        forward, _, _ = _reduced_design(self.basis, self.estimation_data)
+        return weighted_gram(self.basis, self.estimation_data, fisher_weights(forward(self.theta_rtv)))
 
     def summary(self, level: float = 0.95) -> Summary:
         """θ̂_rtv with ``level`` Wald intervals on its identified coordinates, the split, both fits' state."""
@@ -150,8 +160,8 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     elif low_rank.rank != rank:
         raise ValueError(f"low_rank has rank {low_rank.rank}, but rank={rank} was asked for")
     basis = rtv_basis(low_rank.theta, rank)
-    z = design(basis, estimation)
-    reduced = fit_logistic(lambda t: z @ t, lambda w: z.T @ w, estimation.labels, basis.dim,
+    forward, adjoint, z = _reduced_design(basis, estimation)
+    reduced = fit_logistic(forward, adjoint, estimation.labels, basis.dim,
                            ridge=ridge, max_iter=200, tol=1e-8, what="fit_prs (reduced MLE)")
     own = reduced.diagnostics("prs", time.perf_counter() - start)
     fgd = low_rank.diagnostics
@@ -159,5 +169,16 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     status = own.status if own.status is not FitStatus.CONVERGED or converged else FitStatus.NOT_CONVERGED
     diagnostics = Diagnostics("prs", converged, own.n_iter, status, own.message, fgd.warnings + own.warnings,
                               own.seconds)
-    return PRSResult(reduced.params, basis, z.T @ z, low_rank, estimation, n_initial, reduced.nll,
+    gram = None if z is None else z.T @ z
+    return PRSResult(reduced.params, basis, gram, low_rank, estimation, n_initial, reduced.nll,
                      reduced.max_abs_margin, reduced.separated, diagnostics)
+
+
+def _reduced_design(basis: RTVBasis, data: PreferenceData):
+    """η = Zθ, Zᵀw and Z of the reduced model: the explicit design while it fits in one block, else
+    :func:`~bayes_loco.coordinates.design_operator` (Z is then None)."""
+    if data.n * basis.dim * 8 <= DESIGN_BLOCK_BYTES:
+        z = design(basis, data)
+        return (lambda t: z @ t), (lambda w: z.T @ w), z
+    operator = design_operator(basis, data)
+    return operator.matvec, operator.rmatvec, None
