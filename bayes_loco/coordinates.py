@@ -185,6 +185,8 @@ def rtv_basis(theta_hat, rank: int) -> RTVBasis:
     """RTV coordinates from the full SVD of a rank-r estimate Θ̂ (d_x × d_φ)."""
     theta_hat = as_float_array(theta_hat, "theta_hat", 2)
     rank = check_rank(rank, *theta_hat.shape)
+    check_memory(16.0 * sum(d * d for d in theta_hat.shape), "the full SVD bases Û and V̂",
+                 "the RTV coordinates need d_x² + d_φ² numbers; reduce the feature dimension")
     u, _, vt = np.linalg.svd(theta_hat, full_matrices=True)
     return RTVBasis(u, vt.T, rank)
 
@@ -201,8 +203,14 @@ def check_coordinates(coordinates, d_x: int, d_phi: int, what: str) -> Coordinat
 
 
 def design(coordinates: Coordinates, data: PreferenceData) -> np.ndarray:
-    """The N × k design of the comparisons in these coordinates: row t is z of x_t Δφ_tᵀ."""
+    """The N × k design of the comparisons in these coordinates: row t is z of x_t Δφ_tᵀ.
+
+    Refused (``MemoryError``) when N × k does not fit in memory; :func:`weighted_gram`
+    and :func:`design_operator` give what is needed of it without forming it.
+    """
     check_coordinates(coordinates, data.d_x, data.d_phi, "coordinates")
+    check_memory(8.0 * data.n * coordinates.dim, f"the {data.n} x {coordinates.dim} design",
+                 "use weighted_gram or design_operator, which never form it")
     return coordinates.transform(data.contexts, data.differences)
 
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_int, check_option, check_real
+from ._validation import check_int, check_memory, check_option, check_real
 from .data import SCOPES, Population, Units
 from .exceptions import ConvergenceWarning
 from .model import rewards
@@ -133,6 +133,9 @@ def candidate_features(uncertainty_set: UncertaintySet, population: Population,
                          f"set's coordinates live on ({coordinates.d_x}, {coordinates.d_phi}): evaluate "
                          "the set on a population with the features of the data it was fitted on")
     feats = population.features
+    check_memory(8.0 * feats.shape[0] * feats.shape[1] * coordinates.dim,
+                 f"the candidate features of {feats.shape[0]} units x {feats.shape[1]} actions in "
+                 f"{coordinates.dim} coordinates", "evaluate the policy on fewer units at a time")
     return coordinates.transform(
         population.contexts, feats - feats[:, reference_action: reference_action + 1, :])
 

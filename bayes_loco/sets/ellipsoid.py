@@ -14,6 +14,7 @@ import numpy as np
 from scipy import linalg, stats
 from scipy.special import logsumexp, softmax
 
+from .._validation import check_memory
 from ..coordinates import RANGE_RTOL, Coordinates
 from .base import Certificate, ExactProblem, ExactSolution, PolicyStatus
 
@@ -83,6 +84,9 @@ class EllipsoidSet:
         """
         sym = 0.5 * (self.precision + self.precision.T)
         live = np.flatnonzero(np.any(sym != 0, axis=0))
+        # eigh holds the matrix, its eigenvectors and a workspace of about the same size.
+        check_memory(24.0 * live.size**2, f"the eigendecomposition of the {live.size} x {live.size} W",
+                     "use fewer coordinates (a lower rank)")
         vals, vecs = np.linalg.eigh(sym if live.size == self.dim else sym[np.ix_(live, live)])
         if not vals.size:
             return vals, vecs, live
