@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 from scipy import linalg, stats
 
+import bayes_loco as bl
 from bayes_loco import Coordinates, EllipsoidSet, UncertaintySet, VecCoordinates, wald_set
 
 CLARABEL_TIGHT = dict(tol_gap_abs=1e-10, tol_gap_rel=1e-10, tol_feas=1e-10)
@@ -185,6 +186,34 @@ def test_zero_rows_of_w_are_set_aside_exactly():
     assert not eset.identified(np.eye(6)[[1, 4]]).any()
     with pytest.raises(ValueError, match="positive semi-definite"):
         EllipsoidSet(np.zeros(6), -w, 1.0, VecCoordinates(2, 3))
+
+
+def test_cholesky_path_gives_the_eigh_set(monkeypatch):
+    """A large positive-definite W (here CHOLESKY_MIN lowered to 1) is factorised by Cholesky: the same
+    k_eff, dual norms, L Lᵀ = W⁻¹, lower bounds and exact policy as the eigendecomposition; a singular
+    or ill-conditioned W keeps the eigendecomposition and its unidentified directions."""
+    from bayes_loco.sets import ellipsoid
+
+    rng = np.random.default_rng(21)
+    w, _ = random_psd(rng, 12, ridge=0.5)
+    center, z = rng.normal(size=12), rng.normal(size=(7, 3, 12))
+    eigh_set = EllipsoidSet(center, w, 1.3, VecCoordinates(3, 4))
+    monkeypatch.setattr(ellipsoid, "CHOLESKY_MIN", 1)
+    chol_set = EllipsoidSet(center, w, 1.3, VecCoordinates(3, 4))
+    assert chol_set._cholesky is not None and eigh_set._cholesky is None
+    assert chol_set.effective_dim == eigh_set.effective_dim == 12
+    np.testing.assert_allclose(chol_set.dual_norm(z), eigh_set.dual_norm(z), rtol=1e-10)
+    np.testing.assert_allclose(chol_set.lower_bound(z), eigh_set.lower_bound(z), rtol=1e-10)
+    np.testing.assert_allclose(chol_set.factor @ chol_set.factor.T, np.linalg.inv(w), rtol=1e-9, atol=1e-12)
+    exact = np.linalg.cond(w)
+    assert exact / 12 <= chol_set.condition_number <= 12 * exact
+    population = bl.Population(rng.uniform(-1, 1, (30, 3)), rng.normal(size=(30, 5, 4)), np.arange(30))
+    policies = [bl.pessimistic_policy(s, population, objective="exact") for s in (eigh_set, chol_set)]
+    np.testing.assert_allclose(policies[1].probabilities, policies[0].probabilities, atol=1e-6)
+    singular, _ = random_psd(rng, 12, rank=8)
+    assert EllipsoidSet(center, singular, 1.0, VecCoordinates(3, 4)).effective_dim == 8
+    ill = np.diag(np.r_[np.ones(11), 1e-12])
+    assert EllipsoidSet(center, ill, 1.0, VecCoordinates(3, 4))._cholesky is None
 
 
 def test_zero_vector_has_zero_lower_bound():
