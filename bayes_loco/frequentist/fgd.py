@@ -11,6 +11,7 @@ the paper's simulation, with the total about a hundred.
 
 from __future__ import annotations
 
+import contextlib
 import time
 import warnings
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from functools import cached_property
 
 import numpy as np
 from scipy.optimize import minimize, minimize_scalar
+from threadpoolctl import threadpool_limits
 
 from .._validation import check_int, check_option, check_rank, check_real
 from ..coordinates import RTVBasis, rtv_basis, weighted_gram
@@ -35,6 +37,10 @@ STARTS = ("auto", "mle", "spectral")
 # start above. Each Newton-CG step of the MLE costs O(N d_x d_φ); at d_x × d_φ = 32 × 4096 and N = 30,000
 # the MLE start took longer than FGD and PRS together (benchmarks/bench_scale.py --target start).
 MLE_START_MAX = 20_000
+# Below this many multiply-adds per evaluation of F (N (d_x + d_φ) r), FGD runs on one BLAS thread:
+# L-BFGS-B's own vector work and the small GEMMs gain nothing from a second thread and pay its
+# synchronisation (PRS at 30 × 30, N = 10,000: FGD 1.14 s with two OpenBLAS threads, 0.17 s with one).
+ONE_THREAD_WORK = 5e7
 
 
 @dataclass(frozen=True, eq=False)
@@ -262,7 +268,9 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     root = np.sqrt(s[:rank])
     u, v = p[:, :rank] * root, qt[:rank].T * root
     solve = _lbfgs if method == "lbfgs" else _alternating
-    u, v, it, converged, message = solve(u, v, x, dphi, y, ridge, max_iter, tol)
+    small = x.shape[0] * (x.shape[1] + dphi.shape[1]) * rank < ONE_THREAD_WORK
+    with threadpool_limits(1) if small else contextlib.nullcontext():
+        u, v, it, converged, message = solve(u, v, x, dphi, y, ridge, max_iter, tol)
     value, gu, gv, nll = _objective(u, v, x, dphi, y, ridge)
     grad_norm = float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv)))
     issued = () if initial is None else initial.diagnostics.warnings
