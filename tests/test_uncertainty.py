@@ -363,3 +363,19 @@ def test_coordinate_widths_are_the_pseudo_inverse_standard_errors():
     full, _, _ = random_ellipsoid(32, 1.0, ridge=0.5)
     np.testing.assert_allclose(full.coordinate_widths(), np.sqrt(np.diag(np.linalg.inv(full.precision))),
                                rtol=1e-10)
+
+
+def test_with_radius_shares_the_factorisation_and_checks_its_arguments():
+    rng = np.random.default_rng(23)
+    w, _ = random_psd(rng, 6, rank=4)
+    base = EllipsoidSet(rng.normal(size=6), w, 1.0, VecCoordinates(2, 3), kind="wald", level=0.9)
+    factor = base.factor
+    grown = base.with_radius(2.5, level=0.95)
+    assert grown.radius == 2.5 and grown.level == 0.95 and grown.kind == "wald" and base.radius == 1.0
+    assert grown.factor is factor and grown.effective_dim == 4
+    z = rng.normal(size=(3, 6)) @ w
+    np.testing.assert_allclose(grown.lower_bound(z), z @ base.center - 2.5 * base.dual_norm(z), rtol=1e-12)
+    with pytest.raises(ValueError, match=r"^radius must be finite"):
+        base.with_radius(-1.0)
+    with pytest.raises(TypeError, match=r"changes only level, sized_for and sizing, got \['center'\]"):
+        base.with_radius(1.0, center=np.zeros(6))

@@ -6,7 +6,8 @@ Newton's method on the ball (docs/design.md, "The exact objective").
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import copy
+from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,22 @@ class EllipsoidSet:
             raise ValueError(f"radius must be finite and >= 0, got {self.radius}")
         if self._cholesky is None:
             self._eigen  # noqa: B018 - validates that W is positive semi-definite
+
+    def with_radius(self, radius: float, **changes) -> EllipsoidSet:
+        """The same W and centre with radius R (and ``level``, ``sized_for`` or ``sizing`` from ``changes``).
+
+        W's factorisation is shared, not recomputed (``dataclasses.replace`` would
+        factorise the k × k W again: minutes at LLM-width k).
+        """
+        unknown = set(changes) - {"level", "sized_for", "sizing"}
+        if unknown:
+            raise TypeError(f"with_radius changes only level, sized_for and sizing, got {sorted(unknown)}")
+        if not np.isfinite(radius) or radius < 0:
+            raise ValueError(f"radius must be finite and >= 0, got {radius}")
+        new = copy.copy(self)  # the cached factorisation is in the instance's __dict__ and comes along
+        for name, value in {"radius": float(radius), **changes}.items():
+            object.__setattr__(new, name, value)
+        return new
 
     @cached_property
     def _cholesky(self) -> tuple[np.ndarray, float] | None:
@@ -271,7 +288,7 @@ def wald_set(center: np.ndarray, information: np.ndarray, level: float,
              coordinates: Coordinates) -> EllipsoidSet:
     """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I."""
     unit = EllipsoidSet(center, information, 1.0, coordinates, kind="wald", level=level)
-    return replace(unit, radius=chi_radius(level, unit.effective_dim))
+    return unit.with_radius(chi_radius(level, unit.effective_dim))
 
 
 def _smoothed_values(c, g, weights, mu, u):

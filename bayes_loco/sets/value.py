@@ -27,7 +27,7 @@ the paper's simulation reach every identified direction this way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import linprog, nnls
@@ -175,5 +175,5 @@ def size_for_values(ellipsoid: EllipsoidSet, population: Population, *, scope: s
         level = ellipsoid.level
     directions = value_directions(ellipsoid, population, scope=scope, reference_action=reference_action)
     found = value_radius(ellipsoid, directions, level, draws=draws, seed=seed)
-    return replace(ellipsoid, radius=found.radius, level=float(level), sized_for=scope, sizing=found)
+    return ellipsoid.with_radius(found.radius, level=float(level), sized_for=scope, sizing=found)
 
