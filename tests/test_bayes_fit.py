@@ -748,12 +748,12 @@ def test_model_is_the_fitted_one_and_is_rebuilt_with_the_prior(problem):
 
 @pytest.fixture(scope="module")
 def mixed(problem):
-    """Two PyMC chains × (600 + 600) from the frequentist start: long enough that ArviZ raises no alarm."""
+    """Two PyMC chains × (600 + 1000) from the frequentist start: long enough that ArviZ raises no alarm."""
     _, data, low_rank = problem
     with warnings.catch_warnings():
         warnings.simplefilter("error", bl.SamplerWarning)  # this fit must mix
         return bb.fit_posterior(data, RANK, start=low_rank, progressbar=False, random_seed=0,
-                                nuts={"draws": 600, "tune": 600, "chains": 2, "cores": 1, "sampler": "pymc"})
+                                nuts={"draws": 1000, "tune": 600, "chains": 2, "cores": 1, "sampler": "pymc"})
 
 
 def test_arviz_defaults_raise_no_alarm_on_a_well_mixed_posterior(mixed, capsys):
