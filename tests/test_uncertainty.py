@@ -188,32 +188,58 @@ def test_zero_rows_of_w_are_set_aside_exactly():
         EllipsoidSet(np.zeros(6), -w, 1.0, VecCoordinates(2, 3))
 
 
-def test_cholesky_path_gives_the_eigh_set(monkeypatch):
-    """A large positive-definite W (here CHOLESKY_MIN lowered to 1) is factorised by Cholesky: the same
-    k_eff, dual norms, L Lᵀ = W⁻¹, lower bounds and exact policy as the eigendecomposition; a singular
-    or ill-conditioned W keeps the eigendecomposition and its unidentified directions."""
+@pytest.mark.parametrize("rank", [12, 8])
+def test_cholesky_path_gives_the_eigh_set(monkeypatch, rank):
+    """A large W (here CHOLESKY_MIN lowered to 1) is factorised by pivoted Cholesky: the same k_eff, dual
+    norms, L Lᵀ = W⁺, lower bounds, unidentified directions and exact policy as the eigendecomposition,
+    for a definite W (rank 12) and a singular one (rank 8)."""
     from bayes_loco.sets import ellipsoid
 
     rng = np.random.default_rng(21)
-    w, _ = random_psd(rng, 12, ridge=0.5)
-    center, z = rng.normal(size=12), rng.normal(size=(7, 3, 12))
+    w, b = random_psd(rng, 12, rank=rank, ridge=0.5 if rank == 12 else 0.0)
+    center = rng.normal(size=12)
+    z = rng.normal(size=(7, 3, 12)) @ w  # in range(W)
     eigh_set = EllipsoidSet(center, w, 1.3, VecCoordinates(3, 4))
     monkeypatch.setattr(ellipsoid, "CHOLESKY_MIN", 1)
     chol_set = EllipsoidSet(center, w, 1.3, VecCoordinates(3, 4))
     assert chol_set._cholesky is not None and eigh_set._cholesky is None
-    assert chol_set.effective_dim == eigh_set.effective_dim == 12
-    np.testing.assert_allclose(chol_set.dual_norm(z), eigh_set.dual_norm(z), rtol=1e-10)
-    np.testing.assert_allclose(chol_set.lower_bound(z), eigh_set.lower_bound(z), rtol=1e-10)
-    np.testing.assert_allclose(chol_set.factor @ chol_set.factor.T, np.linalg.inv(w), rtol=1e-9, atol=1e-12)
-    exact = np.linalg.cond(w)
-    assert exact / 12 <= chol_set.condition_number <= 12 * exact
+    assert chol_set.effective_dim == eigh_set.effective_dim == rank
+    np.testing.assert_allclose(chol_set.dual_norm(z), eigh_set.dual_norm(z), rtol=1e-9)
+    np.testing.assert_allclose(chol_set.lower_bound(z), eigh_set.lower_bound(z), rtol=1e-9)
+    np.testing.assert_allclose(chol_set.factor @ chol_set.factor.T, linalg.pinvh(w), rtol=1e-8, atol=1e-10)
+    assert chol_set.factor.shape == (12, rank)
+    assert chol_set.identified(z).all()
+    if rank < 12:  # a small component along null(W) leaves the range for both
+        off = z + 1e-3 * np.linalg.norm(z, axis=-1, keepdims=True) * linalg.null_space(b.T)[:, 0]
+        assert not chol_set.identified(off).any() and not eigh_set.identified(off).any()
+    else:
+        exact = np.linalg.cond(w)
+        assert exact / 12 <= chol_set.condition_number <= 12 * exact
+    # With W singular most candidates leave range(W): both factorisations must give them probability 0.
     population = bl.Population(rng.uniform(-1, 1, (30, 3)), rng.normal(size=(30, 5, 4)), np.arange(30))
     policies = [bl.pessimistic_policy(s, population, objective="exact") for s in (eigh_set, chol_set)]
     np.testing.assert_allclose(policies[1].probabilities, policies[0].probabilities, atol=1e-6)
-    singular, _ = random_psd(rng, 12, rank=8)
-    assert EllipsoidSet(center, singular, 1.0, VecCoordinates(3, 4)).effective_dim == 8
-    ill = np.diag(np.r_[np.ones(11), 1e-12])
-    assert EllipsoidSet(center, ill, 1.0, VecCoordinates(3, 4))._cholesky is None
+    np.testing.assert_allclose(policies[1].pessimistic_value, policies[0].pessimistic_value, rtol=1e-7,
+                               atol=1e-12)
+
+
+def test_cholesky_path_sets_aside_zero_rows_and_refuses_an_indefinite_w(monkeypatch):
+    from bayes_loco.sets import ellipsoid
+
+    monkeypatch.setattr(ellipsoid, "CHOLESKY_MIN", 1)
+    rng = np.random.default_rng(22)
+    inner, _ = random_psd(rng, 4, rank=3)
+    w = np.zeros((6, 6))
+    w[np.ix_([0, 2, 3, 5], [0, 2, 3, 5])] = inner
+    eset = EllipsoidSet(np.zeros(6), w, 1.0, VecCoordinates(2, 3))
+    assert eset._cholesky is not None and eset.effective_dim == 3
+    np.testing.assert_allclose(eset.factor @ eset.factor.T, linalg.pinvh(w), rtol=1e-7, atol=1e-9)
+    assert not eset.identified(np.eye(6)[[1, 4]]).any()
+    with pytest.raises(ValueError, match="positive semi-definite"):
+        EllipsoidSet(np.zeros(3), np.diag([2.0, 1.0, -1.0]), 1.0, VecCoordinates(1, 3))
+    ill = np.diag(np.r_[np.ones(10), 1e-9, 1e-12])  # 1e-9 is kept by the 1e-10 rule, but rcond ≈ 1e-9
+    ill_set = EllipsoidSet(np.zeros(12), ill, 1.0, VecCoordinates(3, 4))
+    assert ill_set._cholesky is None and ill_set.effective_dim == 11
 
 
 def test_zero_vector_has_zero_lower_bound():

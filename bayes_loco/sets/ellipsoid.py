@@ -26,10 +26,10 @@ if TYPE_CHECKING:
 # A feature vector with a relative component this large outside range(W) has an
 # unbounded worst case: the set is a cylinder along the unidentified directions.
 IDENTIFIED_RTOL = 1e-6
-# A W of at least this many coordinates is factorised by Cholesky (k³/3 flops) instead of eigh (about 9k³;
-# 354 s at k = 16,496, PRS at LLM width) when it is positive definite and LAPACK's estimate of its reciprocal
-# condition number exceeds CHOLESKY_RCOND: every eigenvalue is then far above RANGE_RTOL of the largest, so
-# both factorisations count every direction as identified and give the same set.
+# A W of at least this many coordinates is factorised by a pivoted Cholesky decomposition (about k³/3 flops;
+# eigh costs about 9k³: 343 s at k = 16,496, PRS at LLM width) when its kept block is well conditioned:
+# LAPACK's reciprocal condition estimate above CHOLESKY_RCOND. The pivots below RANGE_RTOL of the largest
+# are the unidentified directions, as eigenvalues below it are for eigh, so both find the same set.
 CHOLESKY_MIN = 2000
 CHOLESKY_RCOND = 1e-8
 
@@ -101,20 +101,38 @@ class EllipsoidSet:
         return new
 
     @cached_property
-    def _cholesky(self) -> tuple[np.ndarray, float] | None:
-        """(C, rcond): W = C Cᵀ, C lower, and LAPACK's reciprocal 1-norm condition estimate, for a W of at
-        least :data:`CHOLESKY_MIN` coordinates that is positive definite and well conditioned; else None."""
+    def _cholesky(self) -> _Pivoted | None:
+        """W's pivoted Cholesky factorisation on its live coordinates, for a W of at least
+        :data:`CHOLESKY_MIN` coordinates whose kept block is well conditioned; else None (eigh is used)."""
         if self.dim < CHOLESKY_MIN:
             return None
         check_memory(16.0 * self.dim**2, f"the Cholesky factor of the {self.dim} x {self.dim} W",
                      "use fewer coordinates (a lower rank)")
         sym = 0.5 * (self.precision + self.precision.T)
-        norm = float(np.abs(sym).sum(axis=0).max())
-        chol, info = lapack.dpotrf(sym, lower=1, clean=1, overwrite_a=1)
-        if info != 0:
+        live = np.flatnonzero(np.any(sym != 0, axis=0))
+        block = sym if live.size == self.dim else sym[np.ix_(live, live)]
+        if not live.size:
             return None
-        rcond, info = lapack.dpocon(chol, norm, uplo="L")
-        return (chol, float(rcond)) if info == 0 and rcond > CHOLESKY_RCOND else None
+        norm = float(np.abs(block).sum(axis=0).max())
+        top = float(np.max(np.diag(block)))
+        chol, perm, rank, info = lapack.dpstrf(block, lower=1, tol=RANGE_RTOL * max(top, 0.0), overwrite_a=1)
+        if info < 0 or rank == 0:
+            return None
+        perm = live[perm - 1]
+        lead, tail = np.tril(chol[:rank, :rank]), chol[rank:, :rank].copy()
+        # The 1-norm of W bounds its kept block's, so this underestimates that block's rcond: conservative.
+        rcond, info = lapack.dpocon(lead, norm, uplo="L")
+        if info != 0 or rcond <= CHOLESKY_RCOND:
+            return None
+        if rank < live.size:  # W is PSD iff the Schur complement of the kept block is (Haynsworth)
+            rest = perm[rank:]
+            schur = 0.5 * (self.precision[np.ix_(rest, rest)] + self.precision[np.ix_(rest, rest)].T)
+            low = float(np.linalg.eigvalsh(schur - tail @ tail.T).min())
+            if low < -1e-8 * top:
+                raise ValueError(f"precision (W) must be positive semi-definite; the Schur complement of its "
+                                 f"pivoted Cholesky factor has an eigenvalue {low:.3g} against a largest "
+                                 f"diagonal of {top:.3g}")
+        return _Pivoted(perm, lead, tail, float(rcond))
 
     @cached_property
     def _eigen(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -145,7 +163,7 @@ class EllipsoidSet:
     @property
     def effective_dim(self) -> int:
         """k_eff = rank of W: the directions some comparison reaches."""
-        return self.dim if self._cholesky is not None else self._eigen[0].shape[0]
+        return self._cholesky.rank if self._cholesky is not None else self._eigen[0].shape[0]
 
     @property
     def condition_number(self) -> float:
@@ -155,16 +173,15 @@ class EllipsoidSet:
         its 1-norm condition number instead, within a factor k of the eigenvalue ratio.
         """
         if self._cholesky is not None:
-            return 1.0 / self._cholesky[1]
+            return 1.0 / self._cholesky.rcond
         vals = self._eigen[0]
         return float(vals.max() / vals.min()) if vals.size else np.nan
 
     @cached_property
     def factor(self) -> np.ndarray:
         """L (k × k_eff) with θ = θ̂ + R L u, ‖u‖ ≤ 1 spanning the set within range(W)."""
-        if self._cholesky is not None:  # L = C⁻ᵀ: L Lᵀ = C⁻ᵀ C⁻¹ = W⁻¹
-            inverse, _ = lapack.dtrtri(self._cholesky[0], lower=1)
-            return inverse.T
+        if self._cholesky is not None:
+            return self._cholesky.factor(self.dim)
         vals, vecs, live = self._eigen
         factor = np.zeros((self.dim, vals.size))
         factor[live] = vecs / np.sqrt(vals)
@@ -172,10 +189,8 @@ class EllipsoidSet:
 
     def _split(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """‖z‖_{W⁻¹} and whether z lies in range(W), from one product with W's eigenvectors."""
-        if self._cholesky is not None:  # ‖z‖_{W⁻¹} = ‖C⁻¹z‖, and range(W) is everything
-            flat = z.reshape(-1, self.dim)
-            width = np.linalg.norm(linalg.solve_triangular(self._cholesky[0], flat.T, lower=True), axis=0)
-            return width.reshape(z.shape[:-1]), np.ones(z.shape[:-1], dtype=bool)
+        if self._cholesky is not None:
+            return self._cholesky.split(z)
         vals, vecs, live = self._eigen
         zq = (z if live.size == self.dim else z[..., live]) @ vecs
         total = np.einsum("...i,...i->...", z, z)
@@ -375,3 +390,48 @@ def _smoothed_ball_minimum(c, g, weights, mu, u, lam, max_iter):
             break
         lam = new
     return u, lam, probs
+
+
+@dataclass(frozen=True)
+class _Pivoted:
+    """W restricted to its live coordinates, pivoted: P B Bᵀ Pᵀ with B = [C₁; C₂] and C₁ lower triangular
+    (LAPACK's dpstrf).
+
+    ``perm`` lists the live coordinates in pivot order. z lies in range(W) exactly when it is 0 off
+    them and its permuted tail equals C₂a with a = C₁⁻¹(its permuted head); then ‖z‖_{W⁺} = ‖a‖,
+    because Bᵀ(BBᵀ)⁺B = I for B of full column rank.
+    """
+
+    perm: np.ndarray
+    lead: np.ndarray
+    tail: np.ndarray
+    rcond: float
+
+    @property
+    def rank(self) -> int:
+        return self.lead.shape[0]
+
+    def split(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """‖z‖_{W⁺} and whether z lies in range(W) (see the class docstring)."""
+        flat = z.reshape(-1, z.shape[-1])
+        live = flat[:, self.perm]
+        head = linalg.solve_triangular(self.lead, live[:, : self.rank].T, lower=True)
+        total = np.einsum("ij,ij->i", flat, flat)
+        outside = total - np.einsum("ij,ij->i", live, live)  # the part on coordinates W never reaches
+        if self.tail.shape[0]:
+            gap = live[:, self.rank:].T - self.tail @ head
+            outside = outside + np.einsum("ij,ij->j", gap, gap)
+        inside = outside <= IDENTIFIED_RTOL**2 * total
+        return np.linalg.norm(head, axis=0).reshape(z.shape[:-1]), inside.reshape(z.shape[:-1])
+
+    def factor(self, dim: int) -> np.ndarray:
+        """L (dim × rank) with L Lᵀ = W⁺: C₁⁻ᵀ when W is definite, else B (BᵀB)⁻¹, rows un-pivoted."""
+        if not self.tail.shape[0]:
+            inverse, _ = lapack.dtrtri(self.lead, lower=1)
+            permuted = inverse.T
+        else:
+            b = np.vstack([self.lead, self.tail])
+            permuted = linalg.cho_solve(linalg.cho_factor(b.T @ b), b.T).T
+        out = np.zeros((dim, self.rank))
+        out[self.perm] = permuted
+        return out
