@@ -108,14 +108,17 @@ class EllipsoidSet:
             return None
         check_memory(16.0 * self.dim**2, f"the Cholesky factor of the {self.dim} x {self.dim} W",
                      "use fewer coordinates (a lower rank)")
-        sym = 0.5 * (self.precision + self.precision.T)
-        live = np.flatnonzero(np.any(sym != 0, axis=0))
-        block = sym if live.size == self.dim else sym[np.ix_(live, live)]
+        # dpstrf reads the lower triangle only, so W is not symmetrised here: one k × k copy, not three
+        # (at k = 16,496 each is 2.2 GB).
+        live = np.flatnonzero(np.any(self.precision != 0, axis=0))
         if not live.size:
             return None
+        block = self.precision.copy() if live.size == self.dim else self.precision[np.ix_(live, live)]
         norm = float(np.abs(block).sum(axis=0).max())
         top = float(np.max(np.diag(block)))
-        chol, perm, rank, info = lapack.dpstrf(block, lower=1, tol=RANGE_RTOL * max(top, 0.0), overwrite_a=1)
+        # block.T is W's Fortran-ordered view (W symmetric), so LAPACK factorises it in place without a copy.
+        tol = RANGE_RTOL * max(top, 0.0)
+        chol, perm, rank, info = lapack.dpstrf(block.T, lower=1, tol=tol, overwrite_a=1)
         if info < 0 or rank == 0:
             return None
         perm = live[perm - 1]
