@@ -428,13 +428,20 @@ class _Pivoted:
         return np.linalg.norm(head, axis=0).reshape(z.shape[:-1]), inside.reshape(z.shape[:-1])
 
     def factor(self, dim: int) -> np.ndarray:
-        """L (dim × rank) with L Lᵀ = W⁺: C₁⁻ᵀ when W is definite, else B (BᵀB)⁻¹, rows un-pivoted."""
-        if not self.tail.shape[0]:
-            inverse, _ = lapack.dtrtri(self.lead, lower=1)
-            permuted = inverse.T
-        else:
-            b = np.vstack([self.lead, self.tail])
-            permuted = linalg.cho_solve(linalg.cho_factor(b.T @ b), b.T).T
+        """L (dim × rank) with L Lᵀ = W⁺, rows un-pivoted: L = B (BᵀB)⁻¹.
+
+        With H = C₂C₁⁻¹ (the few dropped rows), BᵀB = C₁ᵀ(I + HᵀH)C₁, so by the push-through
+        identity L = [I; H] (I − Hᵀ(I + HHᵀ)⁻¹H) C₁⁻ᵀ: one triangular inverse and products with
+        H, where forming BᵀB would cost k·rank² more (C₁⁻ᵀ alone when W is definite).
+        """
+        inverse, _ = lapack.dtrtri(self.lead, lower=1)
+        top = inverse.T
+        if self.tail.shape[0]:
+            h = linalg.solve_triangular(self.lead, self.tail.T, lower=True, trans="T").T
+            inner = np.eye(h.shape[0]) + h @ h.T
+            top -= h.T @ linalg.solve(inner, h @ top, assume_a="pos")
         out = np.zeros((dim, self.rank))
-        out[self.perm] = permuted
+        out[self.perm[: self.rank]] = top
+        if self.tail.shape[0]:
+            out[self.perm[self.rank:]] = h @ top
         return out
