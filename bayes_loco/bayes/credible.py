@@ -116,8 +116,7 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
         kind = "sandwich"
     shape = p @ precision @ p.T
     unit = EllipsoidSet(mean, 0.5 * (shape + shape.T), 1.0, basis, kind=kind, level=level)
-    radius = chi_radius(level, unit.effective_dim)
-    return EllipsoidSet(mean, unit.precision, radius, basis, kind=kind, level=level)
+    return unit.with_radius(chi_radius(level, unit.effective_dim))
 
 
 def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,

@@ -88,10 +88,7 @@ class MLEResult(WaldFit):
         rows, cols = self.data.support
         z = VecCoordinates(rows.size, cols.size).transform(self.data.contexts[:, rows],
                                                            self.data.differences[:, cols])
-        if weights is not None:
-            inner = z.T @ (weights[:, None] * z)
-        else:
-            inner = z.T @ z
+        inner = z.T @ (z if weights is None else weights[:, None] * z)
         index = (rows[:, None] * self.data.d_phi + cols).ravel()
         full = np.zeros((d, d))
         full[np.ix_(index, index)] = inner

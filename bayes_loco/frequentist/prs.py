@@ -26,7 +26,7 @@ from ..coordinates import (
     weighted_gram,
 )
 from ..data import PreferenceData, checks_data
-from ..model import fisher_weights
+from ..model import fisher_information, fisher_weights
 from ..results import (
     Diagnostics,
     FitStatus,
@@ -112,8 +112,11 @@ class PRSResult(InRTVCoordinates, WaldFit):
         Its Wald set covers θ*_rtv below nominal because the reduced likelihood
         drops Θ'₂₂ (docs/design.md, pessimism point 5).
         """
-        forward, _, _ = _reduced_design(self.basis, self.estimation_data)
-        return weighted_gram(self.basis, self.estimation_data, fisher_weights(forward(self.theta_rtv)))
+        forward, _, z = _reduced_design(self.basis, self.estimation_data)
+        eta = forward(self.theta_rtv)
+        if z is not None:  # the design fits in one block and is already formed
+            return fisher_information(z, eta)
+        return weighted_gram(self.basis, self.estimation_data, fisher_weights(eta))
 
     def summary(self, level: float = 0.95) -> Summary:
         """θ̂_rtv with ``level`` Wald intervals on its identified coordinates, the split, both fits' state."""

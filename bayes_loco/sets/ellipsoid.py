@@ -101,6 +101,16 @@ class EllipsoidSet:
         return new
 
     @cached_property
+    def _live(self) -> np.ndarray:
+        """The coordinates whose row or column of W is not exactly 0; the others are outside range(W).
+
+        The MLE baseline's W at 100 x 50 has 4,100 zero rows, and factorising the rest is
+        100x cheaper.
+        """
+        nonzero = self.precision != 0
+        return np.flatnonzero(np.any(nonzero, axis=0) | np.any(nonzero, axis=1))
+
+    @cached_property
     def _cholesky(self) -> _Pivoted | None:
         """W's pivoted Cholesky factorisation on its live coordinates, for a W of at least
         :data:`CHOLESKY_MIN` coordinates whose kept block is well conditioned; else None (eigh is used)."""
@@ -110,7 +120,7 @@ class EllipsoidSet:
                      "use fewer coordinates (a lower rank)")
         # dpstrf reads the lower triangle only, so W is not symmetrised here: one k × k copy, not three
         # (at k = 16,496 each is 2.2 GB).
-        live = np.flatnonzero(np.any(self.precision != 0, axis=0))
+        live = self._live
         if not live.size:
             return None
         block = self.precision.copy() if live.size == self.dim else self.precision[np.ix_(live, live)]
@@ -128,9 +138,8 @@ class EllipsoidSet:
         if info != 0 or rcond <= CHOLESKY_RCOND:
             return None
         if rank < live.size:  # W is PSD iff the Schur complement of the kept block is (Haynsworth)
-            rest = perm[rank:]
-            schur = 0.5 * (self.precision[np.ix_(rest, rest)] + self.precision[np.ix_(rest, rest)].T)
-            low = float(np.linalg.eigvalsh(schur - tail @ tail.T).min())
+            rest = self.precision[np.ix_(perm[rank:], perm[rank:])]
+            low = float(np.linalg.eigvalsh(0.5 * (rest + rest.T) - tail @ tail.T).min())
             if low < -1e-8 * top:
                 raise ValueError(f"precision (W) must be positive semi-definite; the Schur complement of its "
                                  f"pivoted Cholesky factor has an eigenvalue {low:.3g} against a largest "
@@ -141,11 +150,11 @@ class EllipsoidSet:
     def _eigen(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """W's eigenvalues on its range, their eigenvectors on the live coordinates, and those coordinates.
 
-        Coordinates whose row of W is exactly 0 are eigenvectors of eigenvalue 0, outside the range:
-        the MLE baseline's W at 100 x 50 has 4,100 of them, and eigh on the rest is 100x cheaper.
+        The rows of W that are exactly 0 (:attr:`_live` leaves them out) are eigenvectors of eigenvalue
+        0, outside the range.
         """
         sym = 0.5 * (self.precision + self.precision.T)
-        live = np.flatnonzero(np.any(sym != 0, axis=0))
+        live = self._live
         # eigh holds the matrix, its eigenvectors and a workspace of about the same size.
         check_memory(24.0 * live.size**2, f"the eigendecomposition of the {live.size} x {live.size} W",
                      "use fewer coordinates (a lower rank)")
