@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
+from scipy.linalg import blas
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import as_float_array, check_memory, check_rank
@@ -34,6 +35,8 @@ RANGE_RTOL = 1e-10
 # Designs are formed at most this many bytes at a time: Gram and information matrices are summed block by
 # block, and above it PRS's reduced MLE runs on the implicit design (design_operator), never N × k.
 DESIGN_BLOCK_BYTES = 256 * 1024**2
+# Rows a symmetric matrix is completed from its upper triangle at a time (no k × k temporary).
+MIRROR_PANEL = 512
 
 
 @runtime_checkable
@@ -219,20 +222,39 @@ def weighted_gram(coordinates: Coordinates, data: PreferenceData, weights: np.nd
     """Σ_t w_t z_t z_tᵀ (k × k) over the comparisons' coordinates; w_t = 1 gives the Gram matrix W.
 
     The design is formed :data:`DESIGN_BLOCK_BYTES` at a time, so the memory is k² plus
-    one block, never N × k (at LLM-width features N × k is 13 GB for N = 100,000).
+    one block, never N × k (at LLM-width features N × k is 13 GB for N = 100,000). Each
+    block is a symmetric rank update (BLAS ``dsyrk`` of √w_t z_t): half the multiplications
+    of a general product, which dominate at LLM width (N k² = 2.7·10¹³ at N = 100,000).
     With ``weights`` p̂_t(1 − p̂_t) it is the Fisher information of a linear logit.
     Refused (``MemoryError``) when the k × k result does not fit in memory.
     """
     check_coordinates(coordinates, data.d_x, data.d_phi, "coordinates")
+    if weights is not None:
+        weights = np.asarray(weights, dtype=float)
+        if weights.shape != (data.n,) or not np.all(weights >= 0):
+            what = f"shape {weights.shape}" if weights.shape != (data.n,) else "some negative"
+            raise ValueError(f"weights must be {data.n} nonnegative numbers (one per comparison), got {what}")
     k = coordinates.dim
     block = max(1, DESIGN_BLOCK_BYTES // (8 * k))
     check_memory(8.0 * k * (k + min(block, data.n)), f"the {k} x {k} Gram matrix of the coordinates",
                  "use fewer coordinates (a lower rank) or a machine with more memory")
-    out = np.zeros((k, k))
+    out = np.zeros((k, k), order="F")
     for lo in range(0, data.n, block):
         z = coordinates.transform(data.contexts[lo: lo + block], data.differences[lo: lo + block])
-        out += z.T @ (z if weights is None else weights[lo: lo + block, None] * z)
+        if weights is not None:
+            z *= np.sqrt(weights[lo: lo + block])[:, None]
+        # zᵀz is a·aᵀ for a = zᵀ, which is z's memory read in Fortran order: no copy.
+        out = blas.dsyrk(1.0, z.T, beta=1.0, c=out, trans=0, lower=0, overwrite_c=1)
+    _mirror_upper(out)
     return out
+
+
+def _mirror_upper(a: np.ndarray) -> None:
+    """Copy the upper triangle of a square array onto its lower one in place, a panel of rows at a time."""
+    for lo in range(0, a.shape[0], MIRROR_PANEL):
+        hi = min(lo + MIRROR_PANEL, a.shape[0])
+        a[lo:hi, :lo] = a[:lo, lo:hi].T
+        a[lo:hi, lo:hi] = np.triu(a[lo:hi, lo:hi]) + np.triu(a[lo:hi, lo:hi], 1).T
 
 
 def design_operator(basis: RTVBasis, data: PreferenceData) -> LinearOperator:

@@ -11,7 +11,7 @@ import contextvars
 import functools
 import inspect
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 import pandas as pd
@@ -38,14 +38,19 @@ class PreferenceData:
         y_t ∈ {0, 1}; 1 means a_t1 was preferred.
     actions : ndarray of int, shape (N, 2), optional
         Action ids (a_t0, a_t1), kept for diagnostics (coverage of actions).
+    copy : bool, init only
+        Copy float64 ``contexts`` and ``differences`` before making them read-only
+        (default); False makes the caller's arrays themselves read-only instead, so a
+        generator of N × d_φ = 100,000 × 4,096 differences (3.3 GB) does not hold two.
     """
 
     contexts: np.ndarray
     differences: np.ndarray
     labels: np.ndarray
     actions: np.ndarray | None = field(default=None)
+    copy: InitVar[bool] = True
 
-    def __post_init__(self):
+    def __post_init__(self, copy: bool):
         contexts = as_float_array(self.contexts, "contexts", 2)
         differences = as_float_array(self.differences, "differences", 2)
         labels = np.asarray(self.labels)
@@ -68,8 +73,10 @@ class PreferenceData:
                                  f"got {actions.dtype} {actions.shape}")
             actions = actions.copy()
             actions.setflags(write=False)
-        for name, arr in (("contexts", contexts), ("differences", differences)):
-            arr = arr.copy()  # never freeze the caller's array
+        for name, arr, given in (("contexts", contexts, self.contexts),
+                                 ("differences", differences, self.differences)):
+            if copy or arr is not given or not arr.flags.owndata:
+                arr = arr.copy()  # never freeze the caller's array, nor a view of one
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
         labels = labels.astype(np.int8)
@@ -79,7 +86,7 @@ class PreferenceData:
 
     @classmethod
     def from_arrays(cls, contexts, labels, *, features_1=None, features_0=None,
-                    differences=None, actions=None) -> PreferenceData:
+                    differences=None, actions=None, copy: bool = True) -> PreferenceData:
         """Build from arrays: either ``differences`` or both ``features_1`` and ``features_0``.
 
         Parameters
@@ -92,11 +99,16 @@ class PreferenceData:
         differences : array_like, shape (N, d_φ)
             Δφ_t directly, instead of the two feature arrays.
         actions : array_like of int, shape (N, 2), optional
+        copy : bool
+            False: float64 arrays that own their memory are made read-only in place
+            instead of copied (the caller must not need to write to them again).
         """
+        if not isinstance(copy, bool):
+            raise TypeError(f"copy must be a bool, got {copy!r}")
         if differences is not None:
             if features_1 is not None or features_0 is not None:
                 raise ValueError("give either differences or features_1 and features_0, not both")
-            return cls(contexts, differences, labels, actions)
+            return cls(contexts, differences, labels, actions, copy)
         if features_1 is None or features_0 is None:
             raise ValueError("features_1 and features_0 are both required when differences is not given")
         f1 = as_float_array(features_1, "features_1", 2)
@@ -106,7 +118,7 @@ class PreferenceData:
         n = np.shape(contexts)[0] if np.ndim(contexts) else 0
         if f1.shape[0] != n:
             raise ValueError(f"contexts has {n} rows, features_1 has {f1.shape[0]}")
-        return cls(contexts, f1 - f0, labels, actions)
+        return cls(contexts, f1 - f0, labels, actions, copy)
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, *, context_columns, difference_columns,

@@ -133,6 +133,24 @@ def test_actions_validation_and_storage():
 # ----------------------------------------------------------------------------- immutability
 
 
+def test_copy_false_freezes_owned_float_arrays_in_place_and_copies_the_rest():
+    x, d, y = _arrays()
+    data = PreferenceData.from_arrays(x, y, differences=d, copy=False)
+    assert data.contexts is x and data.differences is d  # no second N × d_φ array
+    assert not x.flags.writeable and not d.flags.writeable
+    # a view, or an array that needs converting, is still copied: the caller's memory stays writeable
+    x, d, y = _arrays()
+    base = np.vstack([d, d])
+    data = PreferenceData.from_arrays(x.astype(np.float32), y, differences=base[: len(d)], copy=False)
+    assert not np.shares_memory(data.differences, base) and base.flags.writeable
+    assert data.contexts.dtype == np.float64
+    # the default copies, and copy is validated
+    x, d, y = _arrays()
+    assert not np.shares_memory(PreferenceData.from_arrays(x, y, differences=d).differences, d)
+    with pytest.raises(TypeError, match="copy must be a bool"):
+        PreferenceData.from_arrays(x, y, differences=d, copy="no")
+
+
 def test_arrays_are_read_only_and_callers_arrays_are_not_frozen():
     x, d, y = _arrays()
     actions = np.zeros((20, 2), dtype=np.int64)

@@ -10,7 +10,8 @@ import statsmodels.api as sm
 from scipy import stats
 
 import bayes_loco as bl
-from bayes_loco import simulate
+from bayes_loco import model, simulate
+from bayes_loco.frequentist import prs as _prs_module
 
 
 def _reduced_design(basis, contexts, differences):
@@ -57,9 +58,17 @@ def test_basis_comes_from_the_low_rank_fit(prs_random):
     lr = prs_random.low_rank
     assert lr.rank == 2
     np.testing.assert_allclose(prs_random.basis.block22(lr.theta), 0.0, atol=1e-10)
-    # θ̂_rtv is a refit, near (but not equal to) the low-rank fit's own coordinates
+    # Without a split the reduced MLE is FGD's own estimate: the RTV subspace is the tangent space of
+    # the rank-r manifold at Θ̂, where FGD's stationarity makes the (convex) reduced likelihood flat.
     own = prs_random.basis.to_coordinates(lr.theta)
-    assert 0 < np.linalg.norm(prs_random.theta_rtv - own) < 0.2 * np.linalg.norm(own)
+    np.testing.assert_allclose(prs_random.theta_rtv, own, rtol=0, atol=1e-6 * np.linalg.norm(own))
+    f, a, _ = _prs_module._reduced_design(prs_random.basis, prs_random.estimation_data)
+    gradient = a(model.residuals(f(own), prs_random.estimation_data.labels))
+    assert np.linalg.norm(gradient) / prs_random.estimation_data.n < 1e-7
+    # with a split it is a refit on other comparisons, near but not at the first half's fit
+    split = _quiet(bl.fit_prs, prs_random.estimation_data, 2, n_initial=2000)
+    own = split.basis.to_coordinates(split.low_rank.theta)
+    assert 0.01 * np.linalg.norm(own) < np.linalg.norm(split.theta_rtv - own) < 0.5 * np.linalg.norm(own)
 
 
 @pytest.mark.parametrize("fraction", [None, 0.5])

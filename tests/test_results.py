@@ -44,7 +44,8 @@ def test_every_fit_follows_the_protocol(small, name):
     assert fit.estimate.shape == (fit.coordinates.dim,)
     d = fit.diagnostics
     assert isinstance(d, bl.Diagnostics) and d.converged and d.status is bl.FitStatus.CONVERGED
-    assert d.n_iter >= 1 and d.warnings == () and d.seconds > 0
+    # PRS without a split starts at its optimum, FGD's own estimate (test_prs), and may take no step
+    assert d.n_iter >= (0 if name == "prs" else 1) and d.warnings == () and d.seconds > 0
     assert np.isnan(d.max_rhat) and d.divergences is None
     # the estimate is Θ̂ in the fit's coordinates, up to the truncated block 22 (zero for these fits)
     np.testing.assert_allclose(fit.coordinates.to_coordinates(fit.theta), fit.estimate, atol=1e-10)

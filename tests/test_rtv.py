@@ -218,18 +218,30 @@ def test_design_operator_is_the_explicit_design(d_x, d_phi, r):
     np.testing.assert_allclose(operator.rmatvec(w), z.T @ w, rtol=1e-12, atol=1e-11)
 
 
-@pytest.mark.parametrize("block_rows", [1, 7, 10_000])
-def test_weighted_gram_in_blocks_is_the_full_sum(block_rows, monkeypatch):
+@pytest.mark.parametrize(("block_rows", "panel"), [(1, 4), (7, 512), (10_000, 5)])
+def test_weighted_gram_in_blocks_is_the_full_sum(block_rows, panel, monkeypatch):
     from bayes_loco import coordinates
 
     basis = _basis(6, 6, 5, 2)[2]
     data = _comparisons(7, 6, 5, n=50)
     monkeypatch.setattr(coordinates, "DESIGN_BLOCK_BYTES", block_rows * basis.dim * 8)
+    monkeypatch.setattr(coordinates, "MIRROR_PANEL", panel)  # k = 18: ragged panels, or one
     z = coordinates.design(basis, data)
     w = np.random.default_rng(8).uniform(0, 0.25, data.n)
     np.testing.assert_allclose(coordinates.weighted_gram(basis, data), z.T @ z, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(coordinates.weighted_gram(basis, data, w), z.T @ (w[:, None] * z), rtol=1e-12,
                                atol=1e-12)
+
+
+def test_weighted_gram_refuses_weights_it_cannot_take_a_square_root_of():
+    from bayes_loco import coordinates
+
+    basis = _basis(6, 6, 5, 2)[2]
+    data = _comparisons(7, 6, 5, n=50)
+    with pytest.raises(ValueError, match=r"weights must be 50 nonnegative numbers .*got some negative"):
+        coordinates.weighted_gram(basis, data, np.full(50, -0.1))
+    with pytest.raises(ValueError, match=r"weights must be 50 nonnegative .*shape \(49,\)"):
+        coordinates.weighted_gram(basis, data, np.ones(49))
 
 
 def test_a_gram_matrix_larger_than_memory_is_refused(monkeypatch):

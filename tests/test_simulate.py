@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
+from bayes_loco import simulate
 from bayes_loco.simulate import effective_rank, paper_problem, paper_theta
 
 # ----------------------------------------------------------------------------- Θ*
@@ -211,6 +212,26 @@ def test_sample_with_noise_dims():
     se = np.sqrt((16 / 15 - 4 / 9) / noise.size)
     assert abs(np.mean(noise**2) - 2 / 3) < 4 * se
     np.testing.assert_array_equal(data.differences[:, 4:8], 0.0)
+
+
+def test_differences_are_the_two_feature_draws_subtracted_and_blocks_change_nothing(monkeypatch):
+    """Δφ = φ(s, a₁) − φ(s, 0) with φ drawn whole, bit for bit, whatever the noise block size."""
+    problem = paper_problem(d_s=4, d_a=5, d_x=3, rank=2, seed=0, noise_dims=7)  # q = 1: every a₁ drawn
+    n = 301
+    rng = np.random.default_rng(5)
+    rng.uniform(-1, 1, size=(n, 3))
+    s = rng.uniform(-1, 1, size=(n, 4))
+    rng.random(n)
+    a1 = rng.integers(1, 5, size=n)
+    expected = problem.features(s, a1, rng) - problem.features(s, np.zeros(n, dtype=int), rng)
+    data = problem.sample(n, seed=5)
+    np.testing.assert_array_equal(data.differences, expected)
+    np.testing.assert_array_equal(data.actions[:, 1], a1)
+    population = problem.population(11, seed=6, contexts_per_state=3)
+    monkeypatch.setattr(simulate, "NOISE_BLOCK", 9)  # one row per block
+    np.testing.assert_array_equal(problem.sample(n, seed=5).differences, expected)
+    np.testing.assert_array_equal(problem.population(11, seed=6, contexts_per_state=3).features,
+                                  population.features)
 
 
 def test_sample_bad_arguments():

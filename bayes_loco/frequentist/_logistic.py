@@ -51,12 +51,13 @@ class LogisticFit:
 def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
                  adjoint: Callable[[np.ndarray], np.ndarray],
                  labels: np.ndarray, n_params: int, *, ridge: float, max_iter: int,
-                 tol: float, what: str) -> LogisticFit:
+                 tol: float, what: str, start: np.ndarray | None = None) -> LogisticFit:
     """Minimise Σ_t −log p(y_t | η_t) + (ridge/2)‖θ‖² with η = forward(θ).
 
-    Starts at θ = 0, so in directions that no comparison reaches (a singular
-    Fisher information) the iterates stay at zero: with ``ridge=0`` the result is
-    the minimum-norm maximiser. ``what`` names the estimate in warnings.
+    Starts at ``start``, or θ = 0. Newton steps never move θ in directions that no
+    comparison reaches (a singular Fisher information), so from θ = 0 with ``ridge=0``
+    the result is the minimum-norm maximiser; a start must then have no component there.
+    ``what`` names the estimate in warnings.
     """
     n = labels.shape[0]
 
@@ -75,7 +76,8 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
             curvature[key] = fisher_weights(forward(theta))
         return (adjoint(curvature[key] * forward(v)) + ridge * v) / n
 
-    res = minimize(fun, np.zeros(n_params), jac=True, hessp=hessp, method="trust-ncg",
+    x0 = np.zeros(n_params) if start is None else np.asarray(start, dtype=float)
+    res = minimize(fun, x0, jac=True, hessp=hessp, method="trust-ncg",
                    options={"gtol": tol, "maxiter": max_iter})
     eta = forward(res.x)
     # trust-ncg reports "failure to predict improvement" once rounding dominates the model's

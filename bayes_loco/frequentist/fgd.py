@@ -41,6 +41,9 @@ MLE_START_MAX = 20_000
 # L-BFGS-B's own vector work and the small GEMMs gain nothing from a second thread and pay its
 # synchronisation (PRS at 30 × 30, N = 10,000: FGD 1.14 s with two OpenBLAS threads, 0.17 s with one).
 ONE_THREAD_WORK = 5e7
+# A ΔΦ above the last-level cache (32 MiB here) is read in blocks that fit the per-core cache (2 MiB).
+CACHE_BYTES = 2**25
+FUSED_BLOCK_BYTES = 2**21
 
 
 @dataclass(frozen=True, eq=False)
@@ -141,16 +144,35 @@ def _objective(u, v, x, dphi, y, ridge):
     where the gradient in Θ (Xᵀ diag(w) ΔΦ) would cost O(N d_x d_φ) and dominates
     at LLM-width d_φ. ∇_U F = ∇L·V + λΘV + ½U(UᵀU − VᵀV), ∇_V F = ∇Lᵀ·U + λΘᵀU − ½V(UᵀU − VᵀV).
     """
-    xu, dv = x @ u, dphi @ v
-    eta = np.einsum("ij,ij->i", xu, dv)
-    w = residuals(eta, y)
+    nll, gu, gv = _loss(u, v, x, dphi, y)
     gram_u, gram_v = u.T @ u, v.T @ v
     diff = gram_u - gram_v
-    nll = neg_log_likelihood(eta, y)
     value = nll + 0.5 * ridge * np.sum(gram_u * gram_v) + 0.125 * np.sum(diff * diff)
-    gu = x.T @ (w[:, None] * dv) + ridge * (u @ gram_v) + 0.5 * (u @ diff)
-    gv = dphi.T @ (w[:, None] * xu) + ridge * (v @ gram_u) - 0.5 * (v @ diff)
+    gu += ridge * (u @ gram_v)
+    gu += 0.5 * (u @ diff)
+    gv += ridge * (v @ gram_u)
+    gv -= 0.5 * (v @ diff)
     return value, gu, gv, nll
+
+
+def _loss(u, v, x, dphi, y):
+    """L(UVᵀ), ∇L·V and ∇Lᵀ·U, reading ΔΦ once.
+
+    ΔΦV and ΔΦᵀ(w ∘ XU) both stream ΔΦ, and w needs the first: a ΔΦ larger than the cache is
+    taken :data:`FUSED_BLOCK_BYTES` of rows at a time, each block used twice while it is in
+    cache (N = 100,000, d_φ = 4096: 0.23 s instead of 0.38 s a call on two cores).
+    """
+    rows = dphi.shape[0] if dphi.nbytes <= CACHE_BYTES else max(1, FUSED_BLOCK_BYTES // (8 * dphi.shape[1]))
+    nll, gu, gv = 0.0, np.zeros_like(u), np.zeros_like(v)
+    for lo in range(0, dphi.shape[0], rows):
+        xb, db, yb = x[lo: lo + rows], dphi[lo: lo + rows], y[lo: lo + rows]
+        xu, dv = xb @ u, db @ v
+        eta = np.einsum("ij,ij->i", xu, dv)
+        w = residuals(eta, yb)
+        nll += neg_log_likelihood(eta, yb)
+        gu += xb.T @ (w[:, None] * dv)
+        gv += db.T @ (w[:, None] * xu)
+    return nll, gu, gv
 
 
 def _block_step(value, grad_block, step, evaluate):
