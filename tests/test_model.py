@@ -15,9 +15,11 @@ def _random(seed=0, n=50, d_x=4, d_phi=6, scale=1.0):
             rng.standard_normal((n, d_phi)), rng.integers(0, 2, size=n))
 
 
-@pytest.mark.parametrize("seed", [0, 1, 2])
-def test_margins_equal_kronecker_computation(seed, kron):
+@pytest.mark.parametrize(("seed", "block_rows"), [(0, None), (1, None), (2, 7)])
+def test_margins_equal_kronecker_computation(seed, block_rows, kron, monkeypatch):
     theta, x, d, _ = _random(seed)
+    if block_rows:  # XΘ a block of 7 rows at a time, a ragged last one
+        monkeypatch.setattr(model, "MARGIN_BLOCK_BYTES", 8 * theta.shape[1] * block_rows)
     eta = model.margins(theta, x, d)
     # ⟨vec(x Δφᵀ), vec Θ⟩ with the explicit Kronecker design, row-major vec
     np.testing.assert_allclose(eta, kron(x, d) @ theta.ravel(), rtol=1e-12, atol=1e-12)
@@ -77,8 +79,11 @@ def test_residuals_and_fisher_weights():
     np.testing.assert_allclose(w[:3], fd, rtol=1e-7)
 
 
-def test_score_matrix_equals_weighted_sum_of_outer_products(kron):
+@pytest.mark.parametrize("weights_on_contexts", [False, True])
+def test_score_matrix_equals_weighted_sum_of_outer_products(kron, weights_on_contexts, monkeypatch):
     _, x, d, _ = _random(4)
+    if weights_on_contexts:  # the large-ΔΦ route
+        monkeypatch.setattr(model, "MARGIN_BLOCK_BYTES", d.nbytes - 1)
     w = np.random.default_rng(5).standard_normal(x.shape[0])
     expected = sum(wt * np.outer(xt, dt) for wt, xt, dt in zip(w, x, d, strict=True))
     np.testing.assert_allclose(model.score_matrix(w, x, d), expected, rtol=1e-12, atol=1e-12)

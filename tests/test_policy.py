@@ -268,9 +268,19 @@ def test_candidate_features_match_raw_population(reference_action, scope):
 # ============================================================================ exact vs the conic oracle
 
 
+@pytest.mark.parametrize("solver", ["newton", "accelerated"])
 @pytest.mark.parametrize("spec", INSTANCES)
-def test_exact_matches_policy_space_socp(spec):
-    """The Must-show: certificate bounds and pessimistic value equal the policy-space SOCP's optimum."""
+def test_exact_matches_policy_space_socp(spec, solver, monkeypatch):
+    """The Must-show: certificate bounds and pessimistic value equal the policy-space SOCP's optimum.
+
+    ``accelerated``: the solver of large sets (k_eff > NEWTON_MAX), forced here with no Newton fallback
+    and with W factorised by pivoted Cholesky (whitening by triangular solves, L never formed).
+    """
+    if solver == "accelerated":
+        from bayes_loco.sets import ellipsoid
+
+        for name in ("NEWTON_MAX", "NEWTON_FALLBACK_MAX", "CHOLESKY_MIN"):
+            monkeypatch.setattr(ellipsoid, name, 0 if name != "CHOLESKY_MIN" else 1)
     inst = build(spec)
     zu, weights = unit_features(inst.pop, inst.eset.coordinates, inst.scope)
     allowed = in_range(inst.b, zu)
@@ -290,6 +300,7 @@ def test_exact_matches_policy_space_socp(spec):
     assert cert.upper == pytest.approx(opt, abs=1e-6 * s)
     assert policy.pessimistic_value == cert.lower
     assert policy.objective_value == cert.lower
+    assert ("accelerated" in policy.message) == (solver == "accelerated")
     # the status tells the truth about the gap, and a missed gap warns
     warned = any(issubclass(w.category, ConvergenceWarning) for w in caught)
     if policy.status is PolicyStatus.SOLVED:
