@@ -155,16 +155,22 @@ class RTVBasis:
         """z_rtv of Z = x φᵀ for contexts (n, d_x) and features (n, [A,] d_φ), without Kronecker.
 
         Only the three kept blocks of the rotated outer product (Ûᵀx)(V̂ᵀφ)ᵀ are formed.
+        Each block is multiplied straight into its slice of the result: no temporary of the
+        result's size (2.5 GB for 2,000 units × 10 actions at k = 16,496).
         """
-        r = self.rank
+        r, dp = self.rank, self.d_phi
         xr = broadcast_contexts(contexts @ self.left, features)
         fr = features @ self.right
         lead = fr.shape[:-1]
-        b11 = xr[..., :r, None] * fr[..., None, :r]
-        b12 = xr[..., :r, None] * fr[..., None, r:]
-        b21 = xr[..., r:, None] * fr[..., None, :r]
-        return np.concatenate([np.broadcast_to(b, (*lead, *b.shape[-2:])).reshape(*lead, -1)
-                               for b in (b11, b12, b21)], axis=-1)
+        out = np.empty((*lead, self.dim))
+        n11, n12 = r * r, r * (dp - r)
+        for (lo, hi), left, right in (((0, n11), xr[..., :r, None], fr[..., None, :r]),
+                                      ((n11, n11 + n12), xr[..., :r, None], fr[..., None, r:]),
+                                      ((n11 + n12, self.dim), xr[..., r:, None], fr[..., None, :r])):
+            if hi > lo:  # block 21 is empty when r = d_x, block 12 when r = d_φ
+                rows = left.shape[-2]
+                np.multiply(left, right, out=out[..., lo:hi].reshape(*lead, rows, (hi - lo) // rows))
+        return out
 
     def labels(self) -> list[str]:
         """``"11 (u0, v0)"``, …: the block and the pair of singular directions (û_i, v̂_j) of each coordinate.

@@ -228,7 +228,10 @@ class Units:
         return self.weights.shape[0]
 
     def mean(self, values: np.ndarray) -> np.ndarray:
-        """Per-unit means of per-row ``values`` (n, …) → (units, …)."""
+        """Per-unit means of per-row ``values`` (n, …) → (units, …); ``values`` itself when every row is its
+        own unit (a personalised policy: no copy of the candidates' features, 2.5 GB at LLM width)."""
+        if self.n == values.shape[0] and np.array_equal(self.of_row, np.arange(self.n)):
+            return values
         flat = values.reshape(values.shape[0], -1)
         return (self.average @ flat).reshape(self.average.shape[0], *values.shape[1:])
 

@@ -402,12 +402,21 @@ def test_degenerate_instance_has_reference_as_optimum():
     assert relaxed(inst).pessimistic_value == 0.0
 
 
-def test_exact_degenerate_instance_returns_a_certified_nonnegative_policy():
+@pytest.mark.parametrize("solver", ["newton", "accelerated"])
+def test_exact_degenerate_instance_returns_a_certified_nonnegative_policy(solver, monkeypatch):
+    """A set so wide that the reference action is optimal (value 0). The policy's ascent has no dual point
+    for that optimum; with no Newton fallback the smoothed dual must certify it."""
+    if solver == "accelerated":
+        from bayes_loco.sets import ellipsoid
+
+        monkeypatch.setattr(ellipsoid, "NEWTON_MAX", 0)
+        monkeypatch.setattr(ellipsoid, "NEWTON_FALLBACK_MAX", 0)
     inst = random_instance(3, "personalised", "full", radius_scale=20)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
         policy = exact(inst)
     assert policy.status is PolicyStatus.SOLVED
+    assert ("accelerated" in policy.message) == (solver == "accelerated")
     assert policy.pessimistic_value >= -1e-12 * scale_of(inst, raw_z(inst.pop, inst.eset.coordinates, 0))
 
 

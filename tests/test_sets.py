@@ -169,6 +169,7 @@ def test_population_units_average_rows_by_state():
     personal = pop.units("personalised")
     assert personal.n == 6
     np.testing.assert_allclose(personal.mean(values), values)
+    assert personal.mean(values) is values  # one row per unit: no copy of the features
     with pytest.raises(ValueError, match="scope"):
         pop.units("local")
 
