@@ -13,9 +13,10 @@ paper's reported seconds for all three methods (its own hardware; reported at 30
 feature dimensions, so every column of ΔΦ is reached), r = 4 (k = 16,496), N comparisons
 (default 100,000), a population of 2,000 units × 10 actions: the FGD fit (its start as
 ``start="auto"`` picks), PRS's reduced MLE, the calibrated Wald set (Fisher information and its
-factorisation) and the exact pessimistic policy, each printed with its seconds and the
-process's peak resident memory as it finishes (the issue's budget: 15 minutes and 10 GB for the
-three after FGD's start, data included). The data are simulated first and not timed.
+factorisation) and the exact pessimistic policy (the first-order solver: k_eff > 1,000), each
+printed with its seconds and the process's peak resident memory as it finishes (the issue's
+budget: 15 minutes and 10 GB, data included), then the policy's certificate. The data are
+simulated first and not timed.
 
     .venv/bin/python benchmarks/bench_scale.py            # 5 rows x 3 reps, about a minute
     .venv/bin/python benchmarks/bench_scale.py --reps 5
@@ -93,8 +94,13 @@ def width(n: int, theta_kind: str, units: int = 2000) -> None:
         seconds = time.perf_counter() - begin
         total += seconds
         print(f"{name:>16}: {seconds:8.1f} s   total {total:8.1f} s   peak {peak_gib():5.1f} GiB", flush=True)
-    fgd = out["FGD"]
-    print(f"FGD start {fgd.start!r}, {fgd.diagnostics.n_iter} iterations; k = {out['PRS reduced MLE'].k}")
+    fgd, wald, policy = out["FGD"], out["Wald set"], out["exact policy"]
+    print(f"FGD start {fgd.start!r}, {fgd.diagnostics.n_iter} iterations; k = {out['PRS reduced MLE'].k}, "
+          f"k_eff = {wald.effective_dim}, R = {wald.radius:.1f}")
+    print(f"exact policy: {policy.status.value}, pessimistic value {policy.pessimistic_value:.4g}, "
+          f"certificate {policy.certificate.lower:.4g} .. {policy.certificate.upper:.4g}, "
+          f"{policy.n_mixed} mixed units, {int((policy.actions == 0).sum())} of {units} rows at the "
+          f"reference action; {policy.message}")
 
 
 def main():

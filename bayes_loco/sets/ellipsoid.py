@@ -290,7 +290,7 @@ class EllipsoidSet:
         g *= self.radius
         g[~valid] = 0.0
         m = g.shape[-1]
-        scale = float(max(np.abs(c[valid]).max(initial=0.0), np.linalg.norm(g, axis=-1).max(initial=0.0)))
+        scale = float(max(np.abs(c[valid]).max(initial=0.0), _row_norms(g).max(initial=0.0)))
         if scale == 0.0 or m == 0 or self.radius == 0.0:
             probs = np.eye(z.shape[1])[c.argmax(axis=1)]
             value = float(weights @ c.max(axis=1))
@@ -300,7 +300,7 @@ class EllipsoidSet:
         n_units, n_actions = c.shape
         # The action nearest the reference (z = 0 for the reference itself) has worst case 0.
         baseline = np.zeros((n_units, n_actions))
-        baseline[np.arange(n_units), np.linalg.norm(z, axis=-1).argmin(axis=1)] = 1.0
+        baseline[np.arange(n_units), _row_norms(z).argmin(axis=1)] = 1.0
 
         def certify(u, probs):
             """Upper bound V(u) and the best pessimistic value among π, its rounding and the baseline."""
@@ -486,7 +486,7 @@ def _accelerated(c, g, weights, valid, problem: ExactProblem, point_values) -> t
     def project(y):
         return _simplex_projection(np.where(valid, y, -1e30))
 
-    relaxed = np.where(valid, c - np.linalg.norm(g, axis=-1), -np.inf)
+    relaxed = np.where(valid, c - _row_norms(g), -np.inf)
     probs = np.eye(n_actions)[relaxed.argmax(axis=1)]
     value, scores, u = evaluate(probs)
     best_lower, best_probs = value, probs
@@ -594,6 +594,19 @@ def _combined(first, second):
     lower, probs = (cert_a.lower, probs_a) if cert_a.lower >= cert_b.lower else (cert_b.lower, probs_b)
     upper, u = (cert_a.upper, u_a) if cert_a.upper <= cert_b.upper else (cert_b.upper, u_b)
     return Certificate(lower, upper), u, probs
+
+
+def _row_norms(a: np.ndarray) -> np.ndarray:
+    """‖a_i‖ over the last axis, :data:`WHITEN_BLOCK_BYTES` at a time (np.linalg.norm squares all of a at
+    once: a temporary of a's size, 2.5 GB for LLM-width candidates). The same numbers, row by row."""
+    if not a.shape[-1]:
+        return np.zeros(a.shape[:-1])
+    flat = a.reshape(-1, a.shape[-1])
+    out = np.empty(flat.shape[0])
+    rows = max(1, WHITEN_BLOCK_BYTES // (8 * flat.shape[1]))
+    for lo in range(0, flat.shape[0], rows):
+        out[lo: lo + rows] = np.linalg.norm(flat[lo: lo + rows], axis=-1)
+    return out.reshape(a.shape[:-1])
 
 
 def _simplex_projection(y: np.ndarray) -> np.ndarray:
