@@ -489,8 +489,8 @@ def _accelerated(c, g, weights, valid, problem: ExactProblem, point_values) -> t
     relaxed = np.where(valid, c - _row_norms(g), -np.inf)
     probs = np.eye(n_actions)[relaxed.argmax(axis=1)]
     value, scores, u = evaluate(probs)
-    best_lower, best_probs = value, probs
-    best_upper, best_u = float(weights @ scores.max(axis=1)), u
+    best = _Bounds(problem, point_values)
+    best.update(value, probs, float(weights @ scores.max(axis=1)), u)
     y, y_value, y_scores, t, curvature = probs, value, scores, 1.0, 1.0
     stalled = (np.inf, 0)
     for iteration in range(FIRST_ORDER_MAX_ITER):
@@ -504,18 +504,13 @@ def _accelerated(c, g, weights, valid, problem: ExactProblem, point_values) -> t
             if new_value >= model - 1e-12 * max(1.0, abs(y_value)):
                 break
             curvature *= 2.0
-        upper = float(weights @ new_scores.max(axis=1))
-        if new_value > best_lower:
-            best_lower, best_probs = new_value, new
-        if upper < best_upper:
-            best_upper, best_u = upper, new_u
-        if problem.closed(Certificate(best_lower, best_upper), point_values):
+        if best.update(new_value, new, float(weights @ new_scores.max(axis=1)), new_u):
             break
-        if best_upper - best_lower < 0.99 * stalled[0]:
-            stalled = (best_upper - best_lower, iteration)
+        if best.gap < 0.99 * stalled[0]:
+            stalled = (best.gap, iteration)
         elif iteration - stalled[1] >= FIRST_ORDER_STALL:
             break
-        if iteration >= FIRST_ORDER_STALL // 5 and best_lower <= 0.0:
+        if iteration >= FIRST_ORDER_STALL // 5 and best.lower <= 0.0:
             break  # no policy beats the reference action's 0 yet: the smoothed dual certifies such optima
         if new_value < value:  # momentum overshot: restart from the last point
             t = 1.0
@@ -524,7 +519,7 @@ def _accelerated(c, g, weights, valid, problem: ExactProblem, point_values) -> t
         probs, value, t = new, new_value, following
         y_value, y_scores, _ = evaluate(y)
         curvature *= 0.9
-    return best_u, best_probs
+    return best.u, best.probs
 
 
 def _smoothed_accelerated(c, g, weights, valid, problem: ExactProblem, point_values, scale: float,
@@ -554,8 +549,8 @@ def _smoothed_accelerated(c, g, weights, valid, problem: ExactProblem, point_val
 
     mu = 0.01 * scale
     curvature, t, y = 1.0 / mu, 1.0, u
-    best_lower, best_probs = -np.inf, None
-    best_upper, best_u, improved = np.inf, u, (np.inf, 0)
+    best, improved = _Bounds(problem, point_values), (np.inf, 0)
+    best.u = u
     for iteration in range(FIRST_ORDER_MAX_ITER):
         y_value, y_slope, _, _ = evaluate(y, mu)
         while True:
@@ -567,25 +562,41 @@ def _smoothed_accelerated(c, g, weights, valid, problem: ExactProblem, point_val
             curvature *= 2.0
         upper = float(weights @ scores.max(axis=1))
         lower = float(weights @ np.sum(probs * finite, axis=1)) - float(np.linalg.norm(moment))
-        if lower > best_lower:
-            best_lower, best_probs = lower, probs
-        if upper < best_upper:
-            best_upper, best_u = upper, new
-        if problem.closed(Certificate(best_lower, best_upper), point_values):
+        if best.update(lower, probs, upper, new):
             break
-        if best_upper < improved[0] - 0.01 * (improved[0] - best_lower):
-            improved = (best_upper, iteration)
+        if best.upper < improved[0] - 0.01 * (improved[0] - best.lower):
+            improved = (best.upper, iteration)
         # Cut μ when the smoothing (F_μ − V ≤ μ log A) is most of the gap, or progress has stalled.
-        smoothing_dominates = new_value - upper > 0.5 * (best_upper - best_lower)
+        smoothing_dominates = new_value - upper > 0.5 * best.gap
         if smoothing_dominates or iteration - improved[1] >= FIRST_ORDER_PATIENCE:
             mu *= 0.3
-            curvature, t, y, improved = curvature / 0.3, 1.0, new, (best_upper, iteration)
+            curvature, t, y, improved = curvature / 0.3, 1.0, new, (best.upper, iteration)
             continue
         following = 0.5 * (1.0 + np.sqrt(1.0 + 4.0 * t * t))
         y = ball(new + ((t - 1.0) / following) * (new - u))
         u, t = new, following
         curvature *= 0.9
-    return best_u, best_probs
+    return best.u, best.probs
+
+
+class _Bounds:
+    """The best lower bound (with its policy) and upper bound (with its dual point u) found so far."""
+
+    def __init__(self, problem: ExactProblem, point_values: np.ndarray):
+        self.problem, self.point_values = problem, point_values
+        self.lower, self.probs, self.upper, self.u = -np.inf, None, np.inf, None
+
+    @property
+    def gap(self) -> float:
+        return self.upper - self.lower
+
+    def update(self, lower: float, probs: np.ndarray, upper: float, u: np.ndarray) -> bool:
+        """Keep the better of each bound; whether the certificate has closed."""
+        if lower > self.lower:
+            self.lower, self.probs = lower, probs
+        if upper < self.upper:
+            self.upper, self.u = upper, u
+        return self.problem.closed(Certificate(self.lower, self.upper), self.point_values)
 
 
 def _combined(first, second):
