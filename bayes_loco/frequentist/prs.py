@@ -22,7 +22,6 @@ from ..coordinates import (
     RTVBasis,
     design,
     design_operator,
-    rtv_basis,
     weighted_gram,
 )
 from ..data import PreferenceData, checks_data
@@ -162,13 +161,13 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
         low_rank = fit_low_rank(initial, rank, ridge=ridge)
     elif low_rank.rank != rank:
         raise ValueError(f"low_rank has rank {low_rank.rank}, but rank={rank} was asked for")
-    basis = rtv_basis(low_rank.theta, rank)
+    basis = low_rank.coordinates  # rtv_basis(Θ̂, r), cached on the fit
     forward, adjoint, z = _reduced_design(basis, estimation)
     # From Θ̂'s own coordinates (block 11 its singular values). Without a split that is the optimum: the
     # RTV subspace is the tangent space at Θ̂, where FGD's stationarity makes the convex reduced likelihood
     # flat. With a split it is a √N-close start. Θ̂ reaches no direction the comparisons do not.
     reduced = fit_logistic(forward, adjoint, estimation.labels, basis.dim, ridge=ridge, max_iter=200,
-                           tol=1e-8, what="fit_prs (reduced MLE)", start=basis.to_coordinates(low_rank.theta))
+                           tol=1e-8, what="fit_prs (reduced MLE)", start=low_rank.estimate)
     own = reduced.diagnostics("prs", time.perf_counter() - start)
     fgd = low_rank.diagnostics
     converged = own.converged and fgd.converged

@@ -281,7 +281,9 @@ class EllipsoidSet:
         softmax weights π are a stochastic policy whose pessimistic value is within μ·(mean entropy
         of π) of F_μ(u) ≥ V(u), so μ is cut until the certificate closes. Above, where Newton's
         k_eff × k_eff systems cost minutes each, an accelerated projected gradient ascent on π
-        (:func:`_accelerated`) closes the same certificate. Candidates with a component outside
+        (:func:`_accelerated`) closes the same certificate, and where it cannot (a zero optimum)
+        accelerated gradients on the smoothed dual (:func:`_smoothed_accelerated`) do; the better
+        bound of either is kept. Candidates with a component outside
         range(W) have an unbounded worst case and get probability 0.
         """
         z, weights = problem.features, problem.weights
@@ -334,8 +336,12 @@ class EllipsoidSet:
             # Where the optimum is the reference action's 0, the policy's iterates give no dual point that
             # certifies it (v → 0); the smoothed dual's iterates do. Both bounds hold whoever found them.
             if not problem.closed(cert, point_values):
-                dual = certify(*_smoothed_accelerated(c, g, weights, valid, problem, point_values, scale, u))
-                (cert, u, probs) = _combined((cert, u, probs), dual)
+                dual, u_dual, probs_dual = certify(*_smoothed_accelerated(c, g, weights, valid, problem,
+                                                                          point_values, scale, u))
+                best = _Bounds(problem, point_values)
+                best.update(cert.lower, probs, cert.upper, u)
+                best.update(dual.lower, probs_dual, dual.upper, u_dual)
+                cert, u, probs = Certificate(best.lower, best.upper), best.u, best.probs
             if not problem.closed(cert, point_values) and m <= NEWTON_FALLBACK_MAX:
                 second = smoothed()
                 if second[0].gap < cert.gap:
@@ -597,14 +603,6 @@ class _Bounds:
         if upper < self.upper:
             self.upper, self.u = upper, u
         return self.problem.closed(Certificate(self.lower, self.upper), self.point_values)
-
-
-def _combined(first, second):
-    """The better lower bound (and its policy) and the better upper bound (and its u) of two certificates."""
-    (cert_a, u_a, probs_a), (cert_b, u_b, probs_b) = first, second
-    lower, probs = (cert_a.lower, probs_a) if cert_a.lower >= cert_b.lower else (cert_b.lower, probs_b)
-    upper, u = (cert_a.upper, u_a) if cert_a.upper <= cert_b.upper else (cert_b.upper, u_b)
-    return Certificate(lower, upper), u, probs
 
 
 def _row_norms(a: np.ndarray) -> np.ndarray:
