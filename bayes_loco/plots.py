@@ -310,7 +310,7 @@ def _ellipse(s: EllipsoidSet, p: np.ndarray):
     """The projection {Pᵀθ : θ ∈ s}: ("ellipse", points), ("strip", centre, along, across, half) or
     ("plane", centre)."""
     centre = p.T @ s.center
-    _, vecs, keep = _eigen(s.precision)
+    _, vecs, keep = _eigen(_held_precision(s, "plot_sets"))
     null = vecs[:, ~keep]
     u, sv, _ = np.linalg.svd(p.T @ null) if null.shape[1] else (np.eye(2), np.zeros(0), None)
     unbounded = int((sv > IDENTIFIED_RTOL).sum())
@@ -444,15 +444,23 @@ def _draw_hull(ax: Axes, points: np.ndarray, name: str, colour: str) -> None:
 # ----------------------------------------------------------------------------------- plot_spectrum
 
 
+def _held_precision(s: EllipsoidSet, name: str) -> np.ndarray:
+    """The set's W; a set that holds only W's factor (EllipsoidSet.factored, LLM width) is refused."""
+    if s.precision is None:
+        raise ValueError(f"{name}: the set holds only W's Cholesky factor (k = {s.dim}, EllipsoidSet.factored), "
+                         "not the W this plot decomposes")
+    return s.precision
+
+
 def _precision_of(item, name: str) -> np.ndarray:
     if isinstance(item, EllipsoidSet):
-        return item.precision
+        return _held_precision(item, f"items[{name!r}]")
     if hasattr(item, "calibrated_set"):  # a Fit: its Wald set, or a posterior's credible ellipsoid
         s = item.calibrated_set(0.9)
         if not isinstance(s, EllipsoidSet):
             raise TypeError(f"items[{name!r}]: its calibrated_set(0.9) is a {type(s).__name__}, not an "
                             "ellipsoid with a W")
-        return s.precision
+        return _held_precision(s, f"items[{name!r}]")
     if isinstance(item, np.ndarray) and item.ndim == 2 and item.shape[0] == item.shape[1]:
         return item
     raise TypeError(f"items[{name!r}] must be an EllipsoidSet, a Fit or a square precision matrix, got "

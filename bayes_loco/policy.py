@@ -32,10 +32,14 @@ from ._validation import check_int, check_memory, check_option, check_real
 from .data import SCOPES, Population, Units
 from .exceptions import ConvergenceWarning
 from .model import rewards
-from .sets.base import Certificate, ConvexSet, ExactProblem, PolicyStatus, UncertaintySet
+from .sets.base import Certificate, ConvexSet, ExactProblem, FeatureBlocks, PolicyStatus, UncertaintySet
 
 OBJECTIVES = ("relaxed", "exact")
 WELFARES = ("utilitarian", "nash")
+# Above twice this many bytes of candidate features, the exact problem of a set that accepts FeatureBlocks
+# (the ellipsoid, which whitens them as they come) makes them this many bytes of rows at a time: z is never
+# whole (2.6 GB at LLM width).
+FEATURE_BLOCK_BYTES = 2**27
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,20 +128,45 @@ def _check_set(uncertainty_set) -> UncertaintySet:
     return uncertainty_set
 
 
-def candidate_features(uncertainty_set: UncertaintySet, population: Population,
-                       reference_action: int = 0) -> np.ndarray:
-    """z(x_i, s_i, a) = coordinates of x_i (φ(s_i, a) − φ(s_i, a_ref))ᵀ, shape (n, A, k)."""
+def _check_coordinates(uncertainty_set: UncertaintySet, population: Population):
     coordinates = uncertainty_set.coordinates
     if (population.d_x, population.d_phi) != (coordinates.d_x, coordinates.d_phi):
         raise ValueError(f"population has (d_x, d_phi) = ({population.d_x}, {population.d_phi}), but the "
                          f"set's coordinates live on ({coordinates.d_x}, {coordinates.d_phi}): evaluate "
                          "the set on a population with the features of the data it was fitted on")
+    return coordinates
+
+
+def _relative(coordinates, contexts: np.ndarray, feats: np.ndarray, reference_action: int) -> np.ndarray:
+    return coordinates.transform(contexts, feats - feats[:, reference_action: reference_action + 1, :])
+
+
+def candidate_features(uncertainty_set: UncertaintySet, population: Population,
+                       reference_action: int = 0) -> np.ndarray:
+    """z(x_i, s_i, a) = coordinates of x_i (φ(s_i, a) − φ(s_i, a_ref))ᵀ, shape (n, A, k)."""
+    coordinates = _check_coordinates(uncertainty_set, population)
     feats = population.features
     check_memory(8.0 * feats.shape[0] * feats.shape[1] * coordinates.dim,
                  f"the candidate features of {feats.shape[0]} units x {feats.shape[1]} actions in "
                  f"{coordinates.dim} coordinates", "evaluate the policy on fewer units at a time")
-    return coordinates.transform(
-        population.contexts, feats - feats[:, reference_action: reference_action + 1, :])
+    return _relative(coordinates, population.contexts, feats, reference_action)
+
+
+def _feature_blocks(uncertainty_set: UncertaintySet, population: Population, units: Units,
+                    reference_action: int) -> FeatureBlocks:
+    """The units' mean candidate features, :data:`FEATURE_BLOCK_BYTES` of rows' features at a time."""
+    coordinates = _check_coordinates(uncertainty_set, population)
+    n_actions, k = population.n_actions, coordinates.dim
+    own_rows = units.n == population.n and np.array_equal(units.of_row, np.arange(units.n))
+    per_block = max(1, int(FEATURE_BLOCK_BYTES * units.n / (8.0 * n_actions * k * population.n)))
+
+    def make(lo, hi):
+        part = units.average[lo:hi]
+        rows = np.arange(lo, hi) if own_rows else np.unique(part.indices)
+        z = _relative(coordinates, population.contexts[rows], population.features[rows], reference_action)
+        return z if own_rows else (part[:, rows] @ z.reshape(rows.size, -1)).reshape(hi - lo, n_actions, k)
+
+    return FeatureBlocks((units.n, n_actions, k), make, per_block)
 
 
 def greedy_policy(theta: np.ndarray, population: Population, *, scope: str = "personalised") -> Policy:
@@ -159,6 +188,10 @@ def greedy_policy(theta: np.ndarray, population: Population, *, scope: str = "pe
 
 def _exact_problem(uncertainty_set, population, units: Units, reference_action, tol=1e-4,
                    max_iter=60) -> ExactProblem:
+    size = 8.0 * population.n * population.n_actions * uncertainty_set.coordinates.dim
+    if getattr(uncertainty_set, "accepts_feature_blocks", False) and size > 2 * FEATURE_BLOCK_BYTES:
+        return ExactProblem(_feature_blocks(uncertainty_set, population, units, reference_action),
+                            units.weights, tol, max_iter)
     z = candidate_features(uncertainty_set, population, reference_action)
     return ExactProblem(units.mean(z), units.weights, tol, max_iter)
 
@@ -248,7 +281,8 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
                   pessimistic_value=solution.certificate.lower,
                   objective_value=solution.certificate.lower, theta=solution.theta,
                   certificate=solution.certificate,
-                  rounded_value=problem.worst_case(uncertainty_set, rounded),
+                  rounded_value=(problem.worst_case(uncertainty_set, rounded)
+                                 if solution.rounded_value is None else solution.rounded_value),
                   status=solution.status, message=solution.message, **common)
 
 

@@ -141,10 +141,13 @@ class WaldFit(SummaryHTML):
 
         k_eff = rank I: directions no comparison reaches are not identified and
         the set is a cylinder along them. ``kind`` None means ``"wald"``, the only kind.
+        From ``sets.ellipsoid.FACTORED_MIN`` coordinates on the set holds I's Cholesky factor
+        and not I (its ``precision`` is None; :meth:`EllipsoidSet.factored`).
         """
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
         check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
-        return wald_set(self.estimate, self._information(), level, self.coordinates)
+        # The information is this call's own: at LLM width the set factorises it in place (one k × k matrix).
+        return wald_set(self.estimate, self._information(), level, self.coordinates, overwrite=True)
 
     def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0) -> xr.DataTree:
         """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.

@@ -16,12 +16,20 @@ A new kind implements ``lower_bound`` (and ``solve_exact`` if it is convex); see
 :mod:`bayes_loco.sets.base`.
 """
 
-from .base import Certificate, ConvexSet, ExactProblem, ExactSolution, PolicyStatus, UncertaintySet
+from .base import (
+    Certificate,
+    ConvexSet,
+    ExactProblem,
+    ExactSolution,
+    FeatureBlocks,
+    PolicyStatus,
+    UncertaintySet,
+)
 from .ellipsoid import IDENTIFIED_RTOL, EllipsoidSet, wald_set
 from .hull import DrawsSet
 from .quantile import QuantileSet
 from .value import ValueRadius, size_for_values, value_directions, value_radius
 
 __all__ = ["IDENTIFIED_RTOL", "Certificate", "ConvexSet", "DrawsSet", "EllipsoidSet", "ExactProblem",
-           "ExactSolution", "PolicyStatus", "QuantileSet", "UncertaintySet", "ValueRadius",
+           "ExactSolution", "FeatureBlocks", "PolicyStatus", "QuantileSet", "UncertaintySet", "ValueRadius",
            "size_for_values", "value_directions", "value_radius", "wald_set"]

@@ -10,12 +10,16 @@ A set lives in some coordinates of Θ (:mod:`bayes_loco.coordinates`) and expose
 
 A new set kind implements these two methods; the solver never needs to know its
 class. :meth:`ExactProblem.solution` turns a candidate θ and policy into a
-certified :class:`ExactSolution`, so a set only has to find them.
+certified :class:`ExactSolution`, so a set only has to find them. A set whose
+``solve_exact`` reads the features only through :meth:`ExactProblem.blocks` says so
+with a class attribute ``accepts_feature_blocks = True``; the solver then hands it
+populations too large to hold their features whole as :class:`FeatureBlocks`.
 """
 
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -60,6 +64,9 @@ class ExactSolution:
     certificate : Certificate
     status : PolicyStatus
     message : str
+    rounded_value : float or None
+        The pessimistic value of the policy rounded to its most likely actions, where the set
+        found it cheaply; None lets the caller compute it.
     """
 
     probabilities: np.ndarray
@@ -67,6 +74,7 @@ class ExactSolution:
     certificate: Certificate
     status: PolicyStatus
     message: str
+    rounded_value: float | None = None
 
 
 @runtime_checkable
@@ -90,13 +98,40 @@ class ConvexSet(UncertaintySet, Protocol):
 
 
 @dataclass(frozen=True, eq=False)
+class FeatureBlocks:
+    """Candidate features z_ua made a block of units at a time, for a problem whose z would not fit.
+
+    At LLM width (k = 16,496) the features of 2,000 units × 10 actions are 2.6 GB; a set that
+    reduces them as they come (the ellipsoid whitens them) then never holds them whole.
+
+    Attributes
+    ----------
+    shape : tuple of int
+        (units, A, k).
+    make : callable
+        ``make(lo, hi)`` returns z of units lo:hi, shape (hi − lo, A, k).
+    units_per_block : int
+    """
+
+    shape: tuple[int, int, int]
+    make: Callable[[int, int], np.ndarray]
+    units_per_block: int
+
+    def __iter__(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        for lo in range(0, self.shape[0], self.units_per_block):
+            hi = min(lo + self.units_per_block, self.shape[0])
+            yield lo, hi, self.make(lo, hi)
+
+
+@dataclass(frozen=True, eq=False)
 class ExactProblem:
     """min_{θ ∈ set} V(θ), V(θ) = Σ_u w_u max_a θᵀz_ua: the exact objective after minimax duality.
 
     Attributes
     ----------
-    features : ndarray, shape (units, A, k)
-        z_ua, the candidate features averaged over each unit's rows.
+    features : ndarray, shape (units, A, k), or FeatureBlocks
+        z_ua, the candidate features averaged over each unit's rows, whole or made a block
+        of units at a time (:class:`FeatureBlocks`; sets that need them whole refuse these).
     weights : ndarray, shape (units,)
         w_u, the share of the population's rows in unit u.
     tol : float
@@ -105,18 +140,38 @@ class ExactProblem:
         Iterations an inner solve may take (how a set uses it is its own business).
     """
 
-    features: np.ndarray
+    features: np.ndarray | FeatureBlocks
     weights: np.ndarray
     tol: float = 1e-4
     max_iter: int = 60
 
+    def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
+        """(lo, hi, z of units lo:hi): the whole array at once, or :class:`FeatureBlocks`' blocks."""
+        if isinstance(self.features, FeatureBlocks):
+            yield from self.features
+        else:
+            yield 0, self.features.shape[0], self.features
+
+    def whole(self, needed_by: str) -> np.ndarray:
+        """The features as one array; a :class:`FeatureBlocks` problem is refused, naming who needs it."""
+        if isinstance(self.features, FeatureBlocks):
+            raise TypeError(f"{needed_by} needs the candidate features in memory, and this problem makes "
+                            "them a block of units at a time (FeatureBlocks): evaluate the policy on fewer "
+                            "units")
+        return self.features
+
+    def point_values(self, theta: np.ndarray) -> np.ndarray:
+        """θᵀz_ua, shape (units, A)."""
+        return np.concatenate([z @ theta for _, _, z in self.blocks()])
+
     def value(self, theta: np.ndarray) -> float:
         """V(θ), an upper bound on the optimal pessimistic value for any θ in the set."""
-        return float(self.weights @ (self.features @ theta).max(axis=1))
+        return float(self.weights @ self.point_values(theta).max(axis=1))
 
     def moment(self, probabilities: np.ndarray) -> np.ndarray:
         """m(π) = Σ_u w_u Σ_a π_ua z_ua, so that a policy's value under θ is θᵀm(π)."""
-        return np.einsum("u,ua,uak->k", self.weights, probabilities, self.features)
+        return sum(np.einsum("u,ua,uak->k", self.weights[lo:hi], probabilities[lo:hi], z)
+                   for lo, hi, z in self.blocks())
 
     def worst_case(self, uncertainty_set: UncertaintySet, probabilities: np.ndarray) -> float:
         """min_{θ ∈ set} θᵀ m(π): the policy's pessimistic value, a lower bound on the optimum."""
@@ -133,16 +188,18 @@ class ExactProblem:
         return certificate.gap <= self.tol * max(abs(certificate.upper), abs(certificate.lower), floor)
 
     def finish(self, probabilities: np.ndarray, theta: np.ndarray, certificate: Certificate,
-               point_values: np.ndarray, failure: str, note: str = "") -> ExactSolution:
+               point_values: np.ndarray, failure: str, note: str = "",
+               rounded_value: float | None = None) -> ExactSolution:
         """An :class:`ExactSolution`, SOLVED when the certificate closes, else ``failure`` explains."""
         if self.closed(certificate, point_values):
             return ExactSolution(probabilities, theta, certificate, PolicyStatus.SOLVED,
                                  f"certified: relative gap {certificate.relative_gap:.2e} <= {self.tol:g}"
-                                 f"{note}")
+                                 f"{note}", rounded_value)
         return ExactSolution(probabilities, theta, certificate, PolicyStatus.GAP_NOT_REACHED,
                              f"{failure} reached a relative gap of {certificate.relative_gap:.2e}, above "
                              f"tol={self.tol:g} (bounds {certificate.lower:.6g} .. {certificate.upper:.6g})"
-                             f"{note}; the policy is feasible and its pessimistic value is the lower bound.")
+                             f"{note}; the policy is feasible and its pessimistic value is the lower bound.",
+                             rounded_value)
 
     def solution(self, uncertainty_set: UncertaintySet, theta: np.ndarray, probabilities: np.ndarray, *,
                  center: np.ndarray | None = None,
@@ -156,5 +213,5 @@ class ExactProblem:
         """
         theta = np.asarray(theta, dtype=float)
         certificate = Certificate(self.worst_case(uncertainty_set, probabilities), self.value(theta))
-        point = self.features @ (theta if center is None else np.asarray(center, dtype=float))
+        point = self.point_values(theta if center is None else np.asarray(center, dtype=float))
         return self.finish(probabilities, theta, certificate, point, failure)

@@ -7,9 +7,10 @@ Newton's method on the ball (docs/design.md, "The exact objective").
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 from scipy import linalg, stats
@@ -43,6 +44,9 @@ FIRST_ORDER_MAX_ITER = 20_000
 FIRST_ORDER_STALL = 100
 FIRST_ORDER_PATIENCE = 200
 NEWTON_FALLBACK_MAX = 4000
+# EllipsoidSet.factored keeps only W's pivoted Cholesky factor, computed in W's memory, from this many
+# coordinates on (W of 512 MiB): WaldFit.calibrated_set at LLM width holds one k × k matrix, not two.
+FACTORED_MIN = 8192
 # Features are whitened by the pivoted Cholesky factor this many bytes at a time.
 WHITEN_BLOCK_BYTES = 2**27
 
@@ -86,9 +90,14 @@ class EllipsoidSet:
     level: float | None = None
     sized_for: str | None = None
     sizing: ValueRadius | None = None
+    # solve_exact reduces ExactProblem's features a block at a time, so they may come as FeatureBlocks.
+    accepts_feature_blocks: ClassVar[bool] = True
 
     def __post_init__(self):
         k = self.center.shape[0]
+        if not isinstance(self.precision, np.ndarray):
+            raise TypeError(f"precision (W) must be a ({k}, {k}) array, got {type(self.precision).__name__} "
+                            "(EllipsoidSet.factored builds a set that holds only W's factor)")
         if self.precision.shape != (k, k):
             raise ValueError(f"precision (W) must have shape ({k}, {k}) to match center, got "
                              f"{self.precision.shape}")
@@ -113,6 +122,56 @@ class EllipsoidSet:
             object.__setattr__(new, name, value)
         return new
 
+    @classmethod
+    def factored(cls, center: np.ndarray, precision: np.ndarray, radius: float, coordinates: Coordinates,
+                 **fields) -> EllipsoidSet:
+        """The set of W = ``precision`` holding W's pivoted Cholesky factor and not W itself.
+
+        Above :data:`FACTORED_MIN` coordinates the factor is computed in ``precision``'s own memory,
+        which is overwritten, and the set's ``precision`` is None: one k × k matrix instead of two
+        (2.2 GB each for PRS at LLM width, k = 16,496). Every method works from the factor;
+        :meth:`distance` then leaves out W's Schur complement beyond its numerical rank (pivots
+        below RANGE_RTOL of the largest), and plots that draw W's eigenvectors refuse the set.
+        Below :data:`FACTORED_MIN` this is ``EllipsoidSet(center, precision, radius, coordinates,
+        **fields)``, which keeps W. ``fields`` are ``kind``, ``level``, ``sized_for``, ``sizing``.
+
+        Raises
+        ------
+        numpy.linalg.LinAlgError
+            If W's kept block is too ill-conditioned for its Cholesky factor (the eigendecomposition
+            that :class:`EllipsoidSet` would fall back on needs W, which is overwritten by then).
+        """
+        unknown = set(fields) - {"kind", "level", "sized_for", "sizing"}
+        if unknown:
+            raise TypeError(f"factored takes kind, level, sized_for and sizing, got {sorted(unknown)}")
+        center = np.asarray(center, dtype=float)
+        k = center.shape[0]
+        if k < FACTORED_MIN:
+            return cls(center, precision, radius, coordinates, **fields)
+        if precision.shape != (k, k):
+            raise ValueError(f"precision (W) must have shape ({k}, {k}) to match center, got "
+                             f"{precision.shape}")
+        if not np.isfinite(radius) or radius < 0:
+            raise ValueError(f"radius must be finite and >= 0, got {radius}")
+        check_memory(8.0 * k**2, f"the Cholesky factor of the {k} x {k} W, beside W",
+                     "use fewer coordinates (a lower rank)")
+        live = _live_coordinates(precision)
+        pivoted = _pivoted_cholesky(precision, live, overwrite=True)
+        if pivoted is None:
+            raise np.linalg.LinAlgError(
+                f"W ({k} x {k}) has no usable pivoted Cholesky factor (its kept block's reciprocal condition "
+                f"number is at most {CHOLESKY_RCOND:g}, or W is 0), and W was factorised in its own memory: "
+                "build EllipsoidSet(center, W, radius, coordinates), which keeps W and falls back on its "
+                f"eigendecomposition ({24.0 * k**2 / 2**30:.1f} GiB more)")
+        new = cls.__new__(cls)
+        values = {f.name: f.default for f in dataclasses.fields(cls)}
+        values.update(center=center, precision=None, radius=float(radius), coordinates=coordinates, **fields)
+        for name, value in values.items():
+            object.__setattr__(new, name, value)
+        # Cached properties live in the instance's __dict__: the factor stands in for W from here on.
+        new.__dict__.update(_live=live, _cholesky=pivoted)
+        return new
+
     @cached_property
     def _live(self) -> np.ndarray:
         """The coordinates whose row or column of W is not exactly 0; the others are outside range(W).
@@ -120,8 +179,7 @@ class EllipsoidSet:
         The MLE baseline's W at 100 x 50 has 4,100 zero rows, and factorising the rest is
         100x cheaper.
         """
-        nonzero = self.precision != 0
-        return np.flatnonzero(np.any(nonzero, axis=0) | np.any(nonzero, axis=1))
+        return _live_coordinates(self.precision)
 
     @cached_property
     def _cholesky(self) -> _Pivoted | None:
@@ -131,34 +189,7 @@ class EllipsoidSet:
             return None
         check_memory(16.0 * self.dim**2, f"the Cholesky factor of the {self.dim} x {self.dim} W",
                      "use fewer coordinates (a lower rank)")
-        # dpstrf reads the lower triangle only, so W is not symmetrised here: one k × k copy, not three
-        # (at k = 16,496 each is 2.2 GB).
-        live = self._live
-        if not live.size:
-            return None
-        block = self.precision.copy() if live.size == self.dim else self.precision[np.ix_(live, live)]
-        norm = max(float(np.abs(block[:, lo: lo + 512]).sum(axis=0).max()) for lo in range(0, live.size, 512))
-        top = float(np.max(np.diag(block)))
-        # block.T is W's Fortran-ordered view (W symmetric), so LAPACK factorises it in place without a copy.
-        tol = RANGE_RTOL * max(top, 0.0)
-        chol, perm, rank, info = lapack.dpstrf(block.T, lower=1, tol=tol, overwrite_a=1)
-        if info < 0 or rank == 0:
-            return None
-        perm = live[perm - 1]
-        tail = chol[rank:, :rank].copy()
-        lead = _leading_lower(chol, rank)
-        # The 1-norm of W bounds its kept block's, so this underestimates that block's rcond: conservative.
-        rcond, info = lapack.dpocon(lead, norm, uplo="L")
-        if info != 0 or rcond <= CHOLESKY_RCOND:
-            return None
-        if rank < live.size:  # W is PSD iff the Schur complement of the kept block is (Haynsworth)
-            rest = self.precision[np.ix_(perm[rank:], perm[rank:])]
-            low = float(np.linalg.eigvalsh(0.5 * (rest + rest.T) - tail @ tail.T).min())
-            if low < -1e-8 * top:
-                raise ValueError(f"precision (W) must be positive semi-definite; the Schur complement of its "
-                                 f"pivoted Cholesky factor has an eigenvalue {low:.3g} against a largest "
-                                 f"diagonal of {top:.3g}")
-        return _Pivoted(perm, lead, tail, float(rcond))
+        return _pivoted_cholesky(self.precision, self._live, overwrite=False)
 
     @cached_property
     def _eigen(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -224,14 +255,32 @@ class EllipsoidSet:
         outside = total - np.einsum("...i,...i->...", zq, zq)
         return np.linalg.norm(zq / np.sqrt(vals), axis=-1), outside <= IDENTIFIED_RTOL**2 * total
 
-    def _whitened(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def _whitened(self, z: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """Lᵀz (…, k_eff), so that z₁ᵀW⁺z₂ = (Lᵀz₁)ᵀ(Lᵀz₂) in range(W), and whether z lies there.
 
-        With the pivoted Cholesky factor these are triangular solves (L is never formed).
+        With the pivoted Cholesky factor these are triangular solves (L is never formed). ``out``
+        receives Lᵀz when given.
         """
         if self._cholesky is not None:
-            return self._cholesky.whitened(z)
-        return z @ self.factor, self.identified(z)
+            return self._cholesky.whitened(z, out)
+        return np.matmul(z, self.factor, out=out), self.identified(z)
+
+    def _reduced(self, problem: ExactProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """c = θ̂ᵀz (−inf outside range(W)), g = R Lᵀz (0 there), whether each z is in range(W) and ‖z‖,
+        made from the problem's features a block of units at a time: V(θ̂ + R L u) = Σ_u w_u max_a
+        (c_ua + g_uaᵀu), and z itself is never needed again."""
+        c = g = valid = norms = None
+        for lo, hi, z in problem.blocks():
+            if g is None:
+                shape = (problem.weights.shape[0], z.shape[1])
+                g = np.empty((*shape, self.effective_dim))
+                c, norms, valid = np.empty(shape), np.empty(shape), np.empty(shape, dtype=bool)
+            _, valid[lo:hi] = self._whitened(z, g[lo:hi])
+            c[lo:hi] = np.where(valid[lo:hi], z @ self.center, -np.inf)
+            norms[lo:hi] = _row_norms(z)
+        g *= self.radius
+        g[~valid] = 0.0
+        return c, g, valid, norms
 
     def _apply_factor(self, u: np.ndarray) -> np.ndarray:
         """L u for one u (k_eff,): a point θ̂ + R L u of the set's boundary when ‖u‖ = 1."""
@@ -262,8 +311,10 @@ class EllipsoidSet:
         return np.where(inside, z @ self.center - self.radius * width, -np.inf)
 
     def distance(self, theta: np.ndarray) -> np.ndarray:
-        """‖θ − θ̂‖_W for θ of shape (…, k)."""
+        """‖θ − θ̂‖_W for θ of shape (…, k) (from W's factor where the set holds no W: :meth:`factored`)."""
         d = theta - self.center
+        if self.precision is None:
+            return self._cholesky.norm(d)
         return np.sqrt(np.maximum(np.einsum("...i,ij,...j->...", d, self.precision, d), 0.0))
 
     def contains(self, theta: np.ndarray) -> np.ndarray:
@@ -286,34 +337,37 @@ class EllipsoidSet:
         bound of either is kept. Candidates with a component outside
         range(W) have an unbounded worst case and get probability 0.
         """
-        z, weights = problem.features, problem.weights
-        g, valid = self._whitened(z)
-        c = np.where(valid, z @ self.center, -np.inf)
-        g *= self.radius
-        g[~valid] = 0.0
+        weights = problem.weights
+        c, g, valid, norms = self._reduced(problem)
         m = g.shape[-1]
+        n_units, n_actions = c.shape
         scale = float(max(np.abs(c[valid]).max(initial=0.0), _row_norms(g).max(initial=0.0)))
         if scale == 0.0 or m == 0 or self.radius == 0.0:
-            probs = np.eye(z.shape[1])[c.argmax(axis=1)]
+            probs = np.eye(n_actions)[c.argmax(axis=1)]
             value = float(weights @ c.max(axis=1))
             return ExactSolution(probs, self.center.copy(), Certificate(value, value), PolicyStatus.SOLVED,
-                                 "set is a point in the identified directions: greedy policy")
+                                 "set is a point in the identified directions: greedy policy", value)
 
-        n_units, n_actions = c.shape
         # The action nearest the reference (z = 0 for the reference itself) has worst case 0.
         baseline = np.zeros((n_units, n_actions))
-        baseline[np.arange(n_units), _row_norms(z).argmin(axis=1)] = 1.0
+        baseline[np.arange(n_units), norms.argmin(axis=1)] = 1.0
+        point_values = np.where(valid, c, 0.0)
+
+        def worst_case(probs):
+            """Σ w π c − ‖Σ w π g‖ = θ̂ᵀm(π) − R‖m(π)‖_{W⁺}: :meth:`ExactProblem.worst_case` without z."""
+            if np.any(probs[~valid] > 0):
+                return -np.inf
+            mass = weights[:, None] * probs
+            return float(np.sum(mass * point_values) - np.linalg.norm(mass.reshape(-1) @ g.reshape(-1, m)))
 
         def certify(u, probs):
             """Upper bound V(u) and the best pessimistic value among π, its rounding and the baseline."""
             u = u / max(1.0, float(np.linalg.norm(u)))
             upper = float(weights @ (c + g @ u).max(axis=1))
             rounded = np.eye(n_actions)[probs.argmax(axis=1)]
-            candidates = [(problem.worst_case(self, p), p) for p in (probs, rounded, baseline)]
+            candidates = [(worst_case(p), p) for p in (probs, rounded, baseline)]
             lower, probs = max(candidates, key=lambda item: item[0])
             return Certificate(lower, upper), u, probs
-
-        point_values = np.where(valid, c, 0.0)
 
         def smoothed():
             u, lam, best, mu = np.zeros(m), None, None, 0.01 * scale
@@ -347,8 +401,9 @@ class EllipsoidSet:
                 if second[0].gap < cert.gap:
                     (cert, u, probs), solver = second, newton
         theta = self.center + self.radius * self._apply_factor(u)
+        rounded = worst_case(np.eye(n_actions)[probs.argmax(axis=1)])
         return problem.finish(probs, theta, cert, point_values, solver,
-                              " (accelerated projected gradients)" if solver != newton else "")
+                              " (accelerated projected gradients)" if solver != newton else "", rounded)
 
     def __repr__(self) -> str:
         lvl = "" if self.level is None else f", level={self.level:g}"
@@ -363,9 +418,14 @@ def chi_radius(level: float, dim: int) -> float:
 
 
 def wald_set(center: np.ndarray, information: np.ndarray, level: float,
-             coordinates: Coordinates) -> EllipsoidSet:
-    """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I."""
-    unit = EllipsoidSet(center, information, 1.0, coordinates, kind="wald", level=level)
+             coordinates: Coordinates, *, overwrite: bool = False) -> EllipsoidSet:
+    """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I.
+
+    With ``overwrite`` the set may factorise ``information`` in its own memory and keep only the
+    factor (:meth:`EllipsoidSet.factored`, from :data:`FACTORED_MIN` coordinates on).
+    """
+    build = EllipsoidSet.factored if overwrite else EllipsoidSet
+    unit = build(center, information, 1.0, coordinates, kind="wald", level=level)
     return unit.with_radius(chi_radius(level, unit.effective_dim))
 
 
@@ -628,6 +688,51 @@ def _simplex_projection(y: np.ndarray) -> np.ndarray:
     return np.maximum(y - shift[:, None], 0.0)
 
 
+def _live_coordinates(precision: np.ndarray) -> np.ndarray:
+    """The coordinates whose row or column of W is not exactly 0."""
+    nonzero = precision != 0
+    return np.flatnonzero(np.any(nonzero, axis=0) | np.any(nonzero, axis=1))
+
+
+def _pivoted_cholesky(precision: np.ndarray, live: np.ndarray, overwrite: bool) -> _Pivoted | None:
+    """W's pivoted Cholesky factorisation on its ``live`` coordinates; None where W is 0 there or its
+    kept block's reciprocal condition number is at most :data:`CHOLESKY_RCOND`.
+
+    With ``overwrite`` and every coordinate live, the factor is computed in W's own memory.
+    """
+    if not live.size:
+        return None
+    if live.size < precision.shape[0]:
+        block = precision[np.ix_(live, live)]
+    else:
+        block = precision if overwrite else precision.copy()
+    norm = max(float(np.abs(block[:, lo: lo + 512]).sum(axis=0).max()) for lo in range(0, live.size, 512))
+    diagonal = np.diag(block).copy()
+    top = float(np.max(diagonal))
+    # block.T is W's Fortran-ordered view (W symmetric), so LAPACK factorises it in place without a copy.
+    # dpstrf reads and writes that view's lower triangle only: block's strict lower triangle keeps W.
+    chol, perm, rank, info = lapack.dpstrf(block.T, lower=1, tol=RANGE_RTOL * max(top, 0.0), overwrite_a=1)
+    if info < 0 or rank == 0:
+        return None
+    dropped = perm[rank:] - 1
+    rest = block[np.maximum.outer(dropped, dropped), np.minimum.outer(dropped, dropped)]
+    rest[np.diag_indices_from(rest)] = diagonal[dropped]
+    perm = live[perm - 1]
+    tail = chol[rank:, :rank].copy()
+    lead = _leading_lower(chol, rank)
+    # The 1-norm of W bounds its kept block's, so this underestimates that block's rcond: conservative.
+    rcond, info = lapack.dpocon(lead, norm, uplo="L")
+    if info != 0 or rcond <= CHOLESKY_RCOND:
+        return None
+    if rank < live.size:  # W is PSD iff the Schur complement of the kept block is (Haynsworth)
+        low = float(np.linalg.eigvalsh(rest - tail @ tail.T).min())
+        if low < -1e-8 * top:
+            raise ValueError(f"precision (W) must be positive semi-definite; the Schur complement of its "
+                             f"pivoted Cholesky factor has an eigenvalue {low:.3g} against a largest "
+                             f"diagonal of {top:.3g}")
+    return _Pivoted(perm, lead, tail, float(rcond))
+
+
 @dataclass(frozen=True)
 class _Pivoted:
     """W restricted to its live coordinates, pivoted: P B Bᵀ Pᵀ with B = [C₁; C₂] and C₁ lower triangular
@@ -652,13 +757,15 @@ class _Pivoted:
         a, inside = self.whitened(z)
         return np.linalg.norm(a, axis=-1), inside
 
-    def whitened(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def whitened(self, z: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """a = C₁⁻¹(permuted head of z) (…, rank), which is Lᵀz for z in range(W), and whether z is there.
 
-        :data:`WHITEN_BLOCK_BYTES` of z at a time: its permuted copy is the only temporary.
+        :data:`WHITEN_BLOCK_BYTES` of z at a time: its permuted copy is the only temporary. ``out``
+        (…, rank), C-contiguous, receives a when given.
         """
         flat = z.reshape(-1, z.shape[-1])
-        out = np.empty((flat.shape[0], self.rank))
+        result = np.empty((*z.shape[:-1], self.rank)) if out is None else out
+        out = np.reshape(result, (flat.shape[0], self.rank), copy=False)  # raises rather than copy
         inside = np.empty(flat.shape[0], dtype=bool)
         rows = max(1, WHITEN_BLOCK_BYTES // (8 * flat.shape[1]))
         for lo in range(0, flat.shape[0], rows):
@@ -672,7 +779,15 @@ class _Pivoted:
                 outside = outside + np.einsum("ij,ij->j", gap, gap)
             inside[lo: lo + rows] = outside <= IDENTIFIED_RTOL**2 * total
             out[lo: lo + rows] = head.T
-        return out.reshape(*z.shape[:-1], self.rank), inside.reshape(z.shape[:-1])
+        return result, inside.reshape(z.shape[:-1])
+
+    def norm(self, d: np.ndarray) -> np.ndarray:
+        """‖Bᵀ(permuted d)‖ = ‖d‖_W up to W's Schur complement beyond the kept block, for d (…, dim)."""
+        live = d[..., self.perm]
+        product = live[..., : self.rank] @ self.lead
+        if self.tail.shape[0]:
+            product += live[..., self.rank:] @ self.tail
+        return np.linalg.norm(product, axis=-1)
 
     def apply(self, u: np.ndarray, dim: int) -> np.ndarray:
         """L u (dim,) for L of :meth:`factor`, by one triangular solve instead of forming L."""

@@ -101,7 +101,7 @@ class DrawsSet:
         """
         from scipy.optimize import linprog
 
-        z, weights = problem.features, problem.weights
+        z, weights = problem.whole("the hull's LP"), problem.weights
         draws = self.draws
         n_units, n_actions, k = z.shape
         n_draws = draws.shape[0]
@@ -164,7 +164,7 @@ class DrawsSet:
         except ImportError as exc:  # pragma: no cover - cvxpy is in the dev and welfare extras
             raise ImportError("welfare='nash' over draws needs cvxpy: "
                               "pip install 'bayes_loco[welfare]'") from exc
-        z, weights = problem.features, problem.weights
+        z, weights = problem.whole("the hull's Nash program"), problem.weights
         n_units, n_actions, _ = z.shape
         n_draws = self.draws.shape[0]
         if n_draws * n_units > MAX_NASH_CONES:
