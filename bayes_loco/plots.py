@@ -447,8 +447,8 @@ def _draw_hull(ax: Axes, points: np.ndarray, name: str, colour: str) -> None:
 def _held_precision(s: EllipsoidSet, name: str) -> np.ndarray:
     """The set's W; a set that holds only W's factor (EllipsoidSet.factored, LLM width) is refused."""
     if s.precision is None:
-        raise ValueError(f"{name}: the set holds only W's Cholesky factor (k = {s.dim}, EllipsoidSet.factored), "
-                         "not the W this plot decomposes")
+        raise ValueError(f"{name}: the set holds only W's Cholesky factor (k = {s.dim}, "
+                         "EllipsoidSet.factored), not the W this plot decomposes")
     return s.precision
 
 

@@ -265,23 +265,63 @@ def test_candidate_features_match_raw_population(reference_action, scope):
     assert np.all(inst.eset.lower_bound(z[:, reference_action, :]) == 0.0)
 
 
+@pytest.mark.parametrize("scope", SCOPES)
+def test_features_made_a_block_at_a_time_give_the_same_problem(scope, monkeypatch):
+    """With FEATURE_BLOCK_BYTES forcing one unit per block, the exact problem over an ellipsoid gets its
+    features as FeatureBlocks whose blocks are the whole array's rows (the units' means), and the exact
+    policy, its certificate, its rounding and the pessimistic value of a policy are those of the whole
+    array; a set that needs the features whole (the hull) is never handed blocks and refuses them."""
+    from bayes_loco import policy as policy_module
+
+    inst = random_instance(9, scope, "full")
+    units = inst.pop.units(scope)
+    whole = policy_module._exact_problem(inst.eset, inst.pop, units, 0)
+    policies = {"whole": exact(inst)}
+    monkeypatch.setattr(policy_module, "FEATURE_BLOCK_BYTES", 1)
+    blocked = policy_module._exact_problem(inst.eset, inst.pop, units, 0)
+    assert isinstance(blocked.features, bl.FeatureBlocks) and blocked.features.units_per_block == 1
+    assert [hi - lo for lo, hi, _ in blocked.blocks()] == [1] * units.n
+    np.testing.assert_allclose(np.concatenate([z for _, _, z in blocked.blocks()]), whole.features,
+                               rtol=0, atol=1e-14)
+    policies["blocks"] = exact(inst)
+    for name in ("pessimistic_value", "rounded_value"):
+        assert getattr(policies["blocks"], name) == pytest.approx(getattr(policies["whole"], name), rel=1e-12)
+    np.testing.assert_allclose(policies["blocks"].probabilities, policies["whole"].probabilities, atol=1e-12)
+    probs = np.full((units.n, inst.pop.n_actions), 1.0 / inst.pop.n_actions)
+    assert bl.pessimistic_value(inst.eset, inst.pop, probs, scope=scope) == pytest.approx(
+        whole.worst_case(inst.eset, probs), rel=1e-12)
+    hull = bl.DrawsSet(inst.eset.center + 0.1 * np.random.default_rng(3).normal(size=(8, 6)),
+                       inst.eset.coordinates)
+    assert isinstance(policy_module._exact_problem(hull, inst.pop, units, 0).features, np.ndarray)
+    with pytest.raises(TypeError, match="the hull's LP needs the candidate features in memory"):
+        hull.solve_exact(blocked)
+
+
 # ============================================================================ exact vs the conic oracle
 
 
-@pytest.mark.parametrize("solver", ["newton", "accelerated"])
+@pytest.mark.parametrize("solver", ["newton", "accelerated", "blocks"])
 @pytest.mark.parametrize("spec", INSTANCES)
 def test_exact_matches_policy_space_socp(spec, solver, monkeypatch):
     """The Must-show: certificate bounds and pessimistic value equal the policy-space SOCP's optimum.
 
     ``accelerated``: the solver of large sets (k_eff > NEWTON_MAX), forced here with no Newton fallback
     and with W factorised by pivoted Cholesky (whitening by triangular solves, L never formed).
+    ``blocks``: the LLM-width memory paths, forced: candidate features made one unit at a time
+    (FeatureBlocks) and the PRS Wald set holding only W's factor (EllipsoidSet.factored).
     """
-    if solver == "accelerated":
-        from bayes_loco.sets import ellipsoid
+    from bayes_loco import policy as policy_module
+    from bayes_loco.sets import ellipsoid
 
+    if solver == "accelerated":
         for name in ("NEWTON_MAX", "NEWTON_FALLBACK_MAX", "CHOLESKY_MIN"):
             monkeypatch.setattr(ellipsoid, name, 0 if name != "CHOLESKY_MIN" else 1)
+    if solver == "blocks":
+        monkeypatch.setattr(policy_module, "FEATURE_BLOCK_BYTES", 1)
+        monkeypatch.setattr(ellipsoid, "FACTORED_MIN", 1)
     inst = build(spec)
+    if solver == "blocks" and spec[0] == "prs" and spec[1] == "wald":
+        assert inst.eset.precision is None
     zu, weights = unit_features(inst.pop, inst.eset.coordinates, inst.scope)
     allowed = in_range(inst.b, zu)
     opt, _ = oracle_policy_space(inst, zu, weights, allowed)

@@ -242,6 +242,64 @@ def test_cholesky_path_sets_aside_zero_rows_and_refuses_an_indefinite_w(monkeypa
     assert ill_set._cholesky is None and ill_set.effective_dim == 11
 
 
+@pytest.mark.parametrize(("rank", "zero_row"), [(12, False), (8, False), (8, True)])
+def test_factored_set_holds_only_the_factor_and_is_the_same_set(monkeypatch, rank, zero_row):
+    """EllipsoidSet.factored (FACTORED_MIN lowered to 1) factorises W in W's own memory and keeps no W: the
+    same k_eff, dual norms, lower bounds, distances (a singular W's Schur complement is ~0) and exact
+    policy as the set that keeps W, for a definite W, a singular one and one with a zero row (factorised
+    on a copy of its live block)."""
+    from bayes_loco.sets import ellipsoid
+
+    rng = np.random.default_rng(23)
+    w, _ = random_psd(rng, 12, rank=rank, ridge=0.5 if rank == 12 else 0.0)
+    if zero_row:
+        w[5], w[:, 5] = 0.0, 0.0
+    center = rng.normal(size=12)
+    z = rng.normal(size=(7, 3, 12)) @ w
+    kept = EllipsoidSet(center, w, 1.3, VecCoordinates(3, 4), kind="wald", level=0.9)
+    monkeypatch.setattr(ellipsoid, "FACTORED_MIN", 1)
+    given = w.copy()
+    factored = EllipsoidSet.factored(center, given, 1.3, VecCoordinates(3, 4), kind="wald", level=0.9)
+    assert factored.precision is None and (factored.kind, factored.level) == ("wald", 0.9)
+    assert np.shares_memory(factored._cholesky.lead, given) != zero_row  # in place unless a block was copied
+    assert factored.effective_dim == kept.effective_dim == np.linalg.matrix_rank(w)
+    np.testing.assert_allclose(factored.dual_norm(z), kept.dual_norm(z), rtol=1e-9)
+    np.testing.assert_allclose(factored.lower_bound(z), kept.lower_bound(z), rtol=1e-9)
+    theta = center + rng.normal(size=(5, 12))
+    np.testing.assert_allclose(factored.distance(theta), kept.distance(theta), rtol=1e-8)
+    np.testing.assert_array_equal(factored.contains(theta), kept.contains(theta))
+    wider = factored.with_radius(2.0)
+    assert wider.precision is None and wider._cholesky is factored._cholesky
+    population = bl.Population(rng.uniform(-1, 1, (30, 3)), rng.normal(size=(30, 5, 4)), np.arange(30))
+    policies = [bl.pessimistic_policy(s, population, objective="exact") for s in (kept, factored)]
+    np.testing.assert_allclose(policies[1].probabilities, policies[0].probabilities, atol=1e-6)
+    np.testing.assert_allclose(policies[1].pessimistic_value, policies[0].pessimistic_value, rtol=1e-7,
+                               atol=1e-12)
+
+
+def test_factored_set_refusals(monkeypatch):
+    """Below FACTORED_MIN the set keeps W; unknown fields, a mismatched W, no usable factor and a set built
+    with precision=None are refused with the argument named."""
+    from bayes_loco.sets import ellipsoid
+
+    rng = np.random.default_rng(24)
+    w, _ = random_psd(rng, 6, ridge=0.1)
+    small = EllipsoidSet.factored(np.zeros(6), w, 1.0, VecCoordinates(2, 3))
+    assert small.precision is w
+    monkeypatch.setattr(ellipsoid, "FACTORED_MIN", 1)
+    with pytest.raises(TypeError, match="factored takes kind, level"):
+        EllipsoidSet.factored(np.zeros(6), w.copy(), 1.0, VecCoordinates(2, 3), sized=True)
+    with pytest.raises(ValueError, match=r"precision \(W\) must have shape \(6, 6\)"):
+        EllipsoidSet.factored(np.zeros(6), w[:5, :5].copy(), 1.0, VecCoordinates(2, 3))
+    with pytest.raises(ValueError, match="radius"):
+        EllipsoidSet.factored(np.zeros(6), w.copy(), -1.0, VecCoordinates(2, 3))
+    ill = np.diag(np.r_[np.ones(4), 1e-9, 1e-12])
+    with pytest.raises(np.linalg.LinAlgError, match="no usable pivoted Cholesky factor"):
+        EllipsoidSet.factored(np.zeros(6), ill, 1.0, VecCoordinates(2, 3))
+    with pytest.raises(TypeError, match=r"precision \(W\) must be a \(6, 6\) array"):
+        EllipsoidSet(np.zeros(6), None, 1.0, VecCoordinates(2, 3))
+
+
 def test_zero_vector_has_zero_lower_bound():
     rng = np.random.default_rng(7)
     w, _ = random_psd(rng, 4, rank=2)

@@ -355,11 +355,14 @@ class Posterior(InRTVCoordinates, SummaryHTML):
                                 f"{type(getattr(self, name)).__name__}")
         check_option(self.method, "method", METHODS)
         check_coordinates(self.basis, self.data.d_x, self.data.d_phi, "Posterior.basis")
-        directions = np.asarray(self.directions)
+        # C order, as a loaded posterior's: products with a Fortran-ordered copy take other BLAS paths and
+        # differ in the last bits, so a posterior and its saved copy would give different sets.
+        directions = np.ascontiguousarray(self.directions, dtype=float)
         k = self.basis.dim
         if directions.ndim != 2 or directions.shape[0] != k or directions.shape[1] > k:
             raise ValueError(f"Posterior.directions must have shape ({k}, k_eff), "
                              f"got {directions.shape}")
+        object.__setattr__(self, "directions", directions)
 
     def __getstate__(self) -> dict:
         """The fields only: not the cached PyMC model, which does not pickle, nor the cached draws.
