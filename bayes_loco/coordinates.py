@@ -37,6 +37,9 @@ RANGE_RTOL = 1e-10
 DESIGN_BLOCK_BYTES = 256 * 1024**2
 # Rows a symmetric matrix is completed from its upper triangle at a time (no k × k temporary).
 MIRROR_PANEL = 512
+# Gram and Fisher matrices of more coordinates than this are summed by column panels of this width
+# (weighted_gram: large threaded dsyrk calls crash OpenBLAS on some machines).
+GRAM_PANEL = 2048
 
 
 @runtime_checkable
@@ -229,8 +232,10 @@ def weighted_gram(coordinates: Coordinates, data: PreferenceData, weights: np.nd
 
     The design is formed :data:`DESIGN_BLOCK_BYTES` at a time, so the memory is k² plus
     one block, never N × k (at LLM-width features N × k is 13 GB for N = 100,000). Each
-    block is a symmetric rank update (BLAS ``dsyrk`` of √w_t z_t): half the multiplications
-    of a general product, which dominate at LLM width (N k² = 2.7·10¹³ at N = 100,000).
+    block updates the upper triangle only (BLAS ``dsyrk`` of √w_t z_t, or above
+    :data:`GRAM_PANEL` coordinates general products by column panels): about half the
+    multiplications of a general product, which dominate at LLM width (N k² = 2.7·10¹³ at
+    N = 100,000).
     With ``weights`` p̂_t(1 − p̂_t) it is the Fisher information of a linear logit.
     Refused (``MemoryError``) when the k × k result does not fit in memory.
     """
@@ -244,13 +249,30 @@ def weighted_gram(coordinates: Coordinates, data: PreferenceData, weights: np.nd
     block = max(1, DESIGN_BLOCK_BYTES // (8 * k))
     check_memory(8.0 * k * (k + min(block, data.n)), f"the {k} x {k} Gram matrix of the coordinates",
                  "use fewer coordinates (a lower rank) or a machine with more memory")
-    out = np.zeros((k, k), order="F")
+    out = np.zeros((k, k), order="F") if k <= GRAM_PANEL else None
+    spans = [(lo, min(lo + GRAM_PANEL, k)) for lo in range(0, k, GRAM_PANEL)]
+    panels = [np.zeros((hi, hi - lo), order="F") for lo, hi in spans] if out is None else []
     for lo in range(0, data.n, block):
         z = coordinates.transform(data.contexts[lo: lo + block], data.differences[lo: lo + block])
         if weights is not None:
             z *= np.sqrt(weights[lo: lo + block])[:, None]
-        # zᵀz is a·aᵀ for a = zᵀ, which is z's memory read in Fortran order: no copy.
-        out = blas.dsyrk(1.0, z.T, beta=1.0, c=out, trans=0, lower=0, overwrite_c=1)
+        if out is not None:
+            # zᵀz is a·aᵀ for a = zᵀ, which is z's memory read in Fortran order: no copy.
+            out = blas.dsyrk(1.0, z.T, beta=1.0, c=out, trans=0, lower=0, overwrite_c=1)
+            continue
+        # Above GRAM_PANEL coordinates, the upper triangle by column panels, each a general product into
+        # its own Fortran array: the threaded dsyrk of the OpenBLAS in the NumPy and SciPy wheels (0.3.34)
+        # writes out of bounds and crashes the process at k = 16,496 with 800 rows or more (seen on an
+        # AVX-512 AMD EPYC), and panels of z's Fortran copy need no temporaries. The diagonal blocks'
+        # lower halves (k·GRAM_PANEL/2 of k²/2 entries) are the only extra work.
+        zf = np.asfortranarray(z)
+        for j, (first, last) in enumerate(spans):
+            panels[j] = blas.dgemm(1.0, zf[:, :last], zf[:, first:last], beta=1.0, c=panels[j], trans_a=1,
+                                   overwrite_c=1)
+    if out is None:
+        out = np.empty((k, k), order="F")
+        for j, (first, last) in enumerate(spans):
+            out[:last, first:last], panels[j] = panels[j], None
     _mirror_upper(out)
     return out
 

@@ -218,14 +218,19 @@ def test_design_operator_is_the_explicit_design(d_x, d_phi, r):
     np.testing.assert_allclose(operator.rmatvec(w), z.T @ w, rtol=1e-12, atol=1e-11)
 
 
-@pytest.mark.parametrize(("block_rows", "panel"), [(1, 4), (7, 512), (10_000, 5)])
-def test_weighted_gram_in_blocks_is_the_full_sum(block_rows, panel, monkeypatch):
+@pytest.mark.parametrize(("block_rows", "panel", "gram_panel"),
+                         [(1, 4, 2048), (7, 512, 2048), (10_000, 5, 2048), (7, 4, 5), (10_000, 512, 1),
+                          (3, 5, 17)])
+def test_weighted_gram_in_blocks_is_the_full_sum(block_rows, panel, gram_panel, monkeypatch):
+    """Blocks of rows, ragged mirror panels, and (gram_panel < k = 18) the column-panel products that
+    replace dsyrk at LLM width: ragged, one column each, or one panel of all k."""
     from bayes_loco import coordinates
 
     basis = _basis(6, 6, 5, 2)[2]
     data = _comparisons(7, 6, 5, n=50)
     monkeypatch.setattr(coordinates, "DESIGN_BLOCK_BYTES", block_rows * basis.dim * 8)
     monkeypatch.setattr(coordinates, "MIRROR_PANEL", panel)  # k = 18: ragged panels, or one
+    monkeypatch.setattr(coordinates, "GRAM_PANEL", gram_panel)
     z = coordinates.design(basis, data)
     w = np.random.default_rng(8).uniform(0, 0.25, data.n)
     np.testing.assert_allclose(coordinates.weighted_gram(basis, data), z.T @ z, rtol=1e-12, atol=1e-12)
