@@ -242,12 +242,13 @@ def test_cholesky_path_sets_aside_zero_rows_and_refuses_an_indefinite_w(monkeypa
     assert ill_set._cholesky is None and ill_set.effective_dim == 11
 
 
+@pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize(("rank", "zero_row"), [(12, False), (8, False), (8, True)])
-def test_factored_set_holds_only_the_factor_and_is_the_same_set(monkeypatch, rank, zero_row):
-    """EllipsoidSet.factored (FACTORED_MIN lowered to 1) factorises W in W's own memory and keeps no W: the
-    same k_eff, dual norms, lower bounds, distances (a singular W's Schur complement is ~0) and exact
-    policy as the set that keeps W, for a definite W, a singular one and one with a zero row (factorised
-    on a copy of its live block)."""
+def test_factored_set_holds_only_the_factor_and_is_the_same_set(monkeypatch, rank, zero_row, order):
+    """EllipsoidSet.factored (FACTORED_MIN lowered to 1) factorises W in W's own memory, C- or
+    Fortran-ordered (a fit's information is Fortran-ordered), and keeps no W: the same k_eff, dual norms,
+    lower bounds, distances (a singular W's Schur complement is ~0) and exact policy as the set that keeps
+    W, for a definite W, a singular one and one with a zero row (factorised on a copy of its live block)."""
     from bayes_loco.sets import ellipsoid
 
     rng = np.random.default_rng(23)
@@ -258,7 +259,7 @@ def test_factored_set_holds_only_the_factor_and_is_the_same_set(monkeypatch, ran
     z = rng.normal(size=(7, 3, 12)) @ w
     kept = EllipsoidSet(center, w, 1.3, VecCoordinates(3, 4), kind="wald", level=0.9)
     monkeypatch.setattr(ellipsoid, "FACTORED_MIN", 1)
-    given = w.copy()
+    given = np.array(w, order=order)
     factored = EllipsoidSet.factored(center, given, 1.3, VecCoordinates(3, 4), kind="wald", level=0.9)
     assert factored.precision is None and (factored.kind, factored.level) == ("wald", 0.9)
     assert np.shares_memory(factored._cholesky.lead, given) != zero_row  # in place unless a block was copied

@@ -709,13 +709,15 @@ def _pivoted_cholesky(precision: np.ndarray, live: np.ndarray, overwrite: bool) 
     norm = max(float(np.abs(block[:, lo: lo + 512]).sum(axis=0).max()) for lo in range(0, live.size, 512))
     diagonal = np.diag(block).copy()
     top = float(np.max(diagonal))
-    # block.T is W's Fortran-ordered view (W symmetric), so LAPACK factorises it in place without a copy.
-    # dpstrf reads and writes that view's lower triangle only: block's strict lower triangle keeps W.
-    chol, perm, rank, info = lapack.dpstrf(block.T, lower=1, tol=RANGE_RTOL * max(top, 0.0), overwrite_a=1)
+    # W is symmetric, so block or block.T, whichever is Fortran-ordered, is W as LAPACK reads it, and it is
+    # factorised in place without a copy. dpstrf reads and writes its lower triangle only: the strict upper
+    # one keeps W.
+    fortran = block if block.flags.f_contiguous else block.T
+    chol, perm, rank, info = lapack.dpstrf(fortran, lower=1, tol=RANGE_RTOL * max(top, 0.0), overwrite_a=1)
     if info < 0 or rank == 0:
         return None
     dropped = perm[rank:] - 1
-    rest = block[np.maximum.outer(dropped, dropped), np.minimum.outer(dropped, dropped)]
+    rest = fortran[np.minimum.outer(dropped, dropped), np.maximum.outer(dropped, dropped)]
     rest[np.diag_indices_from(rest)] = diagonal[dropped]
     perm = live[perm - 1]
     tail = chol[rank:, :rank].copy()
