@@ -218,24 +218,44 @@ def test_design_operator_is_the_explicit_design(d_x, d_phi, r):
     np.testing.assert_allclose(operator.rmatvec(w), z.T @ w, rtol=1e-12, atol=1e-11)
 
 
+@pytest.mark.parametrize("kind", ["rtv", "vec"])
 @pytest.mark.parametrize(("block_rows", "panel", "gram_panel"),
                          [(1, 4, 2048), (7, 512, 2048), (10_000, 5, 2048), (7, 4, 5), (10_000, 512, 1),
                           (3, 5, 17)])
-def test_weighted_gram_in_blocks_is_the_full_sum(block_rows, panel, gram_panel, monkeypatch):
-    """Blocks of rows, ragged mirror panels, and (gram_panel < k = 18) the column-panel products that
-    replace dsyrk at LLM width: ragged, one column each, or one panel of all k."""
+def test_weighted_gram_in_blocks_is_the_full_sum(kind, block_rows, panel, gram_panel, monkeypatch):
+    """Blocks of rows, ragged mirror panels, and (gram_panel < k) the sums that replace dsyrk at LLM width:
+    column panels of the general product (vec(Θ), k = 30: ragged, one column each, or all k) and, in RTV
+    coordinates (k = 18), the Kronecker-structured sum with ragged pair panels."""
     from bayes_loco import coordinates
 
-    basis = _basis(6, 6, 5, 2)[2]
+    basis = _basis(6, 6, 5, 2)[2] if kind == "rtv" else coordinates.VecCoordinates(6, 5)
     data = _comparisons(7, 6, 5, n=50)
     monkeypatch.setattr(coordinates, "DESIGN_BLOCK_BYTES", block_rows * basis.dim * 8)
-    monkeypatch.setattr(coordinates, "MIRROR_PANEL", panel)  # k = 18: ragged panels, or one
+    monkeypatch.setattr(coordinates, "MIRROR_PANEL", panel)
     monkeypatch.setattr(coordinates, "GRAM_PANEL", gram_panel)
+    monkeypatch.setattr(coordinates, "PAIR_PANEL", 2)  # d_φ = 5: panels of 2, 2 and 1 columns
     z = coordinates.design(basis, data)
     w = np.random.default_rng(8).uniform(0, 0.25, data.n)
     np.testing.assert_allclose(coordinates.weighted_gram(basis, data), z.T @ z, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(coordinates.weighted_gram(basis, data, w), z.T @ (w[:, None] * z), rtol=1e-12,
                                atol=1e-12)
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "r"), SHAPES)
+def test_the_kronecker_structured_gram_is_the_sum_over_the_design(d_x, d_phi, r, monkeypatch):
+    """Every block of W in RTV coordinates (11, 12, 21 and their crossings) from the structured sum, for
+    each shape (r = d_x and r = d_φ leave block 21 or 12 empty), against zᵀ diag(w) z."""
+    from bayes_loco import coordinates
+
+    basis = _basis(3, d_x, d_phi, r)[2]
+    data = _comparisons(4, d_x, d_phi, n=60)
+    monkeypatch.setattr(coordinates, "GRAM_PANEL", 0)
+    monkeypatch.setattr(coordinates, "DESIGN_BLOCK_BYTES", 17 * d_phi * 8)  # 17 rows a block
+    z = coordinates.design(basis, data)
+    w = np.random.default_rng(9).uniform(0, 0.25, data.n)
+    gram = coordinates.weighted_gram(basis, data, w)
+    np.testing.assert_allclose(gram, z.T @ (w[:, None] * z), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(gram, gram.T)
 
 
 def test_weighted_gram_refuses_weights_it_cannot_take_a_square_root_of():
