@@ -293,30 +293,31 @@ def _rtv_gram(basis: RTVBasis, data: PreferenceData, weights: np.ndarray | None)
     """
     r, dp, k = basis.rank, basis.d_phi, basis.dim
     n11, n12 = r * r, r * (dp - r)
-    # position in θ_rtv of Θ'[p, j] for p < r: block 11 (j < r) or block 12 (j ≥ r)
-    lead = np.empty((r, dp), dtype=np.intp)
-    lead[:, :r] = np.arange(r)[:, None] * r + np.arange(r)
-    lead[:, r:] = n11 + np.arange(r)[:, None] * (dp - r) + np.arange(dp - r)
-    tail = np.arange(n11 + n12, k)
+    # Θ'[p, j] for p < r is θ_rtv[p r + j] (block 11, j < r) or θ_rtv[n11 + p (d_φ − r) + j − r] (block 12):
+    # for each p, pairs (slice of θ_rtv, slice of j)
+    lead = [((slice(p * r, (p + 1) * r), slice(0, r)),
+             (slice(n11 + p * (dp - r), n11 + (p + 1) * (dp - r)), slice(r, dp))) for p in range(r)]
+    tail = slice(n11 + n12, k)
     pairs = [(p, q) for p in range(r) for q in range(p, r)]
     spans = [(lo, min(lo + PAIR_PANEL, dp)) for lo in range(0, dp, PAIR_PANEL)]
     panels = {pair: [np.zeros((hi, hi - lo), order="F") for lo, hi in spans] for pair in pairs}
-    across = np.zeros((r, dp, tail.size))
-    corner = np.zeros((tail.size, tail.size))
+    across = np.zeros((r, dp, k - n11 - n12))
+    corner = np.zeros((k - n11 - n12, k - n11 - n12))
     rows = max(1, DESIGN_BLOCK_BYTES // (8 * dp))
+    scaled = np.empty((min(rows, data.n), dp), order="F")
     for lo in range(0, data.n, rows):
         xt = data.contexts[lo: lo + rows] @ basis.left
-        ft = np.asfortranarray(data.differences[lo: lo + rows] @ basis.right)
+        ft = (basis.right.T @ data.differences[lo: lo + rows].T).T  # f̃ of the block, Fortran-ordered
         w = np.ones(xt.shape[0]) if weights is None else weights[lo: lo + rows]
         block21 = (xt[:, r:, None] * ft[:, None, :r]).reshape(xt.shape[0], -1)
         rooted = np.sqrt(w)[:, None] * block21
         corner += rooted.T @ rooted  # a symmetric rank update: W exactly symmetric
+        part = scaled[: xt.shape[0]]
         for p, q in pairs:
-            s = w * xt[:, p] * xt[:, q]
+            np.multiply(ft, (w * xt[:, p] * xt[:, q])[:, None], out=part)
             for j, (first, last) in enumerate(spans):
-                scaled = np.asfortranarray(s[:, None] * ft[:, first:last])
-                panels[p, q][j] = blas.dgemm(1.0, ft[:, :last], scaled, beta=1.0, c=panels[p, q][j],
-                                             trans_a=1, overwrite_c=1)
+                panels[p, q][j] = blas.dgemm(1.0, ft[:, :last], part[:, first:last], beta=1.0,
+                                             c=panels[p, q][j], trans_a=1, overwrite_c=1)
         for p in range(r):
             across[p] += ft.T @ ((w * xt[:, p])[:, None] * block21)
     out = np.empty((k, k), order="F")
@@ -326,12 +327,16 @@ def _rtv_gram(basis: RTVBasis, data: PreferenceData, weights: np.ndarray | None)
             m[:last, first:last] = panels[p, q][j]
         del panels[p, q]
         _mirror_upper(m)
-        out[np.ix_(lead[p], lead[q])] = m
-        out[np.ix_(lead[q], lead[p])] = m.T
+        # M_pq = M_qp and each is symmetric: the (q, p) block is the same array, with no transposed copy
+        for first, second in {(p, q), (q, p)}:
+            for rows_w, rows_m in lead[first]:
+                for cols_w, cols_m in lead[second]:
+                    out[rows_w, cols_w] = m[rows_m, cols_m]
     for p in range(r):
-        out[np.ix_(lead[p], tail)] = across[p]
-        out[np.ix_(tail, lead[p])] = across[p].T
-    out[np.ix_(tail, tail)] = corner
+        for rows_w, rows_m in lead[p]:
+            out[rows_w, tail] = across[p][rows_m]
+            out[tail, rows_w] = across[p][rows_m].T
+    out[tail, tail] = corner
     return out
 
 
