@@ -216,11 +216,7 @@ def test_cholesky_path_gives_the_eigh_set(monkeypatch, rank):
         exact = np.linalg.cond(w)
         assert exact / 12 <= chol_set.condition_number <= 12 * exact
     # With W singular most candidates leave range(W): both factorisations must give them probability 0.
-    population = bl.Population(rng.uniform(-1, 1, (30, 3)), rng.normal(size=(30, 5, 4)), np.arange(30))
-    policies = [bl.pessimistic_policy(s, population, objective="exact") for s in (eigh_set, chol_set)]
-    np.testing.assert_allclose(policies[1].probabilities, policies[0].probabilities, atol=1e-6)
-    np.testing.assert_allclose(policies[1].pessimistic_value, policies[0].pessimistic_value, rtol=1e-7,
-                               atol=1e-12)
+    _assert_same_exact_policy(eigh_set, chol_set, rng)
 
 
 def test_cholesky_path_sets_aside_zero_rows_and_refuses_an_indefinite_w(monkeypatch):
@@ -271,8 +267,13 @@ def test_factored_set_holds_only_the_factor_and_is_the_same_set(monkeypatch, ran
     np.testing.assert_array_equal(factored.contains(theta), kept.contains(theta))
     wider = factored.with_radius(2.0)
     assert wider.precision is None and wider._cholesky is factored._cholesky
+    _assert_same_exact_policy(kept, factored, rng)
+
+
+def _assert_same_exact_policy(reference, other, rng):
+    """The exact policy of two descriptions of one set (on VecCoordinates(3, 4)) over a random population."""
     population = bl.Population(rng.uniform(-1, 1, (30, 3)), rng.normal(size=(30, 5, 4)), np.arange(30))
-    policies = [bl.pessimistic_policy(s, population, objective="exact") for s in (kept, factored)]
+    policies = [bl.pessimistic_policy(s, population, objective="exact") for s in (reference, other)]
     np.testing.assert_allclose(policies[1].probabilities, policies[0].probabilities, atol=1e-6)
     np.testing.assert_allclose(policies[1].pessimistic_value, policies[0].pessimistic_value, rtol=1e-7,
                                atol=1e-12)
