@@ -458,6 +458,9 @@ def test_exact_degenerate_instance_returns_a_certified_nonnegative_policy(solver
     assert policy.status is PolicyStatus.SOLVED
     assert ("accelerated" in policy.message) == (solver == "accelerated")
     assert policy.pessimistic_value >= -1e-12 * scale_of(inst, raw_z(inst.pop, inst.eset.coordinates, 0))
+    # Closed against the floor (1% of the point values), not the value 0, and the message says which.
+    assert policy.certificate.lower == 0.0 and policy.certificate.relative_gap > policy.certificate.gap > 0
+    assert policy.message.startswith("certified: gap ") and "the optimum is near 0" in policy.message
 
 
 # ============================================================================ exact vs relaxed: properties

@@ -184,17 +184,23 @@ class ExactProblem:
         lets a zero optimum (the reference action is best) be certified too. It is not the
         set's width: a wide set would make the floor, not the value, decide.
         """
-        floor = 1e-2 * float(self.weights @ np.abs(point_values).max(axis=1))
-        return certificate.gap <= self.tol * max(abs(certificate.upper), abs(certificate.lower), floor)
+        return certificate.gap <= self.tol * max(abs(certificate.upper), abs(certificate.lower),
+                                                 self._floor(point_values))
+
+    def _floor(self, point_values: np.ndarray) -> float:
+        return 1e-2 * float(self.weights @ np.abs(point_values).max(axis=1))
 
     def finish(self, probabilities: np.ndarray, theta: np.ndarray, certificate: Certificate,
                point_values: np.ndarray, failure: str, note: str = "",
                rounded_value: float | None = None) -> ExactSolution:
         """An :class:`ExactSolution`, SOLVED when the certificate closes, else ``failure`` explains."""
         if self.closed(certificate, point_values):
+            gap = (f"relative gap {certificate.relative_gap:.2e} <= {self.tol:g}"
+                   if certificate.relative_gap <= self.tol else
+                   f"gap {certificate.gap:.2e} <= {self.tol:g} x {self._floor(point_values):.3g} (1% of the "
+                   "point values: the optimum is near 0)")
             return ExactSolution(probabilities, theta, certificate, PolicyStatus.SOLVED,
-                                 f"certified: relative gap {certificate.relative_gap:.2e} <= {self.tol:g}"
-                                 f"{note}", rounded_value)
+                                 f"certified: {gap}{note}", rounded_value)
         return ExactSolution(probabilities, theta, certificate, PolicyStatus.GAP_NOT_REACHED,
                              f"{failure} reached a relative gap of {certificate.relative_gap:.2e}, above "
                              f"tol={self.tol:g} (bounds {certificate.lower:.6g} .. {certificate.upper:.6g})"

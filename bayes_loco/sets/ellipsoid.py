@@ -391,7 +391,8 @@ class EllipsoidSet:
             # certifies it (v → 0); the smoothed dual's iterates do. Both bounds hold whoever found them.
             if not problem.closed(cert, point_values):
                 dual, u_dual, probs_dual = certify(*_smoothed_accelerated(c, g, weights, valid, problem,
-                                                                          point_values, scale, u))
+                                                                          point_values, scale, u,
+                                                                          (cert.lower, probs)))
                 best = _Bounds(problem, point_values)
                 best.update(cert.lower, probs, cert.upper, u)
                 best.update(dual.lower, probs_dual, dual.upper, u_dual)
@@ -589,7 +590,7 @@ def _accelerated(c, g, weights, valid, problem: ExactProblem, point_values) -> t
 
 
 def _smoothed_accelerated(c, g, weights, valid, problem: ExactProblem, point_values, scale: float,
-                          u: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                          u: np.ndarray, known: tuple[float, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
     """Minimise the smoothed dual F_μ(u) = μ Σ_i w_i logsumexp((c_i + g_i u)/μ) over the unit ball (FISTA).
 
     F_μ ≥ V, and at each iterate u the softmax weights π are a policy whose pessimistic value
@@ -598,7 +599,10 @@ def _smoothed_accelerated(c, g, weights, valid, problem: ExactProblem, point_val
     0.3 (momentum restarted) when the smoothing F_μ(u) − V(u) is more than half the gap, or the
     upper bound has not improved by 1% of the gap in :data:`FIRST_ORDER_PATIENCE` iterations.
     This certifies a zero optimum (the reference action everywhere), where the policy's iterates
-    cannot. Returns the best u and π.
+    cannot. ``known`` is the best lower bound found before and its policy (the reference action's 0
+    among them): the iterates' softmax policies approach it only as μ → 0, while V(u) reaches it
+    first (at d_φ = 2048, k_eff = 8,224: V(u) = 0 after 70 iterations, the softmax bound −2·10⁻⁵
+    after 320). Returns the best u and π.
     """
     n_units, n_actions = c.shape
     flat = g.reshape(n_units * n_actions, -1)
@@ -616,6 +620,7 @@ def _smoothed_accelerated(c, g, weights, valid, problem: ExactProblem, point_val
     mu = 0.01 * scale
     curvature, t, y = 1.0 / mu, 1.0, u
     best, improved = _Bounds(problem, point_values), (np.inf, 0)
+    best.update(*known, np.inf, u)
     best.u = u
     for iteration in range(FIRST_ORDER_MAX_ITER):
         y_value, y_slope, _, _ = evaluate(y, mu)
