@@ -148,17 +148,21 @@ def test_effective_dimension_on_paper_simulation(paper_q1_prs):
 
 
 def test_implicit_design_path_matches_the_explicit_one(paper_q1_prs, monkeypatch):
-    """With the design never formed (the path for N × k above one block), the paper's simulation gives
+    """With the design never formed (the path for N × k above one block) and W summed from the RTV
+    coordinates' Kronecker structure (the path above GRAM_PANEL coordinates), the paper's simulation gives
     θ̂_rtv to 1e-8, the same Gram and Fisher W to 1e-10, and the same exact-Wald policy."""
     problem, data, explicit = paper_q1_prs
     assert explicit.gram is not None
+    wald = {"explicit": explicit.calibrated_set(0.9)}  # from the formed design, before the patches
     for module in (bl.coordinates, bl.frequentist.prs):
         monkeypatch.setattr(module, "DESIGN_BLOCK_BYTES", 500 * explicit.k * 8)  # 6 blocks of 500 rows
+    monkeypatch.setattr(bl.coordinates, "GRAM_PANEL", 0)
+    monkeypatch.setattr(bl.coordinates, "PAIR_PANEL", 7)  # ragged panels over d_φ = 29
     implicit = _quiet(bl.fit_prs, data, 3, low_rank=explicit.low_rank)
     assert implicit.gram is None
     np.testing.assert_allclose(implicit.theta_rtv, explicit.theta_rtv, rtol=0, atol=1e-8)
     np.testing.assert_allclose(implicit.penalty_set().precision, explicit.gram, rtol=1e-10, atol=1e-8)
-    wald = {name: fit.calibrated_set(0.9) for name, fit in (("explicit", explicit), ("implicit", implicit))}
+    wald["implicit"] = implicit.calibrated_set(0.9)
     np.testing.assert_allclose(wald["implicit"].precision, wald["explicit"].precision, rtol=1e-10, atol=1e-8)
     population = problem.population(300, seed=2)
     policies = {name: bl.pessimistic_policy(s, population, objective="exact") for name, s in wald.items()}
