@@ -300,10 +300,14 @@ def _rtv_gram(basis: RTVBasis, data: PreferenceData, weights: np.ndarray | None)
     tail = slice(n11 + n12, k)
     pairs = [(p, q) for p in range(r) for q in range(p, r)]
     spans = [(lo, min(lo + PAIR_PANEL, dp)) for lo in range(0, dp, PAIR_PANEL)]
+    rows = max(1, DESIGN_BLOCK_BYTES // (8 * dp))
+    check_memory(8.0 * (k * k + len(pairs) * sum(hi * (hi - lo) for lo, hi in spans) + dp * dp
+                        + 3 * min(rows, data.n) * dp),
+                 f"the {k} x {k} Gram matrix of the coordinates and its {len(pairs)} partial sums",
+                 "use fewer coordinates (a lower rank) or a machine with more memory")
     panels = {pair: [np.zeros((hi, hi - lo), order="F") for lo, hi in spans] for pair in pairs}
     across = np.zeros((r, dp, k - n11 - n12))
     corner = np.zeros((k - n11 - n12, k - n11 - n12))
-    rows = max(1, DESIGN_BLOCK_BYTES // (8 * dp))
     scaled = np.empty((min(rows, data.n), dp), order="F")
     for lo in range(0, data.n, rows):
         xt = data.contexts[lo: lo + rows] @ basis.left

@@ -277,6 +277,15 @@ def test_a_gram_matrix_larger_than_memory_is_refused(monkeypatch):
     monkeypatch.setattr(_validation, "available_memory", lambda: 1000)
     with pytest.raises(MemoryError, match=r"the 18 x 18 Gram matrix .* of memory is available; use fewer"):
         coordinates.weighted_gram(basis, data)
+    # The structured sum also holds its r(r+1)/2 partial sums and a block of f̃: 4,232 bytes here, where
+    # W and a block of the design need 2,880.
+    monkeypatch.setattr(coordinates, "GRAM_PANEL", 0)
+    monkeypatch.setattr(coordinates, "DESIGN_BLOCK_BYTES", 8 * 18 * 2)
+    monkeypatch.setattr(_validation, "available_memory", lambda: 3500)
+    with pytest.raises(MemoryError, match=r"18 x 18 Gram matrix of the coordinates and its 3 partial sums"):
+        coordinates.weighted_gram(basis, data)
+    monkeypatch.setattr(_validation, "available_memory", lambda: 4300)
+    assert coordinates.weighted_gram(basis, data).shape == (18, 18)
 
 
 def test_design_operator_needs_an_rtv_basis():
