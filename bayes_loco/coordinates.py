@@ -249,11 +249,11 @@ def weighted_gram(coordinates: Coordinates, data: PreferenceData, weights: np.nd
             what = f"shape {weights.shape}" if weights.shape != (data.n,) else "some negative"
             raise ValueError(f"weights must be {data.n} nonnegative numbers (one per comparison), got {what}")
     k = coordinates.dim
+    if isinstance(coordinates, RTVBasis) and k > GRAM_PANEL:
+        return _rtv_gram(coordinates, data, weights)  # checks the memory it needs itself
     block = max(1, DESIGN_BLOCK_BYTES // (8 * k))
     check_memory(8.0 * k * (k + min(block, data.n)), f"the {k} x {k} Gram matrix of the coordinates",
                  "use fewer coordinates (a lower rank) or a machine with more memory")
-    if isinstance(coordinates, RTVBasis) and k > GRAM_PANEL:
-        return _rtv_gram(coordinates, data, weights)
     out = np.zeros((k, k), order="F") if k <= GRAM_PANEL else None
     spans = [(lo, min(lo + GRAM_PANEL, k)) for lo in range(0, k, GRAM_PANEL)]
     panels = [np.zeros((hi, hi - lo), order="F") for lo, hi in spans] if out is None else []
