@@ -1,19 +1,22 @@
-"""Posterior geometry: the chart parametrisation (default) against the factored model, in one run.
+"""Posterior geometry: the default ("auto": the partial chart) against the factored model and the full chart.
 
 Paper simulation (d_x = 20, d_a = 10, d_s = 20, r = 3, q = 1), both Θ* kinds, N = 1,000 …
-30,000. Both parametrisations start from the same frequentist fit and run the same NUTS
-settings (nutpie unless ``--sampler``). For each, the table prints the mean leapfrog steps per
-draw, the mean step size, the wall time of ``fit_posterior`` (numba compilation included), the
-smallest bulk and tail ESS over the identified coordinates of θ_rtv and the identified entries of
-Θ, ESS per second, the largest R-hat over the same and over θ_rtv alone, the divergences and the
-seconds of the frequentist start (not in ``secs``); then, per cell, the
-ratios chart / factored of steps and of ESS per second. ``angle`` is the start's largest
-``ChartFrame.angles`` and ``auto`` the parametrisation that ``"auto"`` (the default) picks there.
+30,000. Each parametrisation starts from the same frequentist fit and runs the same NUTS
+settings (nutpie unless ``--sampler``): ``factored`` (the model as the issue found it),
+``chart`` (every component charted) and ``auto`` (the default: the components the data
+determine charted, the rest factored; ``r1`` says how many). For each, the table prints the
+mean leapfrog steps per draw, the mean step size, the wall time of ``fit_posterior`` (numba
+compilation included), the smallest bulk and tail ESS over the identified coordinates of θ_rtv
+and the identified entries of Θ, ESS per second (θ_rtv's alone beside it), the largest R-hat
+over the same and over θ_rtv alone, the divergences and the seconds of the frequentist start
+(not in ``secs``); ``sample`` is the sampler's own time (no compilation) and ``sampled`` θ_rtv's
+ESS per second of it. Then, per cell, the ratios to the factored model of steps and of ESS per
+second. ``angle`` is the start's largest ``ChartFrame.angles``.
 A CSV of every row goes to ``--out``.
 
     .venv/bin/python benchmarks/bench_posterior.py                       # the grid below, ~1 h on 2 cores
     .venv/bin/python benchmarks/bench_posterior.py --sizes 1000 3000 --kinds diagonal
-    .venv/bin/python benchmarks/bench_posterior.py --sizes 100000 --rank 3 --only chart --draws 1000
+    .venv/bin/python benchmarks/bench_posterior.py --sizes 100000 --rank 3 --only auto --draws 1000
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from bayes_loco.bayes import chart
 from bayes_loco.coordinates import VecCoordinates
 from bayes_loco.trees import identified_coordinates
 
+MODELS = ["factored", "chart", "auto"]
+
 
 def identified_ess(post: bb.Posterior) -> dict:
     """Min bulk/tail ESS and max R-hat over θ_rtv's identified coordinates and Θ's identified entries.
@@ -49,9 +54,10 @@ def identified_ess(post: bb.Posterior) -> dict:
             "rtv_r_hat": float(rtv["r_hat"].max())}
 
 
-def run_cell(data, start, rank: int, parametrization: str, args) -> dict:
+def run_cell(data, start, rank: int, model: str, args) -> dict:
+    """One fit of ``model`` ("factored", "chart": all r components charted, "auto": the default)."""
     nuts = {"draws": args.draws, "tune": args.tune, "chains": args.chains, "sampler": args.sampler,
-            "parametrization": parametrization}
+            "parametrization": model}
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -59,12 +65,15 @@ def run_cell(data, start, rank: int, parametrization: str, args) -> dict:
                                 random_seed=args.seed)
     seconds = time.perf_counter() - t0
     stats = post.tree["sample_stats"]
-    row = {"parametrization": parametrization, "steps": float(stats["n_steps"].mean()),
-           "step_size": float(stats["step_size"].mean()), "seconds": seconds,
+    row = {"model": model, "r1": post.settings["nuts"]["chart_rank"] or 0,
+           "steps": float(stats["n_steps"].mean()), "step_size": float(stats["step_size"].mean()),
+           "seconds": seconds,
+           "sampling_seconds": float(post.tree["posterior"].attrs.get("sampling_time", np.nan)),
            "divergences": int(stats["diverging"].sum())}
     row |= identified_ess(post)
     row["ess_per_s"] = row["ess_bulk"] / seconds
     row["rtv_ess_per_s"] = row["rtv_ess_bulk"] / seconds
+    row["rtv_ess_per_sampling_s"] = row["rtv_ess_bulk"] / row["sampling_seconds"]
     return row
 
 
@@ -77,15 +86,15 @@ def main():
     parser.add_argument("--tune", type=int, default=500)
     parser.add_argument("--chains", type=int, default=2)
     parser.add_argument("--sampler", default="nutpie")
-    parser.add_argument("--only", choices=["chart", "factored"], default=None)
+    parser.add_argument("--only", nargs="+", choices=MODELS, default=MODELS)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="posterior_geometry.csv")
     args = parser.parse_args()
-    which = [args.only] if args.only else ["factored", "chart"]
+    which = [m for m in MODELS if m in args.only]
     rows = []
-    header = (f"{'kind':>8} {'N':>7} {'model':>9} {'steps':>6} {'step':>6} {'secs':>7} {'ESS bulk':>8} "
-              f"{'tail':>6} {'ESS/s':>7} {'R-hat':>6} {'θ_rtv':>6} {'div':>4} {'angle':>6} {'auto':>9} "
-              f"{'start s':>7}")
+    header = (f"{'kind':>8} {'N':>7} {'model':>9} {'r1':>2} {'steps':>6} {'step':>6} {'secs':>7} "
+              f"{'sample':>7} {'ESS bulk':>8} {'tail':>6} {'ESS/s':>7} {'θ_rtv/s':>7} {'sampled':>7} "
+              f"{'R-hat':>6} {'θ_rtv':>6} {'div':>4} {'angle':>6} {'start s':>7}")
     print(header, flush=True)
     for kind in args.kinds:
         problem = bl.simulate.paper_problem(rank=args.rank, imbalance=1, theta_kind=kind)
@@ -95,33 +104,34 @@ def main():
             start = bl.fit_low_rank(data, args.rank, ridge=1.0)
             start_seconds = time.perf_counter() - t0
             frame = chart.chart_frame(data, start.theta, args.rank)
-            auto = chart.CHART if frame.preferred else chart.FACTORED
-            for parametrization in which:
-                row = {"kind": kind, "n": n, "auto": auto, "max_angle": float(frame.angles.max()),
+            for model in which:
+                row = {"kind": kind, "n": n, "max_angle": float(frame.angles.max()),
                        "start_seconds": start_seconds}
-                row |= run_cell(data, start, args.rank, parametrization, args)
+                row |= run_cell(data, start, args.rank, model, args)
                 rows.append(row)
-                print(f"{kind:>8} {n:>7} {parametrization:>9} {row['steps']:6.1f} {row['step_size']:6.3f} "
-                      f"{row['seconds']:7.1f} {row['ess_bulk']:8.0f} {row['ess_tail']:6.0f} "
-                      f"{row['ess_per_s']:7.2f} {row['r_hat']:6.3f} {row['rtv_r_hat']:6.3f} "
-                      f"{row['divergences']:4d} {row['max_angle']:6.2f} {auto:>9} {start_seconds:7.1f}",
-                      flush=True)
+                print(f"{kind:>8} {n:>7} {model:>9} {row['r1']:2d} {row['steps']:6.1f} "
+                      f"{row['step_size']:6.3f} {row['seconds']:7.1f} {row['sampling_seconds']:7.1f} "
+                      f"{row['ess_bulk']:8.0f} {row['ess_tail']:6.0f} {row['ess_per_s']:7.2f} "
+                      f"{row['rtv_ess_per_s']:7.2f} {row['rtv_ess_per_sampling_s']:7.2f} {row['r_hat']:6.3f} "
+                      f"{row['rtv_r_hat']:6.3f} {row['divergences']:4d} {row['max_angle']:6.2f} "
+                      f"{start_seconds:7.1f}", flush=True)
                 pd.DataFrame(rows).to_csv(args.out, index=False)
     table = pd.DataFrame(rows)
-    if len(which) == 2:
-        wide = table.pivot_table(index=["kind", "n"], columns="parametrization",
-                                 values=["steps", "ess_per_s", "rtv_ess_per_s"])
-        ratios = pd.DataFrame({
-            "steps chart/factored": wide["steps"]["chart"] / wide["steps"]["factored"],
-            "ESS/s chart/factored": wide["ess_per_s"]["chart"] / wide["ess_per_s"]["factored"],
-            "θ_rtv ESS/s chart/factored": wide["rtv_ess_per_s"]["chart"] / wide["rtv_ess_per_s"]["factored"]})
+    if "factored" in which and len(which) > 1:
+        wide = table.pivot_table(index=["kind", "n"], columns="model",
+                                 values=["steps", "ess_per_s", "rtv_ess_per_s", "rtv_ess_per_sampling_s"])
+        ratios = pd.DataFrame({f"{what} {model}/factored": wide[column][model] / wide[column]["factored"]
+                               for model in which if model != "factored"
+                               for what, column in (("steps", "steps"), ("ESS/s", "ess_per_s"),
+                                                    ("θ_rtv ESS/s", "rtv_ess_per_s"),
+                                                    ("θ_rtv ESS/sampling s", "rtv_ess_per_sampling_s"))})
         print("\n" + ratios.round(2).to_string())
     for kind, group in table.groupby("kind"):
-        for parametrization, sub in group.groupby("parametrization"):
+        for model, sub in group.groupby("model"):
             sub = sub.sort_values("n")
             if len(sub) > 1:
                 growth = sub["steps"].iloc[-1] / sub["steps"].iloc[0]
-                print(f"{kind}, {parametrization}: steps per draw grow {growth:.2f}x from "
+                print(f"{kind}, {model}: steps per draw grow {growth:.2f}x from "
                       f"N = {sub['n'].iloc[0]} to N = {sub['n'].iloc[-1]}")
     print(f"\nrows written to {args.out}")
 

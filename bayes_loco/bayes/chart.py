@@ -52,10 +52,35 @@ N.
 
 **Where it fails.** A component the data do not determine (a singular value
 within noise of 0) has a near-uniform direction, and its column of B, a ratio
-of Gaussians, has Cauchy-like tails that NUTS samples poorly. ``ChartFrame``
-measures this at the start (``angles``, ``determined``) together with the
-factored model's ridge length (``leading_snr``); ``nuts.parametrization="auto"``
-uses the chart only where it is expected to win (``preferred``).
+of Gaussians whose denominator (its row of A) is near 0, has Cauchy-like tails
+that NUTS samples poorly. ``ChartFrame`` measures this at the start
+(``angles``, ``determined_rank``).
+
+**The partial chart.** So only the leading r₁ components that the data
+determine (``chart_rank``) are charted, and the r_w = r − r₁ others stay
+factored, where a weak component is a short ridge and its direction a Gaussian
+vector rather than a ratio:
+
+    Θ_s = [[A, C], [B A, B C + W Zᵀ]],
+
+A (r₁ × r₁), C (r₁ × (m − r₁)), B ((d_x' − r₁) × r₁) as before, W
+((d_x' − r₁) × r_w) and Z ((m − r₁) × r_w). Every rank-r Θ_s whose first r₁
+rows have rank r₁ through A is of this form with B = Θ₂₁ A⁻¹ and W Zᵀ the
+Schur complement Θ₂₂ − Θ₂₁ A⁻¹ C, unique up to W → W G, Z → Z G⁻ᵀ. On the
+factors: rotate (U_s, V_s) so that the first r₁ rows of U_s are [T, 0], T
+lower triangular with a positive diagonal (an LQ decomposition; the rotation
+is integrated out, T_ii ~ s_U χ_{r−i+1}); write U_s = [[T, 0], [H₁, W]],
+V_s = [V₁, [Y; Y']] with Y (r₁ × r_w). Then V₁ᵀ = T⁻¹ [A, C],
+H₁ = (B − W Yᵀ A⁻¹) T and Y' = Z + Cᵀ A⁻ᵀ Y. The Jacobian is again
+|det T|^{d_x' − r₁ − m} (block triangular), so in (A, B, C, T, W, Z, Y, U_⊥,
+V_⊥) the density is
+
+    p ∝ ∏_{i ≤ r₁} T_ii^{r − i + d_x' − r₁ − m} · exp(−(‖T‖² + ‖H₁‖² + ‖W‖²)/2s_U²
+        − (‖V₁‖² + ‖Y‖² + ‖Y'‖²)/2s_V²) · N(U_⊥; 0, s_U²) · N(V_⊥; 0, s_V²) · L(y | Θ):
+
+the factored model's prior and likelihood, exactly. r₁ = r is the chart
+above; W, Z, Y are sampled in their own scale (NUTS adapts a diagonal mass
+matrix), the whitening acts on (A, B, C) only.
 """
 
 from __future__ import annotations
@@ -69,7 +94,7 @@ from pytensor.tensor.linalg import solve_triangular
 from scipy.linalg import cho_factor
 from scipy.linalg import solve_triangular as np_solve_triangular
 
-from .._validation import check_rank
+from .._validation import check_int, check_rank
 from ..coordinates import range_basis
 from ..data import PreferenceData
 from ..model import fisher_information, margins
@@ -88,10 +113,6 @@ SINGULAR_FLOOR = 1e-3
 # diagonal Θ*, at an angle of 0.45 (N = 3000) the chart drew 1.6x the factored model's ESS per gradient;
 # at 0.75 (N = 1000) its ratio coordinates had heavy tails and it drew 10x fewer ESS per second.
 ANGLE_MAX = 0.5
-# ... or when the leading component's σ̂₁ is at least this many of its standard deviations: on the paper
-# simulation (§5.1 Θ*, third component undetermined) the chart drew 4.4x fewer ESS per second than the
-# factored model at a ratio of 23 (N = 3000) and 1.8x more at 41 (N = 10,000).
-SNR_MIN = 30.0
 # Rows of the N × k_c chart Jacobian formed at once for the preconditioner (bounds its memory).
 _CHUNK = 20_000
 
@@ -118,7 +139,10 @@ class ChartFrame:
     leading_snr : float
         σ̂₁ over its Gauss–Newton standard deviation: about the length of the
         factored posterior's ridge over its width for the leading component,
-        which sets the factored sampler's leapfrog steps. See :attr:`preferred`.
+        which sets the factored sampler's leapfrog steps.
+    chart_rank : int or None
+        r₁: the leading components sampled in chart coordinates, the others
+        factored (the partial chart); None for all r.
     """
 
     left: np.ndarray
@@ -129,14 +153,24 @@ class ChartFrame:
     whitening: np.ndarray
     angles: np.ndarray
     leading_snr: float
+    chart_rank: int | None = None
+
+    def __post_init__(self):
+        if self.chart_rank is None:
+            object.__setattr__(self, "chart_rank", self.rank)
 
     @property
     def rank(self) -> int:
         return self.singular_values.size
 
     @property
+    def weak_rank(self) -> int:
+        """r_w = r − r₁, the trailing components left factored."""
+        return self.rank - self.chart_rank
+
+    @property
     def dim(self) -> int:
-        """k_c = r (d_x' + m − r), the number of chart coordinates."""
+        """k_c = r₁ (d_x' + m − r₁), the number of (whitened) chart coordinates."""
         return self.whitening.shape[0]
 
     @property
@@ -151,35 +185,33 @@ class ChartFrame:
         return bool(np.all(self.angles <= ANGLE_MAX))
 
     @property
-    def preferred(self) -> bool:
-        """Whether ``nuts.parametrization="auto"`` samples in this chart rather than in (U, V).
+    def determined_rank(self) -> int:
+        """The number of leading components whose column space is fixed to within :data:`ANGLE_MAX`.
 
-        When every component is :attr:`determined`, or when the leading
-        component's ridge in (U, V) is long (:attr:`leading_snr` at least
-        :data:`SNR_MIN`): then the factored sampler's steps per draw (≈ 200 at a
-        ratio of 40) cost more than the chart's heavy tails (docs/results.md,
-        "Posterior geometry").
+        The ``chart_rank`` that ``nuts.parametrization="auto"`` uses.
         """
-        return self.determined or self.leading_snr >= SNR_MIN
+        loose = np.flatnonzero(self.angles > ANGLE_MAX)
+        return int(loose[0]) if loose.size else self.rank
 
     @property
     def center(self) -> np.ndarray:
-        """c₀: A = diag(σ̂), B = C = 0, packed as (vec A, vec C, vec B)."""
+        """c₀: A = diag(σ̂₁ … σ̂_{r₁}), B = C = 0, packed as (vec A, vec C, vec B)."""
         c0 = np.zeros(self.dim)
-        r = self.rank
-        c0[: r * r] = np.diag(self.singular_values).ravel()
+        r = self.chart_rank
+        c0[: r * r] = np.diag(self.singular_values[:r]).ravel()
         return c0
 
     def unpack(self, c):
         """(A, C, B) from the packed chart coordinates (NumPy or PyTensor)."""
-        r, m, dx = self.rank, self.right.shape[1], self.left.shape[1]
+        r, m, dx = self.chart_rank, self.right.shape[1], self.left.shape[1]
         a = c[: r * r].reshape((r, r))
         cc = c[r * r: r * m].reshape((r, m - r))
         b = c[r * m:].reshape((dx - r, r))
         return a, cc, b
 
 
-def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale: float = 1.0) -> ChartFrame:
+def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale: float = 1.0,
+                chart_rank: int | None = None) -> ChartFrame:
     """The frame of the chart around a start Θ̂ (the frequentist low-rank fit).
 
     Parameters
@@ -192,6 +224,10 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
         r; at most the dimension of each span.
     scale : float
         s of the prior (the prior part of the curvature).
+    chart_rank : int or None
+        r₁, 1 ≤ r₁ ≤ r: the leading components to chart (the partial chart of
+        the module docstring); None for all r. The angles are those of the
+        full chart either way.
 
     Raises
     ------
@@ -212,16 +248,26 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
             f"nuts.parametrization='chart' needs rank <= the dimension of the span of the contexts "
             f"({p_span.shape[1]}) and of the differences ({q_span.shape[1]}); got rank {rank}. Lower the "
             f"rank, or use nuts={{'parametrization': 'factored'}}")
+    chart_rank = rank if chart_rank is None else check_int(chart_rank, "chart_rank", 1, rank)
     u, s, vt = np.linalg.svd(p_span.T @ theta_start @ q_span)
     left, right = p_span @ u, q_span @ vt.T
     sv = np.maximum(s[:rank], SINGULAR_FLOOR * max(s[0], np.finfo(float).tiny))
-    curvature = _information(left, right, sv, data) + np.diag(_prior_curvature(left, right, sv, scale))
-    chol = np.tril(cho_factor(curvature, lower=True)[0])
-    whitening = np_solve_triangular(chol.T, np.eye(curvature.shape[0]), lower=False)
+    theta0 = left[:, :rank] @ np.diag(sv) @ right[:, :rank].T
+    whitening = _whitening(left, right, sv, theta0, data, scale)
     variances = np.sum(whitening**2, axis=1)  # diag of (L Lᵀ)⁻¹ = L⁻ᵀ L⁻¹
     angles = np.sqrt(variances[rank * right.shape[1]:].reshape(-1, rank).sum(axis=0))
     snr = float(sv[0] / np.sqrt(variances[0]))
-    return ChartFrame(left, p_null, right, q_null, sv, whitening, angles, snr)
+    if chart_rank < rank:
+        whitening = _whitening(left, right, sv[:chart_rank], theta0, data, scale)
+    return ChartFrame(left, p_null, right, q_null, sv, whitening, angles, snr, chart_rank)
+
+
+def _whitening(left, right, sv, theta0, data: PreferenceData, scale: float) -> np.ndarray:
+    """L⁻ᵀ for the chart of the leading ``sv.size`` components: L Lᵀ the curvature at Θ̂ (``theta0``)."""
+    curvature = _information(left, right, sv, theta0, data)
+    curvature += np.diag(_prior_curvature(left, right, sv, scale))
+    chol = np.tril(cho_factor(curvature, lower=True)[0])
+    return np_solve_triangular(chol.T, np.eye(curvature.shape[0]), lower=False)
 
 
 def _jacobian_rows(left, right, sv, x: np.ndarray, dphi: np.ndarray) -> np.ndarray:
@@ -235,13 +281,13 @@ def _jacobian_rows(left, right, sv, x: np.ndarray, dphi: np.ndarray) -> np.ndarr
                       np.einsum("ti,tj->tij", x2, d1 * sv).reshape(n, -1)])
 
 
-def _information(left, right, sv, data: PreferenceData) -> np.ndarray:
+def _information(left, right, sv, theta0, data: PreferenceData) -> np.ndarray:
     """Σ_t p_t(1 − p_t) j_t j_tᵀ at c₀, j_t = ∂η_t/∂c, in blocks of :data:`_CHUNK` rows.
 
-    ``left``, ``right``, ``sv``: P, Q and σ̂ of the frame being built; c₀ is Θ̂ projected on the spans.
+    ``left``, ``right``, ``sv``: P, Q and the charted σ̂ of the frame being built; ``theta0``: Θ̂
+    projected on the spans, where the weights p_t(1 − p_t) are taken.
     """
     r = sv.size
-    theta0 = left[:, :r] @ np.diag(sv) @ right[:, :r].T
     k_c = r * (left.shape[1] + right.shape[1] - r)
     info = np.zeros((k_c, k_c))
     for lo in range(0, data.n, _CHUNK):
@@ -259,14 +305,16 @@ def _prior_curvature(left, right, sv, scale: float) -> np.ndarray:
 
 def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, prior=None,
                       store_margins: bool = False, context_names=None, feature_names=None) -> pm.Model:
-    """The factored model of :func:`~bayes_loco.bayes.build_model` in chart coordinates.
+    """The factored model of :func:`~bayes_loco.bayes.build_model` in (partial) chart coordinates.
 
     Same prior on Θ, same likelihood, same data containers and Deterministics
     (``U``, ``V``, ``theta``); the free variables are ``chart_z`` (z, k_c),
     ``chart_log_diag`` (log T_ii), ``chart_lower`` (T below its diagonal, when
-    r > 1), ``U_null`` and ``V_null`` (U_⊥, V_⊥, when a span is not the whole
-    space) and, with ``prior.hyper``, ``sigma_U`` and ``sigma_V``. U and V are
-    one representative of each Θ's orbit (the rotation R integrated out).
+    r₁ > 1), ``U_null`` and ``V_null`` (U_⊥, V_⊥, when a span is not the whole
+    space), with a partial chart (``frame.chart_rank`` r₁ < r) ``chart_weak_U``
+    (W), ``chart_weak_V`` (Z) and ``chart_weak_top`` (Y), and, with
+    ``prior.hyper``, ``sigma_U`` and ``sigma_V``. U and V are one
+    representative of each Θ's orbit (the rotation R integrated out).
 
     Parameters
     ----------
@@ -291,31 +339,49 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
         raise ValueError(f"frame is for rank {frame.rank} and (d_x, d_phi) = ({frame.left.shape[0]}, "
                          f"{frame.right.shape[0]}); expected rank {rank} and ({data.d_x}, {data.d_phi})")
     prior = settings_group(prior, Prior, "prior")
-    r, dx, m = rank, frame.left.shape[1], frame.right.shape[1]
+    r, r1, rw = rank, frame.chart_rank, frame.weak_rank
+    dx, m = frame.left.shape[1], frame.right.shape[1]
     coords = model_coords(data, rank, context_names=context_names, feature_names=feature_names)
-    coords |= {D.CHART_COORD: np.arange(frame.dim), D.RANK_PAIR: np.arange(r * (r - 1) // 2),
+    coords |= {D.CHART_COORD: np.arange(frame.dim), D.CHART_RANK: np.arange(r1),
+               D.RANK_PAIR: np.arange(r1 * (r1 - 1) // 2),
                D.CONTEXT_NULL: np.arange(frame.left_null.shape[1]),
                D.FEATURE_NULL: np.arange(frame.right_null.shape[1])}
+    if rw:
+        coords |= {D.WEAK_RANK: np.arange(rw), D.CONTEXT_REST: np.arange(dx - r1),
+                   D.FEATURE_REST: np.arange(m - r1)}
     with pm.Model(coords=coords) as model:
         s_u, s_v = prior_scales(prior)
         z = pm.Flat(D.CHART_Z, dims=D.CHART_COORD)
         a, c, b = frame.unpack(frame.center + pt.dot(frame.whitening, z))
-        log_diag = pm.Flat(D.CHART_LOG_DIAG, dims=D.RANK)
+        log_diag = pm.Flat(D.CHART_LOG_DIAG, dims=D.CHART_RANK)
         t = pt.diag(pt.exp(log_diag))
-        if r > 1:
-            rows, cols = np.tril_indices(r, -1)
+        if r1 > 1:
+            rows, cols = np.tril_indices(r1, -1)
             t = pt.set_subtensor(t[rows, cols], pm.Flat(D.CHART_LOWER, dims=D.RANK_PAIR))
-        bt = pt.dot(b, t)
-        v_top = solve_triangular(t, pt.concatenate([a, c], axis=1), lower=True)  # V_sᵀ = T⁻¹ [A, C]
-        # Bartlett's χ diagonal (r − i), the log transform (1) and the chart's Jacobian (d_x' − r − m).
-        powers = (r - 1 - np.arange(r)) + 1 + (dx - r - m)
-        log_prior = (pt.dot(powers, log_diag) - (pt.sum(t * t) + pt.sum(bt * bt)) / (2 * s_u**2)
-                     - pt.sum(v_top * v_top) / (2 * s_v**2))
+        v_top = solve_triangular(t, pt.concatenate([a, c], axis=1), lower=True)  # V₁ᵀ = T⁻¹ [A, C]
+        if rw:
+            w = pm.Flat(D.CHART_WEAK_LEFT, dims=(D.CONTEXT_REST, D.WEAK_RANK))
+            y_top = pm.Flat(D.CHART_WEAK_TOP, dims=(D.CHART_RANK, D.WEAK_RANK))
+            a_y = pt.linalg.solve(a.T, y_top)  # A⁻ᵀ Y
+            y_rest = pm.Flat(D.CHART_WEAK_RIGHT, dims=(D.FEATURE_REST, D.WEAK_RANK)) + pt.dot(c.T, a_y)
+            h1 = pt.dot(b - pt.dot(w, a_y.T), t)
+            u_s = pt.concatenate([pt.concatenate([t, pt.zeros((r1, rw))], axis=1),
+                                  pt.concatenate([h1, w], axis=1)], axis=0)
+            v_s = pt.concatenate([v_top.T, pt.concatenate([y_top, y_rest], axis=0)], axis=1)
+            left_sq = pt.sum(t * t) + pt.sum(h1 * h1) + pt.sum(w * w)
+        else:
+            h1 = pt.dot(b, t)
+            u_s = pt.concatenate([t, h1], axis=0)
+            v_s = v_top.T
+            left_sq = pt.sum(t * t) + pt.sum(h1 * h1)
+        # Bartlett's χ diagonal (r − i), the log transform (1) and the chart's Jacobian (d_x' − r₁ − m).
+        powers = (r - 1 - np.arange(r1)) + 1 + (dx - r1 - m)
+        log_prior = pt.dot(powers, log_diag) - left_sq / (2 * s_u**2) - pt.sum(v_s * v_s) / (2 * s_v**2)
         if prior.hyper:  # the Normal densities' normalising constants, which depend on s_U, s_V
             log_prior = log_prior - dx * r * pt.log(s_u) - m * r * pt.log(s_v)
         pm.Potential(D.CHART_PRIOR, log_prior)
-        u = pt.dot(frame.left, pt.concatenate([t, bt], axis=0))
-        v = pt.dot(frame.right, v_top.T)
+        u = pt.dot(frame.left, u_s)
+        v = pt.dot(frame.right, v_s)
         if frame.left_null.shape[1]:
             u = u + pt.dot(frame.left_null, pm.Normal(D.LEFT_NULL, 0.0, s_u, dims=(D.CONTEXT_NULL, D.RANK)))
         if frame.right_null.shape[1]:
@@ -329,15 +395,24 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
 def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scale: float = 1.0) -> dict:
     """A start for :func:`build_chart_model`: the centre c₀ (the start's Θ̂ projected), T = diag(σ̂)^{1/2}.
 
-    ``jitter`` is added to z (whose posterior sd is about 1) and, times ``scale``,
-    to U_⊥ and V_⊥; nutpie refuses a start with a gradient entry exactly 0.
+    With a partial chart, W = Z = [diag(σ̂_{r₁+1} … σ̂_r)^{1/2}; 0] (the rest of Θ̂'s
+    SVD) and Y = 0. ``jitter`` is added to z (whose posterior sd is about 1) and,
+    times ``scale``, to U_⊥, V_⊥, W, Z and Y; nutpie refuses a start with a gradient
+    entry exactly 0.
     """
-    r = frame.rank
+    r1, rw = frame.chart_rank, frame.weak_rank
+    sv = frame.singular_values
     start = {D.CHART_Z: jitter * rng.standard_normal(frame.dim),
-             D.CHART_LOG_DIAG: 0.5 * np.log(frame.singular_values)}
-    if r > 1:
-        start[D.CHART_LOWER] = np.zeros(r * (r - 1) // 2)
+             D.CHART_LOG_DIAG: 0.5 * np.log(sv[:r1])}
+    if r1 > 1:
+        start[D.CHART_LOWER] = np.zeros(r1 * (r1 - 1) // 2)
+    if rw:
+        for name, basis in ((D.CHART_WEAK_LEFT, frame.left), (D.CHART_WEAK_RIGHT, frame.right)):
+            block = jitter * scale * rng.standard_normal((basis.shape[1] - r1, rw))
+            block[:rw] += np.diag(np.sqrt(sv[r1:]))
+            start[name] = block
+        start[D.CHART_WEAK_TOP] = jitter * scale * rng.standard_normal((r1, rw))
     for name, null in ((D.LEFT_NULL, frame.left_null), (D.RIGHT_NULL, frame.right_null)):
         if null.shape[1]:
-            start[name] = jitter * scale * rng.standard_normal((null.shape[1], r))
+            start[name] = jitter * scale * rng.standard_normal((null.shape[1], frame.rank))
     return start

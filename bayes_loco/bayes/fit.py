@@ -170,17 +170,22 @@ class NUTS:
     parametrization : {"auto", "chart", "factored"}
         The coordinates NUTS moves in; all give the same posterior of Θ (same
         prior, same likelihood). ``"chart"``: the identified chart of
-        :mod:`bayes_loco.bayes.chart`, without the rotation and scale ridges of
-        (U, V) and preconditioned by the curvature at the start, so that the
-        leapfrog steps per draw do not grow with N; it needs every component's
-        column space fixed by the data (near a lower-rank Θ its coordinates
-        grow heavy tails). ``"factored"``: U and V themselves (the model of
-        :func:`~bayes_loco.bayes.build_model`), whose steps per draw grow like
-        √N. ``"auto"`` (default): the chart when the start's components are all
-        determined or the leading one's ridge is long
-        (:attr:`~bayes_loco.bayes.chart.ChartFrame.preferred`), the factored
-        model otherwise; the fit's settings record the one that ran.
-        docs/results.md ("Posterior geometry") measures both.
+        :mod:`bayes_loco.bayes.chart` for the leading ``chart_rank``
+        components, without the rotation and scale ridges of (U, V) and
+        preconditioned by the curvature at the start, so that the leapfrog
+        steps per draw do not grow with N; the other components stay factored
+        (near a lower-rank Θ the chart's coordinates of an undetermined
+        component grow heavy tails). ``"factored"``: U and V themselves (the
+        model of :func:`~bayes_loco.bayes.build_model`), whose steps per draw
+        grow like √N. ``"auto"`` (default): the chart for the leading
+        components whose column space the data determine at the start
+        (:attr:`~bayes_loco.bayes.chart.ChartFrame.determined_rank`), the
+        factored model where there are none; the fit's settings record what
+        ran. docs/results.md ("Posterior geometry") measures them.
+    chart_rank : int or None
+        r₁, 1 ≤ r₁ ≤ r: how many leading components ``"chart"`` or ``"auto"``
+        sample in chart coordinates. None (default): all r for ``"chart"``, the
+        determined ones for ``"auto"``.
     blas_threads : int or None
         BLAS threads while nutpie or numpyro sample (their chains run as
         threads of this process); None leaves the BLAS library's own number.
@@ -201,6 +206,7 @@ class NUTS:
     rhat_max: float = 1.01
     ess_min: float = 400.0
     parametrization: str = AUTO
+    chart_rank: int | None = None
     blas_threads: int | None = 1
 
     def __post_init__(self):
@@ -217,6 +223,11 @@ class NUTS:
         _set(self, "rhat_max", check_real(self.rhat_max, "nuts.rhat_max", 1.0))
         _set(self, "ess_min", check_real(self.ess_min, "nuts.ess_min", 0.0))
         check_option(self.parametrization, "nuts.parametrization", PARAMETRIZATIONS)
+        if self.chart_rank is not None:
+            _set(self, "chart_rank", check_int(self.chart_rank, "nuts.chart_rank", 1))
+            if self.parametrization == FACTORED:
+                raise ValueError("nuts.chart_rank is for nuts.parametrization 'chart' or 'auto', got "
+                                 f"chart_rank={self.chart_rank} with 'factored'")
         if self.blas_threads is not None:
             _set(self, "blas_threads", check_int(self.blas_threads, "nuts.blas_threads", 1))
 
@@ -385,8 +396,9 @@ class Posterior(InRTVCoordinates, SummaryHTML):
         :func:`fit_posterior`; rebuilt after unpickling or loading. Reusable
         with ``pm.set_data``.
         """
+        nuts = self.settings.get("nuts", {})
         return _model(self.data, self.rank, self.method, self.settings.get("prior"),
-                      self.settings.get("nuts", {}).get("parametrization", FACTORED), self.start)
+                      nuts.get("parametrization", FACTORED), nuts.get("chart_rank"), self.start)
 
     @property
     def k_eff(self) -> int:
@@ -574,10 +586,11 @@ class Posterior(InRTVCoordinates, SummaryHTML):
                 f"draws={draws}{extra}, converged={d.converged}, seconds={d.seconds:.1f})")
 
 
-def _model(data, rank, method, prior, parametrization, start) -> pm.Model:
+def _model(data, rank, method, prior, parametrization, chart_rank, start) -> pm.Model:
     if method == "nuts" and parametrization == CHART:
         prior = settings_group(prior, Prior, "prior")
-        return build_chart_model(data, rank, chart_frame(data, start.theta, rank, prior.scale), prior=prior)
+        frame = chart_frame(data, start.theta, rank, prior.scale, chart_rank)
+        return build_chart_model(data, rank, frame, prior=prior)
     return build_model(data, rank, prior=prior)
 
 
@@ -621,21 +634,27 @@ def _resolve_basis(basis, start, rank, data) -> RTVBasis:
     raise TypeError(f"basis must be an RTVBasis, a LowRankResult or None, got {type(basis).__name__}")
 
 
-def _chart_or_none(data, rank, start, prior, parametrization: str):
-    """The chart's frame for ``nuts.parametrization``, or None where the factored model runs.
+def _chart_or_none(data, rank, start, prior, nuts: NUTS):
+    """The chart's frame for ``nuts``, or None where the factored model runs.
 
     ``"auto"`` takes the chart when it is possible (r at most each span's
-    dimension) and preferred (``ChartFrame.preferred``).
+    dimension), for the components the data determine
+    (``ChartFrame.determined_rank``) unless ``nuts.chart_rank`` says how many.
     """
-    if parametrization == FACTORED:
+    if nuts.chart_rank is not None and nuts.chart_rank > rank:
+        raise ValueError(f"nuts.chart_rank must be at most the rank {rank}, got {nuts.chart_rank}")
+    if nuts.parametrization == FACTORED:
         return None
-    if parametrization == CHART:
-        return chart_frame(data, start.theta, rank, prior.scale)
+    if nuts.parametrization == CHART:
+        return chart_frame(data, start.theta, rank, prior.scale, nuts.chart_rank)
     try:
         frame = chart_frame(data, start.theta, rank, prior.scale)
     except ValueError:  # r exceeds a span's dimension: no chart exists
         return None
-    return frame if frame.preferred else None
+    chart_rank = frame.determined_rank if nuts.chart_rank is None else nuts.chart_rank
+    if chart_rank == 0:
+        return None
+    return frame if chart_rank == rank else chart_frame(data, start.theta, rank, prior.scale, chart_rank)
 
 
 def _resolve_sampler(nuts: NUTS) -> NUTS:
@@ -1022,8 +1041,9 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
     u0, v0 = balanced_factors(start.theta, rank)
     frame = None
     if method == "nuts":
-        frame = _chart_or_none(data, rank, start, prior, nuts.parametrization)
-        nuts = dataclasses.replace(nuts, parametrization=FACTORED if frame is None else CHART)
+        frame = _chart_or_none(data, rank, start, prior, nuts)
+        nuts = dataclasses.replace(nuts, parametrization=FACTORED if frame is None else CHART,
+                                   chart_rank=None if frame is None else frame.chart_rank)
     settings = {"rank": rank, "method": method, "prior": dataclasses.asdict(prior), "ridge": ridge,
                 "random_seed": random_seed, "predictive_draws": predictive_draws,
                 method: dataclasses.asdict({"nuts": nuts, "map": map_settings, "vi": vi}[method])}
@@ -1068,13 +1088,15 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
                    predictive_draws=predictive_draws, seed=random_seed, root_attrs=attrs, laplace=laplace,
                    loss=loss)
     diagnostics = _diagnose(tree, method, nuts, vi, seconds)
-    if frame is not None and diagnostics.warnings and not frame.determined:
-        loose = ", ".join(f"{j} ({a:.2f} rad)" for j, a in enumerate(frame.angles) if a > ANGLE_MAX)
+    charted = () if frame is None else frame.angles[:frame.chart_rank]
+    loose = ", ".join(f"{j} ({a:.2f} rad)" for j, a in enumerate(charted) if a > ANGLE_MAX)
+    if diagnostics.warnings and loose:
         diagnostics = dataclasses.replace(diagnostics, warnings=(*diagnostics.warnings, (
             f"NUTS ran in the chart although the data leave the column space of component(s) {loose} "
             f"loose (> {ANGLE_MAX} rad at the start): their chart coordinates have heavy tails. Draw more, "
-            "or compare with nuts={'parametrization': 'factored'}; if the component's singular value is "
-            "within noise of 0, a lower rank may fit the data as well (select_rank)")))
+            "or chart fewer components (nuts={'chart_rank': ...}; the others stay factored); if a "
+            "component's singular value is within noise of 0, a lower rank may fit the data as well "
+            "(select_rank)")))
     category = ConvergenceWarning if method == "map" else SamplerWarning
     for message in diagnostics.warnings:
         warnings.warn(f"fit_posterior: {message}", category, stacklevel=3)
