@@ -108,8 +108,8 @@ PARAMETRIZATIONS = (AUTO, CHART, FACTORED)
 # Singular values of the start below this fraction of the largest are raised to it, so that T's
 # start and the prior curvature used for preconditioning stay finite when the start has rank < r.
 SINGULAR_FLOOR = 1e-3
-# The chart is used (nuts.parametrization="auto") when every component's column space is fixed by the
-# data to within this many radians at the start (ChartFrame.angles). On the paper simulation with the
+# A component is charted (nuts.parametrization="auto") when its column space, and every larger
+# component's, is fixed by the data to within this many radians at the start (ChartFrame.angles). On the paper simulation with the
 # diagonal Θ*, at an angle of 0.45 (N = 3000) the chart drew 1.6x the factored model's ESS per gradient;
 # at 0.75 (N = 1000) its ratio coordinates had heavy tails and it drew 10x fewer ESS per second.
 ANGLE_MAX = 0.5
@@ -179,8 +179,8 @@ class ChartFrame:
 
         Where it is not, the chart's coordinates of that column (a ratio of
         Gaussians when its direction is barely constrained) have Cauchy-like
-        tails, and the factored parametrisation samples better
-        (``nuts.parametrization="auto"`` then uses it).
+        tails, and factored coordinates sample it better
+        (``nuts.parametrization="auto"`` then charts only :attr:`determined_rank` components).
         """
         return bool(np.all(self.angles <= ANGLE_MAX))
 
