@@ -109,9 +109,10 @@ PARAMETRIZATIONS = (AUTO, CHART, FACTORED)
 # start and the prior curvature used for preconditioning stay finite when the start has rank < r.
 SINGULAR_FLOOR = 1e-3
 # A component is charted (nuts.parametrization="auto") when its column space, and every larger
-# component's, is fixed by the data to within this many radians at the start (ChartFrame.angles). On the paper simulation with the
-# diagonal Θ*, at an angle of 0.45 (N = 3000) the chart drew 1.6x the factored model's ESS per gradient;
-# at 0.75 (N = 1000) its ratio coordinates had heavy tails and it drew 10x fewer ESS per second.
+# component's, is fixed by the data to within this many radians at the start (ChartFrame.angles). On
+# the paper simulation with the diagonal Θ*, at an angle of 0.45 (N = 3000) the chart drew 1.6x the
+# factored model's ESS per gradient; at 0.75 (N = 1000) its ratio coordinates had heavy tails and it
+# drew 10x fewer ESS per second.
 ANGLE_MAX = 0.5
 # Rows of the N × k_c chart Jacobian formed at once for the preconditioner (bounds its memory).
 _CHUNK = 20_000
