@@ -107,10 +107,12 @@ def test_auto_charts_the_components_the_data_determine_and_factors_the_rest():
     assert post.settings["nuts"]["chart_rank"] == 2
     (loose,) = [w for w in post.diagnostics.warnings if "loose" in w]
     assert re.search(r"component\(s\) 1 \(\d\.\d\d rad\)", loose) and "chart_rank" in loose
-    # The angle shrinks like 1/√N: ten times the data, about a third of the angle.
-    angles = [chart.chart_frame(d, bl.fit_low_rank(d, 2, ridge=1.0).theta, 2).angles.max()
+    # The angle shrinks like 1/√N and σ̂₁'s signal-to-noise ratio grows like it: ten times the data,
+    # about a third of the angle and three times the ratio.
+    frames = [chart.chart_frame(d, bl.fit_low_rank(d, 2, ridge=1.0).theta, 2)
               for d in (strong.subset(np.arange(300)), strong)]
-    assert 0.2 < angles[1] / angles[0] < 0.5
+    assert 0.2 < frames[1].angles.max() / frames[0].angles.max() < 0.5
+    assert 2.0 < frames[1].leading_snr / frames[0].leading_snr < 5.0
 
 
 # ---------------------------------------------------------------------------- change of variables
