@@ -85,6 +85,7 @@ matrix), the whitening acts on (A, B, C) only.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -258,9 +259,22 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
     variances = np.sum(whitening**2, axis=1)  # diag of (L Lᵀ)⁻¹ = L⁻ᵀ L⁻¹
     angles = np.sqrt(variances[rank * right.shape[1]:].reshape(-1, rank).sum(axis=0))
     snr = float(sv[0] / np.sqrt(variances[0]))
-    if chart_rank < rank:
-        whitening = _whitening(left, right, sv[:chart_rank], theta0, data, scale)
-    return ChartFrame(left, p_null, right, q_null, sv, whitening, angles, snr, chart_rank)
+    frame = ChartFrame(left, p_null, right, q_null, sv, whitening, angles, snr)
+    return frame if chart_rank == rank else partial_frame(frame, data, chart_rank, scale)
+
+
+def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scale: float = 1.0) -> ChartFrame:
+    """``frame`` (of the full chart) charting only its leading ``chart_rank`` components.
+
+    The spans, singular values and angles are kept; only the whitening of the
+    charted (A, B, C) is computed, so a caller that has read the full frame's
+    angles does not build the frame again.
+    """
+    chart_rank = check_int(chart_rank, "chart_rank", 1, frame.rank)
+    r, sv = frame.rank, frame.singular_values
+    theta0 = frame.left[:, :r] @ np.diag(sv) @ frame.right[:, :r].T
+    whitening = _whitening(frame.left, frame.right, sv[:chart_rank], theta0, data, scale)
+    return dataclasses.replace(frame, whitening=whitening, chart_rank=chart_rank)
 
 
 def _whitening(left, right, sv, theta0, data: PreferenceData, scale: float) -> np.ndarray:

@@ -62,6 +62,7 @@ from .chart import (
     build_chart_model,
     chart_frame,
     chart_start,
+    partial_frame,
 )
 from .credible import KINDS, credible_set
 from .layout import arrange, root_attrs
@@ -654,7 +655,7 @@ def _chart_or_none(data, rank, start, prior, nuts: NUTS):
     chart_rank = frame.determined_rank if nuts.chart_rank is None else nuts.chart_rank
     if chart_rank == 0:
         return None
-    return frame if chart_rank == rank else chart_frame(data, start.theta, rank, prior.scale, chart_rank)
+    return frame if chart_rank == rank else partial_frame(frame, data, chart_rank, prior.scale)
 
 
 def _resolve_sampler(nuts: NUTS) -> NUTS:
