@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import pickle
 import warnings
 
@@ -591,6 +592,28 @@ def test_sampler_is_resolved_to_the_one_that_runs(monkeypatch):
         fit_module._resolve_sampler(bb.NUTS(sampler="numpyro"))
     monkeypatch.setattr(fit_module, "available_samplers", lambda: ("pymc", "nutpie"))
     assert fit_module._resolve_sampler(bb.NUTS()).sampler == "nutpie"
+
+
+@pytest.mark.parametrize(("cpus", "chains", "cores", "expected"), [
+    (2, 4, None, 2), (8, 4, None, 4), (1, 4, None, 1), (8, 4, 3, 3)])
+def test_cores_default_to_one_per_usable_cpu_and_chain(monkeypatch, cpus, chains, cores, expected):
+    """PyMC's own default halves the CPU count (hyperthreads), which ran nutpie's chains one at a time
+    on a 2-core machine; the fit asks for one per usable CPU, at most one per chain, and records it."""
+    from bayes_loco.bayes import fit as fit_module
+
+    monkeypatch.setattr(fit_module, "_usable_cores", lambda: cpus)
+    resolved = fit_module._resolve_sampler(bb.NUTS(chains=chains, cores=cores))
+    assert resolved.cores == expected
+    seen = {}
+    monkeypatch.setattr(fit_module.pm, "sample", lambda **kwargs: seen.update(kwargs))
+    fit_module._sample_nuts(None, resolved, lambda rng: {}, 0, False)
+    assert seen["cores"] == expected
+
+
+def test_usable_cores_is_the_process_affinity():
+    from bayes_loco.bayes import fit as fit_module
+
+    assert fit_module._usable_cores() == len(os.sched_getaffinity(0))
 
 
 def test_settings_are_recorded_typed_and_json_able(nuts):

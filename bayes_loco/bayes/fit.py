@@ -20,6 +20,7 @@ import contextlib
 import dataclasses
 import importlib.util
 import logging
+import os
 import time
 import warnings
 from collections.abc import Mapping
@@ -150,7 +151,10 @@ class NUTS:
         Draws kept and tuning steps, per chain.
     chains : int
     cores : int or None
-        Parallel processes (PyMC's sampler); None lets PyMC choose.
+        Chains sampled at once: processes for PyMC's sampler, threads for
+        nutpie's. None (default): one per usable CPU, at most ``chains``
+        (the process's CPU affinity). PyMC's own guess halves the CPU count to skip
+        hyperthreads, which on a 2-core machine ran every chain on one core.
     sampler : {"pymc", "nutpie", "numpyro"} or None
         The NUTS implementation; None picks nutpie (a dependency of the
         package, PyMC 6's default) and PyMC's own where nutpie is missing (the
@@ -659,12 +663,14 @@ def _chart_or_none(data, rank, start, prior, nuts: NUTS):
 
 
 def _resolve_sampler(nuts: NUTS) -> NUTS:
-    """``nuts`` with the sampler that will run: nutpie when installed and none was named, else PyMC's."""
+    """``nuts`` with the sampler that will run (nutpie when installed and none was named, else PyMC's)
+    and the cores it will use (one per usable CPU, at most one per chain, when none were named)."""
     sampler = nuts.sampler or ("nutpie" if "nutpie" in available_samplers() else "pymc")
     if sampler not in available_samplers():
         raise ValueError(f"nuts.sampler={sampler!r} is not installed; available: "
                          f"{', '.join(available_samplers())}")
-    return dataclasses.replace(nuts, sampler=sampler)
+    cores = min(nuts.chains, _usable_cores()) if nuts.cores is None else nuts.cores
+    return dataclasses.replace(nuts, sampler=sampler, cores=cores)
 
 
 def _rms(a) -> float:
@@ -700,6 +706,15 @@ def _quiet(quiet: bool):
     finally:
         for lg, level in zip(loggers, levels, strict=True):
             lg.setLevel(level)
+
+
+def _usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "process_cpu_count"):  # Python ≥ 3.13
+        return os.process_cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool) -> xr.DataTree:
