@@ -215,12 +215,14 @@ def both_fits(unreached_problem):
 def weak_fits():
     """A second component within noise of 0: the partial chart (r₁ = 1) against the factored model.
 
-    PyMC's NUTS needs target_accept 0.95 in the partial chart here (46 divergences of 1,000 draws at
-    0.9, none at 0.95; nutpie's adaptation has none at 0.9).
+    PyMC's NUTS diverges now and then in the partial chart here: 46 of 1,000 draws at target_accept
+    0.9, 0–2 at 0.95, none over seeds 3–6 at 0.98 with 2 × (1000 + 1000). With 2 × (500 + 500) the
+    chart's max R-hat ranged 1.005–1.020 over seeds 3–7, so a 1.02 bound failed by chance; with
+    1000 draws it was 1.004–1.006.
     """
     data, _ = strong_data(4, 6, 1500, seed=5, unreached=2, singular_values=(3.0, 0.1))
     start = bl.fit_low_rank(data, 2, ridge=1.0)
-    return {"chart": _fit(data, 2, start, "auto", seed=3, target_accept=0.95),
+    return {"chart": _fit(data, 2, start, "auto", draws=1000, seed=3, target_accept=0.98),
             "factored": _fit(data, 2, start, "factored", seed=3, target_accept=0.95)}
 
 
