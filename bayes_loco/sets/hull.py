@@ -98,6 +98,11 @@ class DrawsSet:
         equalities, so each epigraph row has k + 1 entries instead of one per draw
         (about 10× fewer non-zeros with thousands of draws). The LP's dual
         multipliers of the t-constraints are the optimal stochastic policy.
+
+        HiGHS's interior-point method (with its crossover to a vertex, which gives
+        the multipliers) solves each round: its dual simplex stalled for over ten
+        minutes on a second round of 6,500 rows (a posterior of the N = 10,000,
+        q = 3 study, seed 12) that the interior point solved in 3 s.
         """
         from scipy.optimize import linprog
 
@@ -127,7 +132,7 @@ class DrawsSet:
             a_ub = sparse.hstack([t_part, sparse.csr_array(z[rows, cols]),
                                   sparse.csr_array((rows.size, n_draws))], format="csc")
             res = linprog(cost, A_ub=a_ub, b_ub=np.zeros(rows.size), A_eq=a_eq, b_eq=b_eq, bounds=bounds,
-                          method="highs")
+                          method="highs-ipm")
             if res.status != 0:
                 raise RuntimeError(f"exact hull LP failed: {res.message}")
             t, lam = res.x[:n_units], np.clip(res.x[n_units + k:], 0.0, None)
