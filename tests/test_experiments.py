@@ -217,6 +217,9 @@ def test_posterior_methods_share_one_fit_and_report_coverage_consistently():
     # One NUTS run serves every posterior method: the same diagnostics on every row.
     assert post.max_rhat.nunique() == 1 and np.isfinite(post.max_rhat).all()
     assert frame[~frame.method.str.startswith("Posterior")].max_rhat.isna().all()
+    # Which parametrisation "auto" ran is on every posterior row: r₁ components charted, 0 ≤ r₁ ≤ r.
+    assert post.chart_rank.nunique() == 1 and post.chart_rank.iloc[0] in range(settings.get("rank", 3) + 1)
+    assert frame[~frame.method.str.startswith("Posterior")].chart_rank.isna().all()
     ellipsoids = frame[frame.method.isin(["PRS-exact-Wald", "Posterior-exact-ellipsoid"])]
     assert (ellipsoids.level == 0.9).all()
     # Coverage at the run's level, and at any other level, follows from distance, radius and k_eff.
@@ -458,3 +461,20 @@ def test_shift_study_cells_set_the_regimes_and_a_task_runs_them():
     # Personalised policies reach every identified direction: the resized set is the Wald set, exactly.
     assert sized.loc["personalised", "radius"] == wald.loc["personalised", "radius"]
     assert sized.loc["personalised", "suboptimality"] == wald.loc["personalised", "suboptimality"]
+
+
+@pytest.mark.parametrize("nuts", [{"parametrization": "factored"},
+                                  {"parametrization": "chart", "chart_rank": 1}])
+def test_posterior_rows_record_the_parametrisation_the_fit_ran(nuts):
+    from bayes_loco.bayes import fit_posterior
+    from bayes_loco.experiments import compare_policies
+
+    problem = paper_problem(d_x=4, d_s=3, d_a=4, rank=2, seed=0)
+    data = problem.sample(400, seed=1)
+    post = fit_posterior(data, 2, nuts={"draws": 50, "tune": 50, "chains": 1, "sampler": "pymc", **nuts},
+                         progressbar=False, predictive_draws=0)
+    frame = compare_policies(data, problem.population(30, seed=2), rank=2,
+                             methods=["Posterior-mean-Greedy", "PRS"], fits={"posterior": post})
+    expected = nuts.get("chart_rank", 0)
+    assert frame.set_index("method").chart_rank.to_dict() == pytest.approx({"Posterior-mean-Greedy": expected,
+                                                                           "PRS": np.nan}, nan_ok=True)

@@ -100,7 +100,8 @@ POSTERIOR_PREFIX = "posterior_"
 # The columns of every row, in order.
 COLUMNS = ["method", "fit", "set_kind", "level", "objective", "scope", "suboptimality", "pessimistic_value",
            "relative_gap", "covered", "value_covered", "truth_distance", "radius", "k_eff", "c_star",
-           "theta_error", "fit_seconds", "policy_seconds", "selected_rank", "max_rhat", "divergences"]
+           "theta_error", "fit_seconds", "policy_seconds", "selected_rank", "max_rhat", "divergences",
+           "chart_rank"]
 
 
 # ------------------------------------------------------------------------------------------ fits
@@ -341,8 +342,20 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
             "selected_rank": fit.rank if FITTERS[spec.fit].selects_rank else np.nan,
             "max_rhat": diagnostics.max_rhat,
             "divergences": np.nan if diagnostics.divergences is None else diagnostics.divergences,
+            "chart_rank": _chart_rank(fit),
         })
     return rows
+
+
+def _chart_rank(fit: Fit) -> float:
+    """r₁ of a NUTS posterior: how many components it sampled in chart coordinates (0: the factored model).
+
+    What ``parametrization="auto"`` chose differs between data sets; NaN for every other fit.
+    """
+    nuts = getattr(fit, "settings", {}).get("nuts")
+    if nuts is None:
+        return np.nan
+    return float(nuts.get("chart_rank") or 0)
 
 
 def _check_methods(methods) -> list[str]:
@@ -401,7 +414,8 @@ def run_methods(truth, data: PreferenceData, populations: Mapping[str, Populatio
         to the reference action is at least its pessimistic value; ``c_star``
         the optimal policy's ‖m(π*)‖_{W⁻¹} in an ellipsoid's metric. Every row
         carries its fit's largest R-hat and divergences (NaN for the
-        optimisers). The methods of one fit share it.
+        optimisers), and a NUTS posterior's rows ``chart_rank``, the r₁ of
+        its parametrisation (0: factored). The methods of one fit share it.
     """
     methods = _check_methods(methods)
     theta_star = None if truth is None else truth_theta(truth, data.d_x, data.d_phi)
@@ -474,7 +488,8 @@ def compare_policies(data: PreferenceData, population: Population, *, rank: int,
         The :data:`COLUMNS`: ``method, fit, set_kind, level, objective, scope,
         suboptimality, pessimistic_value, relative_gap, covered,
         value_covered, truth_distance, radius, k_eff, c_star, theta_error,
-        fit_seconds, policy_seconds, selected_rank, max_rhat, divergences``.
+        fit_seconds, policy_seconds, selected_rank, max_rhat, divergences,
+        chart_rank``.
 
     Raises
     ------
