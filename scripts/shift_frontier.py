@@ -27,6 +27,7 @@ matplotlib.use("Agg")  # a script's own choice; bayes_loco.plots never selects a
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
 import bayes_loco as bl
 from bayes_loco.experiments import STUDIES, Fits
@@ -80,11 +81,12 @@ def figure(table: pd.DataFrame, path: Path) -> None:
     regimes = list(dict.fromkeys(table["regime"]))
     fig, axes = plt.subplots(2, len(regimes), figsize=(4.2 * len(regimes), 6.4), sharex=True, squeeze=False)
     greedy = table[table["method"] == "MLE-Greedy"].groupby(["regime", "imbalance"])["suboptimality"].mean()
-    policies = table[table["method"].isin(["exact", "exact-values"])]
+    policies = table[table["method"].isin(["PRS-Greedy", "exact", "exact-values"])]
     for j, regime in enumerate(regimes):
         top, bottom = axes[0, j], axes[1, j]
         for q, sub in policies[policies["regime"] == regime].groupby("imbalance"):
-            exact = sub[sub["method"] == "exact"].groupby("radius")
+            # R = 0 is the greedy policy of PRS's θ̂, the centre every radius shares.
+            exact = sub[sub["method"].isin(["exact", "PRS-Greedy"])].groupby("radius")
             ratio = exact["suboptimality"].mean() / greedy[regime, q]
             line, = top.plot(ratio.index, ratio.values, "o-", ms=3, label=f"q = {q:g}")
             values = sub[sub["method"] == "exact-values"]
@@ -97,10 +99,13 @@ def figure(table: pd.DataFrame, path: Path) -> None:
         top.axhline(1.25, color="k", ls="--", lw=0.8)
         top.axhline(0.5, color="k", ls=":", lw=0.8)
         top.set_yscale("log")
+        top.set_yticks([0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10])
+        top.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+        top.yaxis.set_minor_formatter(NullFormatter())
         top.set_title(regime)
         bottom.axhline(0.9, color="k", ls="--", lw=0.8)
         bottom.set_ylim(-0.05, 1.05)
-        bottom.set_xlabel("radius R (★: the value-sized R₀.₉)")
+        bottom.set_xlabel("radius R (0: PRS's greedy; ★: value-sized R₀.₉)")
     axes[0, 0].set_ylabel("global sub-optimality / MLE-Greedy's")
     axes[1, 0].set_ylabel("chosen policy's bound held")
     axes[0, 0].legend(fontsize=8)
