@@ -10,7 +10,7 @@ from importlib.metadata import PackageNotFoundError, version
 from . import simulate
 from .coordinates import Coordinates, RTVBasis, VecCoordinates, identified_directions, rtv_basis
 from .data import Population, PreferenceData
-from .evaluate import optimal_value, policy_value, suboptimality
+from .evaluate import optimal_value, policy_value, relative_value, suboptimality
 from .exceptions import (
     BayesLocoWarning,
     ConvergenceWarning,
@@ -105,6 +105,7 @@ __all__ = [
     "pessimistic_policy",
     "pessimistic_value",
     "policy_value",
+    "relative_value",
     "rtv_basis",
     "save",
     "select_rank",

@@ -33,6 +33,17 @@ def policy_value(policy: Policy, truth, population: Population) -> float:
     return float(np.mean(np.sum(policy.row_probabilities * r, axis=1)))
 
 
+def relative_value(policy: Policy, truth, population: Population) -> float:
+    """The policy's true value minus that of always playing its reference action a_ref.
+
+    The quantity ``policy.pessimistic_value`` bounds from below: the exact and relaxed
+    objectives score actions relative to a_ref (:mod:`bayes_loco.policy`), so a
+    pessimistic policy's guarantee holds when ``relative_value ≥ pessimistic_value``.
+    """
+    reference = truth_rewards(truth, population)[:, policy.reference_action]
+    return policy_value(policy, truth, population) - float(np.mean(reference))
+
+
 def optimal_value(truth, population: Population, scope: str = "personalised") -> float:
     """Value of the best policy of ``scope``: E_ρ max_a r* or E_s max_a E_{x|s} r*."""
     check_option(scope, "scope", SCOPES)

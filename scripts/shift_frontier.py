@@ -30,9 +30,7 @@ import pandas as pd
 from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
 import bayes_loco as bl
-from bayes_loco.experiments import STUDIES, Fits
-from bayes_loco.experiments.problems import build_problem
-from bayes_loco.experiments.runner import DEFAULTS, task_seed
+from bayes_loco.experiments import STUDIES, Fits, task_inputs
 
 RADII = (0.25, 0.5, 0.75, 1.0, 1.2816, 1.6449, 2.0, 3.0)
 IMBALANCES = (1, 3, 10)
@@ -40,31 +38,23 @@ IMBALANCES = (1, 3, 10)
 
 def task(cell: int, settings: dict, rep: int, seed: int) -> list[dict]:
     """The rows of one shift-study task: greedy baselines, then the exact policy at every radius."""
-    s = DEFAULTS | settings
-    problem_seed, data_seed, _, global_seed, _ = task_seed(seed, "shift", cell, rep).spawn(5)
-    truth = build_problem("paper", s, problem_seed)
-    data = truth.sample(int(s["n"]), seed=data_seed)
-    population = truth.population(int(s["global_states"]), seed=global_seed, context_law=s["global_law"],
-                                  contexts_per_state=int(s["contexts_per_state"]))
-    fits = Fits(data, rank=int(s["rank"]), ridge=float(s["ridge"]))
+    inputs = task_inputs("shift", cell, settings, rep, seed)
+    s, truth, population = inputs.settings, inputs.truth, inputs.populations["global"]
+    fits = Fits(inputs.data, rank=int(s["rank"]), ridge=float(s["ridge"]))
     wald = fits["prs"].calibrated_set(float(s["level"]), "wald")
-    units = population.units("global")
-    relative = units.mean(bl.model.rewards(truth.theta, population.contexts, population.features))
-    relative = relative - relative[:, [0]]
     base = {"regime": s["regime"], "imbalance": s["imbalance"], "rep": rep}
     greedy = {name: bl.greedy_policy(fits[fit].theta, population, scope="global")
               for name, fit in (("MLE-Greedy", "mle"), ("PRS-Greedy", "prs"))}
     rows = [base | {"method": name, "radius": 0.0, "value_covered": np.nan,
-                    "suboptimality": bl.suboptimality(policy, truth.theta, population)}
+                    "suboptimality": bl.suboptimality(policy, truth, population)}
             for name, policy in greedy.items()]
     sized = bl.sets.size_for_values(wald, population, scope="global")
     for radius, method in [(r, "exact") for r in RADII] + [(sized.radius, "exact-values")]:
         policy = bl.pessimistic_policy(wald.with_radius(radius), population, objective="exact",
                                        scope="global")
-        true_value = float(units.weights @ np.sum(policy.probabilities * relative, axis=1))
-        rows.append(base | {"method": method, "radius": radius,
-                            "suboptimality": bl.suboptimality(policy, truth.theta, population),
-                            "value_covered": float(true_value >= policy.pessimistic_value - 1e-12)})
+        covered = bl.relative_value(policy, truth, population) >= policy.pessimistic_value - 1e-12
+        rows.append(base | {"method": method, "radius": radius, "value_covered": float(covered),
+                            "suboptimality": bl.suboptimality(policy, truth, population)})
     return rows
 
 
@@ -86,14 +76,13 @@ def figure(table: pd.DataFrame, path: Path) -> None:
         top, bottom = axes[0, j], axes[1, j]
         for q, sub in policies[policies["regime"] == regime].groupby("imbalance"):
             # R = 0 is the greedy policy of PRS's θ̂, the centre every radius shares.
-            exact = sub[sub["method"].isin(["exact", "PRS-Greedy"])].groupby("radius")
-            ratio = exact["suboptimality"].mean() / greedy[regime, q]
+            exact = sub[sub["method"].isin(["exact", "PRS-Greedy"])].groupby("radius").mean(numeric_only=True)
+            ratio = exact["suboptimality"] / greedy[regime, q]
             line, = top.plot(ratio.index, ratio.values, "o-", ms=3, label=f"q = {q:g}")
             values = sub[sub["method"] == "exact-values"]
             top.plot(values["radius"].mean(), values["suboptimality"].mean() / greedy[regime, q], "*",
                      ms=12, color=line.get_color())
-            bottom.plot(exact["value_covered"].mean().index, exact["value_covered"].mean().values, "o-", ms=3,
-                        color=line.get_color())
+            bottom.plot(exact.index, exact["value_covered"], "o-", ms=3, color=line.get_color())
             bottom.plot(values["radius"].mean(), values["value_covered"].mean(), "*", ms=12,
                         color=line.get_color())
         top.axhline(1.25, color="k", ls="--", lw=0.8)

@@ -17,6 +17,7 @@ from bayes_loco import (
     optimal_value,
     pessimistic_policy,
     policy_value,
+    relative_value,
     suboptimality,
 )
 
@@ -79,6 +80,20 @@ def test_global_policy_and_its_rows_have_the_same_value():
     glob = make_policy(probs, pop, "global")
     rows = make_policy(glob.row_probabilities, pop, "personalised")
     assert policy_value(glob, theta, pop) == pytest.approx(policy_value(rows, theta, pop), rel=1e-13)
+
+
+@pytest.mark.parametrize(("scope", "reference"), [("personalised", 0), ("global", 2)])
+def test_relative_value_is_the_value_above_always_playing_the_reference(scope, reference):
+    pop, theta = make_population(6)
+    n_units = pop.n if scope == "personalised" else pop.n_states
+    probs = np.random.default_rng(7).dirichlet(np.ones(3), size=n_units)
+    policy = Policy(probs, units_of(pop, scope), scope, "exact", reference, 0.0, 0.0)
+    r = explicit_rewards(theta, pop)
+    expected = loop_value(probs, pop, scope, r - r[:, [reference]])
+    assert relative_value(policy, theta, pop) == pytest.approx(expected, rel=1e-12)
+    always = Policy(np.eye(3)[[reference] * n_units], units_of(pop, scope), scope, "exact", reference,
+                    0.0, 0.0)
+    assert relative_value(always, theta, pop) == pytest.approx(0.0, abs=1e-12)
 
 
 # ---------------------------------------------------------------------------- optimal_value

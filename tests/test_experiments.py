@@ -478,3 +478,21 @@ def test_posterior_rows_record_the_parametrisation_the_fit_ran(nuts):
     expected = nuts.get("chart_rank", 0)
     assert frame.set_index("method").chart_rank.to_dict() == pytest.approx({"Posterior-mean-Greedy": expected,
                                                                            "PRS": np.nan}, nan_ok=True)
+
+
+def test_task_inputs_are_the_data_and_populations_run_task_evaluates():
+    from bayes_loco.evaluate import suboptimality
+    from bayes_loco.experiments import Fits, task_inputs
+    from bayes_loco.policy import greedy_policy
+
+    settings = {"n": 300, **TINY}
+    inputs = task_inputs("t", 2, settings, 1, 5)
+    again = task_inputs("t", 2, settings, 1, 5)
+    assert np.array_equal(inputs.data.contexts, again.data.contexts)
+    assert set(inputs.populations) == {"personalised", "global"}
+    assert not np.array_equal(inputs.data.contexts, task_inputs("t", 2, settings, 2, 5).data.contexts)
+    rows = pd.DataFrame(run_task("t", 2, settings, 1, 5, ["MLE-Greedy"])).set_index("scope")
+    mle = Fits(inputs.data, rank=inputs.settings["rank"], ridge=inputs.settings["ridge"])["mle"]
+    for scope, population in inputs.populations.items():
+        policy = greedy_policy(mle.theta, population, scope=scope)
+        assert rows.loc[scope, "suboptimality"] == suboptimality(policy, inputs.truth, population)

@@ -6,7 +6,9 @@
   study's task.
 - :data:`PROBLEMS` maps a problem name to its builder; :data:`STUDIES` maps a
   study name to its :class:`Study` (a grid of settings on one problem).
-- :func:`run_study` runs a study resumably on any executor; :func:`summarise`,
+- :func:`run_study` runs a study resumably on any executor (each task is
+  :func:`task_inputs`, the simulated data and populations, then :func:`run_task`'s
+  methods); :func:`summarise`,
   :func:`plot_results` and :func:`plot_calibration` report it.
 """
 
@@ -26,10 +28,10 @@ from .methods import (
     run_methods,
 )
 from .problems import PROBLEMS, build_problem
-from .runner import run_study, run_task, summarise, task_seed
+from .runner import TaskInputs, run_study, run_task, summarise, task_inputs, task_seed
 from .studies import STUDIES, Study
 
 __all__ = ["COLUMNS", "COMPARE_METHODS", "DEFAULT_METHODS", "FITTERS", "METHODS", "POSTERIOR_DEFAULTS",
-           "PROBLEMS", "STUDIES", "Fits", "Fitter", "MethodSpec", "Study", "build_problem", "calibration",
-           "compare_policies", "plot_calibration", "plot_results", "posterior_settings", "run_methods",
-           "run_study", "run_task", "summarise", "task_seed"]
+           "PROBLEMS", "STUDIES", "Fits", "Fitter", "MethodSpec", "Study", "TaskInputs", "build_problem",
+           "calibration", "compare_policies", "plot_calibration", "plot_results", "posterior_settings",
+           "run_methods", "run_study", "run_task", "summarise", "task_inputs", "task_seed"]

@@ -25,7 +25,7 @@ import pandas as pd
 
 from .._validation import check_option, check_real
 from ..data import SCOPES, Population, PreferenceData, checks_data
-from ..evaluate import suboptimality, truth_rewards, truth_theta
+from ..evaluate import relative_value, suboptimality, truth_rewards, truth_theta
 from ..frequentist import fit_low_rank, fit_mle, fit_prs, select_rank
 from ..policy import candidate_features, greedy_policy, pessimistic_policy
 from ..results import Fit
@@ -294,14 +294,12 @@ def _value_columns(policy, uset, population: Population, theta_star) -> dict:
     out = {"value_covered": np.nan, "c_star": np.nan}
     if theta_star is None or uset is None:
         return out
-    units = population.units(policy.scope)
-    relative = units.mean(truth_rewards(theta_star, population))
-    relative = relative - relative[:, [policy.reference_action]]
-    true_value = float(units.weights @ np.sum(policy.probabilities * relative, axis=1))
+    true_value = relative_value(policy, theta_star, population)
     out["value_covered"] = float(true_value >= policy.pessimistic_value - 1e-12)
     if isinstance(uset, EllipsoidSet):
+        units = population.units(policy.scope)
         z = units.mean(candidate_features(uset, population, policy.reference_action))
-        best = relative.argmax(axis=1)
+        best = units.mean(truth_rewards(theta_star, population)).argmax(axis=1)
         out["c_star"] = float(uset.dual_norm(units.weights @ z[np.arange(units.n), best]))
     return out
 

@@ -16,6 +16,7 @@ import warnings
 import zlib
 from collections.abc import Iterable
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -23,6 +24,8 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
+from ..data import PreferenceData
+from ..problems import Problem
 from .methods import posterior_settings, run_methods
 from .problems import build_problem
 from .studies import Study
@@ -42,13 +45,41 @@ def task_seed(seed: int, study: str, cell: int, rep: int) -> np.random.SeedSeque
     return np.random.SeedSequence(seed, spawn_key=(zlib.crc32(study.encode()), cell, rep))
 
 
-def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
-             methods: Iterable[str], problem: str = "paper") -> list[dict]:
-    """One replication of one cell: build the problem, simulate, fit every method, evaluate the scopes.
+@dataclass(frozen=True)
+class TaskInputs:
+    """What one task simulates before any method runs: the same for every method and every caller.
+
+    Attributes
+    ----------
+    settings : dict
+        The task's settings over :data:`DEFAULTS`.
+    truth : Problem
+    data : PreferenceData
+    populations : dict
+        Scope ("personalised", and "global" where the problem has global populations) → population.
+    n_initial : int or None
+        N₀ of PRS's data split, from ``n_initial_fraction``.
+    fit_seed : int
+        The posterior's random seed.
+    """
+
+    settings: dict
+    truth: Problem
+    data: PreferenceData
+    populations: dict
+    n_initial: int | None
+    fit_seed: int
+
+
+def task_inputs(study: str, cell_index: int, settings: dict, rep: int, seed: int,
+                problem: str = "paper") -> TaskInputs:
+    """Build the problem, simulate the data and draw the populations of one task, from its derived seed.
 
     ``problem`` names the problem (a key of :data:`~bayes_loco.experiments.PROBLEMS`,
     the study's ``problem``); it is built from ``settings`` over :data:`DEFAULTS`.
-    The global policy is studied only on problems with global populations.
+    The global policy is studied only on problems with global populations. A script
+    that evaluates something other than the study's methods on a study's tasks
+    starts here, and gets the study's data.
     """
     s = DEFAULTS | settings
     seeds = task_seed(seed, study, cell_index, rep).spawn(5)
@@ -64,11 +95,19 @@ def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
                                                  context_law=s["global_law"])
     frac = s["n_initial_fraction"]
     n_initial = None if frac is None or pd.isna(frac) else round(frac * data.n)
+    return TaskInputs(s, truth, data, populations, n_initial, int(fit_seed.generate_state(1)[0]))
+
+
+def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
+             methods: Iterable[str], problem: str = "paper") -> list[dict]:
+    """One replication of one cell: :func:`task_inputs`, then fit every method and evaluate the scopes."""
+    task = task_inputs(study, cell_index, settings, rep, seed, problem)
+    s = task.settings
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        rows = run_methods(truth, data, populations, list(methods), rank=int(s["rank"]), c2=float(s["c2"]),
-                           level=float(s["level"]), ridge=float(s["ridge"]), n_initial=n_initial,
-                           seed=int(fit_seed.generate_state(1)[0]), posterior=posterior_settings(s))
+        rows = run_methods(task.truth, task.data, task.populations, list(methods), rank=int(s["rank"]),
+                           c2=float(s["c2"]), level=float(s["level"]), ridge=float(s["ridge"]),
+                           n_initial=task.n_initial, seed=task.fit_seed, posterior=posterior_settings(s))
     notes = "; ".join(sorted({f"{w.category.__name__}: {str(w.message)[:80]}" for w in caught}))
     for row in rows:
         row.update({"study": study, "cell": cell_index, "rep": rep, **settings, "warnings": notes})
