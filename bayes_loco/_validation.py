@@ -6,13 +6,65 @@ what was wrong with it, in the style of scikit-learn's ``check_array``.
 
 from __future__ import annotations
 
+import hashlib
 import numbers
 
 import numpy as np
 
+# Entries of data, populations and estimates above this magnitude are refused: the model squares products
+# of contexts and features (Gram and Fisher matrices), which overflow to inf from about 1e77 each, and a
+# value this large is a unit or encoding mistake, not a measurement.
+MAX_ABS = 1e50
+# Arrays up to this many bytes are fingerprinted whole; larger ones by an evenly spaced sample of this size
+# and their column sums, so that a fingerprint of LLM-width features (2.5 GB) costs one pass at most.
+FINGERPRINT_BYTES = 2**26
+
+
+def _position(index) -> object:
+    idx = tuple(int(i) for i in index)
+    return idx[0] if len(idx) == 1 else idx
+
+
+def _check_dtype(raw: np.ndarray, name: str, what: str = "numeric") -> None:
+    """Refuse the dtypes NumPy would convert to float silently or with a warning, naming ``name``."""
+    kind = raw.dtype.kind
+    if kind == "c":
+        raise TypeError(f"{name} must be {what} and real, got complex ({raw.dtype}); pass its real part "
+                        f"({name}.real) if the imaginary parts are 0")
+    if kind in "mM":
+        raise TypeError(f"{name} must be {what}, got {raw.dtype} dates or durations; convert them to numbers "
+                        "first (e.g. days since a reference date)")
+    if kind in "USV":
+        raise TypeError(f"{name} must be {what}, got strings ({raw.dtype}); convert them first, e.g. "
+                        f"{name}.astype(float)")
+    if kind == "O":
+        for index, item in np.ndenumerate(raw):
+            if item is None or isinstance(item, str | bytes) or not isinstance(item, numbers.Real):
+                raise TypeError(f"{name} must be {what}, but {name}[{_position(index)}] is {item!r} "
+                                f"({type(item).__name__}); drop or impute missing values, convert strings")
+
+
+def check_magnitude(arr: np.ndarray, name: str) -> None:
+    """Refuse finite entries above :data:`MAX_ABS` in magnitude, naming ``name`` and saying to rescale."""
+    if arr.size and float(np.max(np.abs(arr))) > MAX_ABS:
+        index = np.unravel_index(int(np.argmax(np.abs(arr))), arr.shape)
+        raise ValueError(f"{name} has an entry of magnitude {float(np.abs(arr[index])):.3g} at "
+                         f"{name}[{_position(index)}], above {MAX_ABS:g}: products of such values overflow. "
+                         f"Rescale {name} (e.g. standardise its columns)")
+
 
 def as_float_array(value, name: str, ndim: int) -> np.ndarray:
-    """Return ``value`` as a finite float64 array with ``ndim`` dimensions."""
+    """Return ``value`` as a finite float64 ``ndim``-dimensional array with entries at most :data:`MAX_ABS`.
+
+    Complex, date, string and object (None, strings) inputs are refused rather than
+    converted: NumPy would drop imaginary parts, read dates as numbers or parse strings.
+    """
+    if not isinstance(value, np.ndarray) or value.dtype != np.float64:
+        try:
+            raw = np.asarray(value)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be a numeric array, got {type(value).__name__}: {exc}") from exc
+        _check_dtype(raw, name)
     try:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
@@ -23,10 +75,65 @@ def as_float_array(value, name: str, ndim: int) -> np.ndarray:
         raise ValueError(f"{name} is empty (shape {arr.shape})")
     bad = ~np.isfinite(arr)
     if bad.any():
-        idx = tuple(int(i) for i in np.argwhere(bad)[0])
-        where = idx[0] if len(idx) == 1 else idx
+        where = _position(np.argwhere(bad)[0])
         raise ValueError(f"{name} contains NaN or infinity, first at {name}[{where}]")
+    check_magnitude(arr, name)
     return arr
+
+
+def as_labels(value, name: str = "labels") -> np.ndarray:
+    """Return ``value`` as a 1-d int8 array of 0/1 labels (bool accepted), or one error naming ``name``.
+
+    Strings such as ``'0'``/``'1'`` or ``'yes'``/``'no'`` and missing values are refused
+    with the conversion to make, never parsed.
+    """
+    raw = np.asarray(value)
+    strings = [v for v in raw.flat if isinstance(v, str | bytes)] if raw.dtype.kind in "OUSV" else []
+    if strings:
+        first = strings[0]
+        raise TypeError(f"{name} must be 0/1 numbers, got strings (e.g. {first!r}); convert them first, e.g. "
+                        f"{name}.astype(int) for '0'/'1' or ({name} == 'yes').astype(int) for 'yes'/'no'")
+    _check_dtype(raw, name, "0/1 numbers")
+    if raw.ndim != 1:
+        raise ValueError(f"{name} must be 1-dimensional, got shape {raw.shape}")
+    arr = raw.astype(np.float64) if raw.dtype.kind == "O" else raw
+    if arr.dtype.kind == "f" and not np.isfinite(arr).all():
+        i = int(np.flatnonzero(~np.isfinite(arr))[0])
+        raise ValueError(f"{name}[{i}] is {arr[i]}; labels must be 0 or 1 (drop or impute missing labels)")
+    bad = ~np.isin(arr, (0, 1))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}[{i}] = {arr[i].item()!r}, expected 0 or 1")
+    return arr.astype(np.int8)
+
+
+def fingerprint(*arrays: np.ndarray) -> str:
+    """A short hash of the arrays' shapes, dtypes and contents: which data or population an object came from.
+
+    Arrays above :data:`FINGERPRINT_BYTES` are hashed through an evenly spaced sample of
+    their entries and their sums along the first axis, so the cost stays one pass.
+    """
+    digest = hashlib.blake2b(digest_size=16)
+    for arr in arrays:
+        arr = np.asarray(arr)
+        digest.update(f"{arr.dtype.str}{arr.shape}".encode())
+        if arr.nbytes <= FINGERPRINT_BYTES:
+            digest.update(np.ascontiguousarray(arr).tobytes())
+        else:
+            flat = arr.reshape(-1)
+            step = -(-flat.size // (FINGERPRINT_BYTES // arr.itemsize))
+            digest.update(np.ascontiguousarray(flat[::step]).tobytes())
+            digest.update(np.ascontiguousarray(arr.sum(axis=0)).tobytes())
+    return digest.hexdigest()
+
+
+def check_finite(value, name: str) -> float:
+    """Return ``value`` as a finite float (None refused), or one error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    if not np.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    return float(value)
 
 
 def check_int(value, name: str, low: int, high: int | None = None) -> int:
@@ -67,13 +174,19 @@ def check_rank(rank, d_x: int, d_phi: int) -> int:
     return check_int(rank, "rank", 1, min(d_x, d_phi))
 
 
-def rng_from(seed) -> np.random.Generator:
-    """A NumPy generator from an int seed, a SeedSequence or an existing generator."""
+def rng_from(seed, name: str = "seed") -> np.random.Generator:
+    """A NumPy generator from a non-negative int seed, a SeedSequence or an existing generator."""
     if isinstance(seed, np.random.Generator):
         return seed
     if seed is None:
-        raise ValueError("seed must be given (an int, SeedSequence or Generator) so results reproduce")
-    return np.random.default_rng(seed)
+        raise ValueError(f"{name} must be given (an int, SeedSequence or Generator) so results reproduce")
+    if isinstance(seed, np.random.SeedSequence | np.random.BitGenerator):
+        return np.random.default_rng(seed)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise TypeError(f"{name} must be a non-negative int, a SeedSequence or a Generator, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"{name} must be a non-negative int, got {seed}")
+    return np.random.default_rng(int(seed))
 
 
 def available_memory() -> int | None:

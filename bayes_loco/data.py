@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from ._validation import as_float_array, check_int, check_option
+from ._validation import as_float_array, as_labels, check_int, check_option, fingerprint
 from .exceptions import DataWarning
 
 
@@ -53,18 +53,12 @@ class PreferenceData:
     def __post_init__(self, copy: bool):
         contexts = as_float_array(self.contexts, "contexts", 2)
         differences = as_float_array(self.differences, "differences", 2)
-        labels = np.asarray(self.labels)
-        if labels.ndim != 1:
-            raise ValueError(f"labels must be 1-dimensional, got shape {labels.shape}")
+        labels = as_labels(self.labels)
         n = contexts.shape[0]
         if differences.shape[0] != n:
             raise ValueError(f"contexts has {n} rows, differences has {differences.shape[0]}")
         if labels.shape[0] != n:
             raise ValueError(f"contexts has {n} rows, labels has {labels.shape[0]}")
-        bad = ~np.isin(labels, (0, 1))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise ValueError(f"labels[{i}] = {labels[i].item()}, expected 0 or 1")
         actions = self.actions
         if actions is not None:
             actions = np.asarray(actions)
@@ -79,8 +73,7 @@ class PreferenceData:
                 arr = arr.copy()  # never freeze the caller's array, nor a view of one
             arr.setflags(write=False)
             object.__setattr__(self, name, arr)
-        labels = labels.astype(np.int8)
-        labels.setflags(write=False)
+        labels.setflags(write=False)  # as_labels returned a copy: the caller's array stays writable
         object.__setattr__(self, "labels", labels)
         object.__setattr__(self, "actions", actions)
 
@@ -135,12 +128,28 @@ class PreferenceData:
         """
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
-        wanted = [*context_columns, *difference_columns, label_column]
+        duplicated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
+        if duplicated:
+            raise ValueError(f"frame has duplicated column names {duplicated}: a name must pick one column; "
+                             "rename them (e.g. frame.columns = [...])")
+        columns = {}
+        for name, given in (("context_columns", context_columns), ("difference_columns", difference_columns)):
+            if isinstance(given, str) or not all(isinstance(c, str) for c in given):
+                raise TypeError(f"{name} must be a sequence of column names (str), got {given!r}")
+            given = list(given)
+            if not given:
+                raise ValueError(f"{name} is empty: name at least one column")
+            if len(set(given)) != len(given):
+                raise ValueError(f"{name} names a column twice: {given}")
+            columns[name] = given
+        if not isinstance(label_column, str):
+            raise TypeError(f"label_column must be a column name (str), got {label_column!r}")
+        wanted = [*columns["context_columns"], *columns["difference_columns"], label_column]
         missing = [c for c in wanted if c not in frame.columns]
         if missing:
             raise ValueError(f"frame is missing columns {missing}")
-        return cls(frame[list(context_columns)].to_numpy(),
-                   frame[list(difference_columns)].to_numpy(),
+        return cls(frame[columns["context_columns"]].to_numpy(),
+                   frame[columns["difference_columns"]].to_numpy(),
                    frame[label_column].to_numpy())
 
     @property
@@ -158,6 +167,11 @@ class PreferenceData:
 
     def __len__(self) -> int:
         return self.n
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A hash of the comparisons (:func:`~bayes_loco._validation.fingerprint`): which data a fit saw."""
+        return fingerprint(self.contexts, self.differences, self.labels)
 
     @functools.cached_property
     def support(self) -> tuple[np.ndarray, np.ndarray]:
@@ -277,6 +291,11 @@ class Population:
     @property
     def n_actions(self) -> int:
         return self.features.shape[1]
+
+    @functools.cached_property
+    def fingerprint(self) -> str:
+        """A hash of the population's arrays: a policy remembers which population it was solved on."""
+        return fingerprint(self.contexts, self.features, self.states)
 
     @property
     def n_states(self) -> int:
