@@ -23,19 +23,24 @@ Two objectives:
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import check_int, check_memory, check_option, check_real
+from ._validation import as_float_array, check_int, check_memory, check_option, check_real
 from .data import SCOPES, Population, Units
 from .exceptions import ConvergenceWarning
 from .model import rewards
 from .sets.base import Certificate, ConvexSet, ExactProblem, FeatureBlocks, PolicyStatus, UncertaintySet
 
 OBJECTIVES = ("relaxed", "exact")
+POLICY_OBJECTIVES = ("greedy", *OBJECTIVES)
 WELFARES = ("utilitarian", "nash")
+# Probabilities may miss the simplex by this much (solvers' rounding): below −tol, or rows summing to 1 ± tol,
+# they are refused.
+SIMPLEX_ATOL = 1e-6
 # Above twice this many bytes of candidate features, the exact problem of a set that accepts FeatureBlocks
 # (the ellipsoid, which whitens them as they come) makes them this many bytes of rows at a time: z is never
 # whole (2.6 GB at LLM width).
@@ -75,6 +80,9 @@ class Policy:
         rounded_value`` is what rounding loses.
     status : PolicyStatus
     message : str
+    population : str or None
+        The fingerprint of the population it was solved on (:attr:`Population.fingerprint`);
+        evaluation refuses another population. None: not recorded (a hand-built policy).
     """
 
     probabilities: np.ndarray
@@ -90,6 +98,48 @@ class Policy:
     rounded_value: float | None = None
     status: PolicyStatus = PolicyStatus.SOLVED
     message: str = ""
+    population: str | None = None
+
+    def __post_init__(self):
+        probabilities = check_probabilities(self.probabilities, "probabilities")
+        units, n_actions = probabilities.shape
+        unit_of_row = np.asarray(self.unit_of_row)
+        if unit_of_row.ndim != 1 or unit_of_row.size == 0 or unit_of_row.dtype.kind not in "iu":
+            raise ValueError(f"unit_of_row must be a non-empty 1-d integer array, got {unit_of_row.dtype} "
+                             f"{unit_of_row.shape}")
+        if unit_of_row.min() < 0 or unit_of_row.max() >= units:
+            bad = int(unit_of_row[(unit_of_row < 0) | (unit_of_row >= units)][0])
+            raise ValueError(f"unit_of_row must index the {units} rows of probabilities (0 .. {units - 1}), "
+                             f"got {bad}")
+        check_option(self.scope, "scope", SCOPES)
+        check_option(self.objective, "objective", POLICY_OBJECTIVES)
+        check_option(self.welfare, "welfare", WELFARES)
+        check_int(self.reference_action, "reference_action", 0, n_actions - 1)
+        for name in ("pessimistic_value", "objective_value", "rounded_value"):
+            value = getattr(self, name)
+            if value is None and name == "rounded_value":
+                continue
+            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+                raise TypeError(f"{name} must be a real number, got {value!r}")
+            if np.isnan(value) and not (name == "pessimistic_value" and self.objective == "greedy"):
+                raise ValueError(f"{name} is NaN; only a greedy policy has no pessimistic value (NaN)")
+        if self.theta is not None:
+            object.__setattr__(self, "theta", as_float_array(self.theta, "theta", 1))
+        if self.certificate is not None and not isinstance(self.certificate, Certificate):
+            raise TypeError("certificate must be a Certificate or None, got "
+                            f"{type(self.certificate).__name__}")
+        if not isinstance(self.status, PolicyStatus):
+            raise TypeError(f"status must be a PolicyStatus, got {self.status!r}")
+        if not isinstance(self.message, str):
+            raise TypeError(f"message must be a str, got {type(self.message).__name__}")
+        if self.population is not None and not isinstance(self.population, str):
+            raise TypeError(f"population must be a population's fingerprint (str) or None, got "
+                            f"{type(self.population).__name__}")
+        for name, arr in (("probabilities", probabilities), ("unit_of_row", unit_of_row)):
+            if arr is getattr(self, name) and arr.flags.writeable:
+                arr = arr.copy()  # never freeze the caller's array
+            arr.setflags(write=False)
+            object.__setattr__(self, name, arr)
 
     @property
     def row_probabilities(self) -> np.ndarray:
@@ -112,6 +162,28 @@ class Policy:
                 f"units={len(self.probabilities)}, "
                 f"mixed={self.n_mixed}, pessimistic_value={self.pessimistic_value:.4g}{cert}, "
                 f"status={self.status.value})")
+
+
+def check_probabilities(probabilities, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """``probabilities`` as a float array of rows on the simplex (to :data:`SIMPLEX_ATOL`), or one error.
+
+    ``shape`` (units, A), when given, is the shape they must have.
+    """
+    probabilities = as_float_array(probabilities, name, 2)
+    if shape is not None and probabilities.shape != shape:
+        raise ValueError(f"{name} must have shape {shape} (units x actions), got {probabilities.shape}")
+    negative = probabilities < -SIMPLEX_ATOL
+    if negative.any():
+        i, a = np.argwhere(negative)[0]
+        raise ValueError(f"{name}[{i}, {a}] = {probabilities[i, a]:.6g} is negative; each row must be a "
+                         "probability distribution over the actions")
+    sums = probabilities.sum(axis=1)
+    off = np.abs(sums - 1.0) > SIMPLEX_ATOL
+    if off.any():
+        i = int(np.flatnonzero(off)[0])
+        raise ValueError(f"{name}: row {i} sums to {sums[i]:.6g}, not 1; each row must be a probability "
+                         "distribution over the actions (divide by its row sums)")
+    return probabilities
 
 
 def _check_common(population, scope, reference_action):
@@ -175,7 +247,11 @@ def greedy_policy(theta: np.ndarray, population: Population, *, scope: str = "pe
     MLE-Greedy is ``greedy_policy(fit_mle(data).theta, population)``.
     """
     _check_common(population, scope, 0)
-    theta = np.asarray(theta, float)
+    if hasattr(theta, "theta") and hasattr(theta, "coordinates"):
+        raise TypeError(f"theta must be an estimate Θ̂ (d_x x d_phi array), got a {type(theta).__name__} (a "
+                        "fit): pass its theta (greedy_policy(fit.theta, population)), or use "
+                        "pessimistic_policy(fit.penalty_set(), population) for a pessimistic policy")
+    theta = as_float_array(theta, "theta", 2)
     if theta.shape != (population.d_x, population.d_phi):
         raise ValueError(f"theta has shape {theta.shape}, the population needs "
                          f"({population.d_x}, {population.d_phi})")
@@ -183,7 +259,7 @@ def greedy_policy(theta: np.ndarray, population: Population, *, scope: str = "pe
     scores = units.mean(rewards(theta, population.contexts, population.features))
     probs = np.eye(population.n_actions)[scores.argmax(axis=1)]
     value = float(units.weights @ scores.max(axis=1))
-    return Policy(probs, units.of_row, scope, "greedy", 0, np.nan, value)
+    return Policy(probs, units.of_row, scope, "greedy", 0, np.nan, value, population=population.fingerprint)
 
 
 def _exact_problem(uncertainty_set, population, units: Units, reference_action, tol=1e-4,
@@ -205,10 +281,7 @@ def pessimistic_value(uncertainty_set: UncertaintySet, population: Population, p
     reference_action = _check_common(population, scope, reference_action)
     _check_set(uncertainty_set)
     units = population.units(scope)
-    probabilities = np.asarray(probabilities, float)
-    if probabilities.shape != (units.n, population.n_actions):
-        raise ValueError(f"probabilities must have shape ({units.n}, {population.n_actions}) (units × "
-                         f"actions for scope={scope!r}), got {probabilities.shape}")
+    probabilities = check_probabilities(probabilities, "probabilities", (units.n, population.n_actions))
     problem = _exact_problem(uncertainty_set, population, units, reference_action)
     return problem.worst_case(uncertainty_set, probabilities)
 
@@ -262,7 +335,8 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
     floor = check_real(floor, "floor", high=0.0, high_open=True)
     _check_set(uncertainty_set)
     units = population.units(scope)
-    common = dict(unit_of_row=units.of_row, scope=scope, reference_action=reference_action, welfare=welfare)
+    common = dict(unit_of_row=units.of_row, scope=scope, reference_action=reference_action, welfare=welfare,
+                  population=population.fingerprint)
     if objective == "relaxed":
         return _relaxed(uncertainty_set, population, units, reference_action, welfare, floor, common)
     if not isinstance(uncertainty_set, ConvexSet):
