@@ -18,6 +18,8 @@ MAX_ABS = 1e50
 # Arrays up to this many bytes are fingerprinted whole; larger ones by an evenly spaced sample of this size
 # and their column sums, so that a fingerprint of LLM-width features (2.5 GB) costs one pass at most.
 FINGERPRINT_BYTES = 2**26
+# Arrays are checked for NaN, infinity and magnitude this many entries at a time.
+CHECK_BLOCK = 2**22
 
 
 def _position(index) -> object:
@@ -45,11 +47,28 @@ def _check_dtype(raw: np.ndarray, name: str, what: str = "numeric") -> None:
 
 
 def check_magnitude(arr: np.ndarray, name: str) -> None:
-    """Refuse finite entries above :data:`MAX_ABS` in magnitude, naming ``name`` and saying to rescale."""
-    if arr.size and float(np.max(np.abs(arr))) > MAX_ABS:
-        index = np.unravel_index(int(np.argmax(np.abs(arr))), arr.shape)
-        raise ValueError(f"{name} has an entry of magnitude {float(np.abs(arr[index])):.3g} at "
-                         f"{name}[{_position(index)}], above {MAX_ABS:g}: products of such values overflow. "
+    """Refuse NaN, infinity and entries above :data:`MAX_ABS` in magnitude, naming ``name``.
+
+    A block of leading rows at a time, by their minimum and maximum: no temporary of the
+    array's size (a k × k W is 2.2 GB at LLM width).
+    """
+    rows = max(1, CHECK_BLOCK // max(1, arr[:1].size))
+    for lo in range(0, arr.shape[0] if arr.ndim else 1, rows):
+        block = arr[lo: lo + rows] if arr.ndim else arr
+        if not block.size:
+            continue
+        low, high = float(block.min()), float(block.max())
+        if np.isfinite(low) and np.isfinite(high) and max(-low, high) <= MAX_ABS:
+            continue
+        bad = ~np.isfinite(block)
+        if bad.any():
+            first = np.argwhere(bad)[0]
+            where = _position((lo + first[0], *first[1:]) if arr.ndim else ())
+            raise ValueError(f"{name} contains NaN or infinity, first at {name}[{where}]")
+        index = np.unravel_index(int(np.argmax(np.abs(block))), block.shape)
+        where = _position((lo + index[0], *index[1:]) if arr.ndim else ())
+        raise ValueError(f"{name} has an entry of magnitude {float(np.abs(block[index])):.3g} at "
+                         f"{name}[{where}], above {MAX_ABS:g}: products of such values overflow. "
                          f"Rescale {name} (e.g. standardise its columns)")
 
 
@@ -73,10 +92,6 @@ def as_float_array(value, name: str, ndim: int) -> np.ndarray:
         raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} is empty (shape {arr.shape})")
-    bad = ~np.isfinite(arr)
-    if bad.any():
-        where = _position(np.argwhere(bad)[0])
-        raise ValueError(f"{name} contains NaN or infinity, first at {name}[{where}]")
     check_magnitude(arr, name)
     return arr
 

@@ -130,8 +130,6 @@ class Policy:
                             f"{type(self.certificate).__name__}")
         if not isinstance(self.status, PolicyStatus):
             raise TypeError(f"status must be a PolicyStatus, got {self.status!r}")
-        if not isinstance(self.message, str):
-            raise TypeError(f"message must be a str, got {type(self.message).__name__}")
         if self.population is not None and not isinstance(self.population, str):
             raise TypeError(f"population must be a population's fingerprint (str) or None, got "
                             f"{type(self.population).__name__}")

@@ -7,7 +7,7 @@ Newton's method on the ball (docs/design.md, "The exact objective").
 from __future__ import annotations
 
 import copy
-import dataclasses
+import numbers
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING, ClassVar
@@ -17,8 +17,9 @@ from scipy import linalg, stats
 from scipy.linalg import lapack
 from scipy.special import logsumexp, softmax
 
-from .._validation import check_memory
+from .._validation import as_float_array, check_finite, check_magnitude, check_memory, check_option
 from ..coordinates import RANGE_RTOL, Coordinates
+from ..data import SCOPES
 from .base import Certificate, ExactProblem, ExactSolution, PolicyStatus
 
 if TYPE_CHECKING:
@@ -49,6 +50,11 @@ NEWTON_FALLBACK_MAX = 4000
 FACTORED_MIN = 8192
 # Features are whitened by the pivoted Cholesky factor this many bytes at a time.
 WHITEN_BLOCK_BYTES = 2**27
+# What W and R mean (docs/design.md, "What each set's level means").
+KINDS = ("gram", "wald", "credible", "sandwich")
+# W must equal Wᵀ to this fraction of its largest entry; it is compared this many rows at a time.
+SYMMETRY_RTOL = 1e-8
+SYMMETRY_PANEL = 512
 
 
 @dataclass(frozen=True, eq=False)
@@ -80,29 +86,57 @@ class EllipsoidSet:
         pessimistic value, and the set no longer covers θ at that level.
     sizing : ValueRadius or None
         How the value-sized radius was found (statistical dimension, draws).
+    cholesky : PivotedCholesky or None
+        W's pivoted Cholesky factor, for a set that holds it instead of W (``precision``
+        None; :meth:`factored`, from :data:`FACTORED_MIN` coordinates on). None: the set
+        factorises W itself when first asked.
     """
 
     center: np.ndarray
-    precision: np.ndarray
+    precision: np.ndarray | None
     radius: float
     coordinates: Coordinates
     kind: str = "gram"
     level: float | None = None
     sized_for: str | None = None
     sizing: ValueRadius | None = None
+    cholesky: PivotedCholesky | None = None
     # solve_exact reduces ExactProblem's features a block at a time, so they may come as FeatureBlocks.
     accepts_feature_blocks: ClassVar[bool] = True
 
     def __post_init__(self):
-        k = self.center.shape[0]
+        center = as_float_array(self.center, "center", 1)
+        k = center.shape[0]
+        object.__setattr__(self, "center", center)
+        if not isinstance(self.coordinates, Coordinates):
+            raise TypeError(f"coordinates must be a Coordinates object (RTVBasis, VecCoordinates), got "
+                            f"{type(self.coordinates).__name__}")
+        if self.coordinates.dim != k:
+            raise ValueError(f"center has {k} entries, but the coordinates have {self.coordinates.dim}: "
+                             "give the centre in the set's coordinates")
+        _check_description(self.radius, self.kind, self.level, self.sized_for, self.sizing)
+        object.__setattr__(self, "radius", float(self.radius))
+        if self.cholesky is not None:
+            if not isinstance(self.cholesky, PivotedCholesky):
+                raise TypeError(f"cholesky must be a PivotedCholesky or None, got "
+                                f"{type(self.cholesky).__name__}")
+            self.cholesky.check(k)
+        if self.precision is None:
+            if self.cholesky is None:
+                raise TypeError(f"precision (W) must be a ({k}, {k}) array, got NoneType; only a set that "
+                                "holds W's pivoted Cholesky factor (cholesky, as EllipsoidSet.factored "
+                                "builds) may leave it None")
+            return
         if not isinstance(self.precision, np.ndarray):
             raise TypeError(f"precision (W) must be a ({k}, {k}) array, got {type(self.precision).__name__} "
                             "(EllipsoidSet.factored builds a set that holds only W's factor)")
         if self.precision.shape != (k, k):
             raise ValueError(f"precision (W) must have shape ({k}, {k}) to match center, got "
                              f"{self.precision.shape}")
-        if not np.isfinite(self.radius) or self.radius < 0:
-            raise ValueError(f"radius must be finite and >= 0, got {self.radius}")
+        if self.precision.dtype != np.float64:
+            object.__setattr__(self, "precision", as_float_array(self.precision, "precision (W)", 2))
+        check_magnitude(self.precision, "precision (W)")
+        _check_symmetric(self.precision)
         if self._cholesky is None:
             self._eigen  # noqa: B018 - validates that W is positive semi-definite
 
@@ -115,8 +149,8 @@ class EllipsoidSet:
         unknown = set(changes) - {"level", "sized_for", "sizing"}
         if unknown:
             raise TypeError(f"with_radius changes only level, sized_for and sizing, got {sorted(unknown)}")
-        if not np.isfinite(radius) or radius < 0:
-            raise ValueError(f"radius must be finite and >= 0, got {radius}")
+        described = {"level": self.level, "sized_for": self.sized_for, "sizing": self.sizing, **changes}
+        _check_description(radius, self.kind, **described)
         new = copy.copy(self)  # the cached factorisation is in the instance's __dict__ and comes along
         for name, value in {"radius": float(radius), **changes}.items():
             object.__setattr__(new, name, value)
@@ -144,15 +178,20 @@ class EllipsoidSet:
         unknown = set(fields) - {"kind", "level", "sized_for", "sizing"}
         if unknown:
             raise TypeError(f"factored takes kind, level, sized_for and sizing, got {sorted(unknown)}")
-        center = np.asarray(center, dtype=float)
+        center = as_float_array(center, "center", 1)
         k = center.shape[0]
         if k < FACTORED_MIN:
             return cls(center, precision, radius, coordinates, **fields)
+        if not isinstance(precision, np.ndarray) or precision.dtype != np.float64:
+            raise TypeError(f"precision (W) must be a ({k}, {k}) float64 array, got "
+                            f"{getattr(precision, 'dtype', type(precision).__name__)}")
         if precision.shape != (k, k):
             raise ValueError(f"precision (W) must have shape ({k}, {k}) to match center, got "
                              f"{precision.shape}")
-        if not np.isfinite(radius) or radius < 0:
-            raise ValueError(f"radius must be finite and >= 0, got {radius}")
+        _check_description(radius, fields.get("kind", "gram"), fields.get("level"), fields.get("sized_for"),
+                           fields.get("sizing"))
+        check_magnitude(precision, "precision (W)")
+        _check_symmetric(precision)
         check_memory(8.0 * k**2, f"the Cholesky factor of the {k} x {k} W, beside W",
                      "use fewer coordinates (a lower rank)")
         live = _live_coordinates(precision)
@@ -163,14 +202,7 @@ class EllipsoidSet:
                 f"number is at most {CHOLESKY_RCOND:g}, or W is 0), and W was factorised in its own memory: "
                 "build EllipsoidSet(center, W, radius, coordinates), which keeps W and falls back on its "
                 f"eigendecomposition ({24.0 * k**2 / 2**30:.1f} GiB more)")
-        new = cls.__new__(cls)
-        values = {f.name: f.default for f in dataclasses.fields(cls)}
-        values.update(center=center, precision=None, radius=float(radius), coordinates=coordinates, **fields)
-        for name, value in values.items():
-            object.__setattr__(new, name, value)
-        # Cached properties live in the instance's __dict__: the factor stands in for W from here on.
-        new.__dict__.update(_live=live, _cholesky=pivoted)
-        return new
+        return cls(center, None, radius, coordinates, cholesky=pivoted, **fields)
 
     @cached_property
     def _live(self) -> np.ndarray:
@@ -182,9 +214,12 @@ class EllipsoidSet:
         return _live_coordinates(self.precision)
 
     @cached_property
-    def _cholesky(self) -> _Pivoted | None:
-        """W's pivoted Cholesky factorisation on its live coordinates, for a W of at least
-        :data:`CHOLESKY_MIN` coordinates whose kept block is well conditioned; else None (eigh is used)."""
+    def _cholesky(self) -> PivotedCholesky | None:
+        """W's pivoted Cholesky factorisation on its live coordinates: the set's own ``cholesky`` when it
+        holds one, else computed for a W of at least :data:`CHOLESKY_MIN` coordinates whose kept block is
+        well conditioned; else None (eigh is used)."""
+        if self.cholesky is not None:
+            return self.cholesky
         if self.dim < CHOLESKY_MIN:
             return None
         check_memory(16.0 * self.dim**2, f"the Cholesky factor of the {self.dim} x {self.dim} W",
@@ -699,7 +734,43 @@ def _live_coordinates(precision: np.ndarray) -> np.ndarray:
     return np.flatnonzero(np.any(nonzero, axis=0) | np.any(nonzero, axis=1))
 
 
-def _pivoted_cholesky(precision: np.ndarray, live: np.ndarray, overwrite: bool) -> _Pivoted | None:
+def _check_description(radius, kind, level, sized_for, sizing) -> None:
+    """The radius, kind, level, scope and sizing of an ellipsoid, or one error naming the wrong one."""
+    from .value import ValueRadius  # value.py builds on this module
+
+    radius = check_finite(radius, "radius")
+    if radius < 0:
+        raise ValueError(f"radius must be finite and >= 0, got {radius}")
+    check_option(kind, "kind", KINDS)
+    if level is not None:
+        level = check_finite(level, "level")
+        if not 0.0 < level < 1.0:
+            raise ValueError(f"level must be in (0, 1) or None (a tuned penalty), got {level}")
+    if sized_for is not None:
+        check_option(sized_for, "sized_for", SCOPES)
+    if sizing is not None and not isinstance(sizing, ValueRadius):
+        raise TypeError(f"sizing must be a ValueRadius or None, got {type(sizing).__name__}")
+
+
+def _check_symmetric(precision: np.ndarray) -> None:
+    """Refuse a W that differs from Wᵀ by more than :data:`SYMMETRY_RTOL` of its largest entry.
+
+    By panels of :data:`SYMMETRY_PANEL` rows against the matching columns: no k × k temporary.
+    """
+    k = precision.shape[0]
+    top = max(float(precision.max()), -float(precision.min()), np.finfo(float).tiny)
+    for lo in range(0, k, SYMMETRY_PANEL):
+        hi = min(lo + SYMMETRY_PANEL, k)
+        gap = np.abs(precision[lo:hi] - precision[:, lo:hi].T)
+        if float(gap.max()) > SYMMETRY_RTOL * top:
+            i, j = np.unravel_index(int(gap.argmax()), gap.shape)
+            i = lo + int(i)
+            raise ValueError(f"precision (W) must be symmetric: W[{i}, {j}] = {precision[i, j]:.6g} but "
+                             f"W[{j}, {i}] = {precision[j, i]:.6g}; pass (W + W.T) / 2 if the difference is "
+                             "rounding")
+
+
+def _pivoted_cholesky(precision: np.ndarray, live: np.ndarray, overwrite: bool) -> PivotedCholesky | None:
     """W's pivoted Cholesky factorisation on its ``live`` coordinates; None where W is 0 there or its
     kept block's reciprocal condition number is at most :data:`CHOLESKY_RCOND`.
 
@@ -737,23 +808,64 @@ def _pivoted_cholesky(precision: np.ndarray, live: np.ndarray, overwrite: bool) 
             raise ValueError(f"precision (W) must be positive semi-definite; the Schur complement of its "
                              f"pivoted Cholesky factor has an eigenvalue {low:.3g} against a largest "
                              f"diagonal of {top:.3g}")
-    return _Pivoted(perm, lead, tail, float(rcond))
+    return PivotedCholesky(perm, lead, tail, float(rcond))
 
 
-@dataclass(frozen=True)
-class _Pivoted:
+@dataclass(frozen=True, eq=False)
+class PivotedCholesky:
     """W restricted to its live coordinates, pivoted: P B Bᵀ Pᵀ with B = [C₁; C₂] and C₁ lower triangular
     (LAPACK's dpstrf).
 
     ``perm`` lists the live coordinates in pivot order. z lies in range(W) exactly when it is 0 off
     them and its permuted tail equals C₂a with a = C₁⁻¹(its permuted head); then ‖z‖_{W⁺} = ‖a‖,
     because Bᵀ(BBᵀ)⁺B = I for B of full column rank.
+
+    Attributes
+    ----------
+    perm : ndarray of int, shape (live,)
+        The live coordinates in pivot order.
+    lead : ndarray, shape (rank, rank)
+        C₁, lower triangular with a positive diagonal (its upper triangle is never read).
+    tail : ndarray, shape (live − rank, rank)
+        C₂.
+    rcond : float
+        LAPACK's estimate of C₁C₁ᵀ's reciprocal condition number, in (0, 1].
     """
 
     perm: np.ndarray
     lead: np.ndarray
     tail: np.ndarray
     rcond: float
+
+    def __post_init__(self):
+        # solve_triangular reads C₁ in Fortran order without a transposed solve: a factor loaded from a file
+        # (C order) then gives the same numbers, bit for bit, as the one dpstrf wrote.
+        if isinstance(self.lead, np.ndarray) and not self.lead.flags.f_contiguous:
+            object.__setattr__(self, "lead", np.asfortranarray(self.lead))
+
+    def check(self, dim: int) -> None:
+        """Refuse a factor that cannot be W's for ``dim`` coordinates, naming the wrong field (O(k²))."""
+        perm = np.asarray(self.perm)
+        if perm.ndim != 1 or perm.dtype.kind not in "iu" or perm.size == 0:
+            raise ValueError(f"cholesky.perm must be a non-empty 1-d integer array, got {perm.dtype} "
+                             f"{perm.shape}")
+        if perm.min() < 0 or perm.max() >= dim or np.unique(perm).size != perm.size:
+            raise ValueError(f"cholesky.perm must list distinct coordinates in [0, {dim - 1}]")
+        lead, tail = self.lead, self.tail
+        square = isinstance(lead, np.ndarray) and lead.ndim == 2 and lead.shape[0] == lead.shape[1]
+        if not square or not lead.size:
+            raise ValueError(f"cholesky.lead must be a square (rank, rank) array, got shape {np.shape(lead)}")
+        rank = lead.shape[0]
+        if not isinstance(tail, np.ndarray) or tail.shape != (perm.size - rank, rank):
+            raise ValueError(f"cholesky.tail must have shape ({perm.size - rank}, {rank}) (live coordinates "
+                             f"beyond the rank x rank), got {np.shape(tail)}")
+        check_magnitude(lead, "cholesky.lead")
+        check_magnitude(tail, "cholesky.tail")
+        if not np.all(np.diag(lead) > 0):
+            raise ValueError("cholesky.lead must have a positive diagonal (a Cholesky factor)")
+        rcond = self.rcond
+        if isinstance(rcond, bool) or not isinstance(rcond, numbers.Real) or not 0 < rcond <= 1:
+            raise ValueError(f"cholesky.rcond must be in (0, 1], got {self.rcond!r}")
 
     @property
     def rank(self) -> int:
