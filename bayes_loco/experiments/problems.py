@@ -18,6 +18,14 @@ from ..simulate import paper_problem
 # The settings of the paper's simulation problem (the arguments of simulate.paper_problem).
 PROBLEM_KEYS = ("d_s", "d_a", "d_x", "rank", "imbalance", "theta_kind", "noise_dims", "covered_action")
 PERSONALLLM_FILES = ("personalllm_train", "personalllm_test")
+# The global populations' settings, read by the runner for a problem with global populations.
+GLOBAL_KEYS = ("global_states", "contexts_per_state", "global_law")
+# The settings each problem reads, so that the runner refuses one a study does not use. A problem added at
+# run time without an entry here is taken to read every setting.
+PROBLEM_SETTINGS: dict[str, tuple[str, ...]] = {
+    "paper": (*PROBLEM_KEYS, *GLOBAL_KEYS),
+    "personalllm": ("d_x", "rank", "noise_dims", *PERSONALLLM_FILES),
+}
 
 
 def _paper(settings: Mapping, seed) -> Problem:

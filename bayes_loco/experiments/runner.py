@@ -2,20 +2,32 @@
 
 Seeds come from ``SeedSequence(seed, spawn_key=(crc32(study), cell, rep))``, so a
 rerun, a parallel run or a cluster run gives the same numbers. Each finished task
-appends its rows to ``<out>/<study>.csv``; a rerun skips the tasks already there.
+appends its rows to ``<out>/<study>.csv`` in one write, with its row count; a rerun
+skips the tasks whose rows are all there and repairs what a killed run left. One
+runner at a time writes to a folder (an ``flock`` on ``<out>/.bayes-loco.lock``), and
+the workers of a process pool end with the runner.
 """
 
 from __future__ import annotations
 
+import csv
+import ctypes
+import difflib
+import fcntl
+import io
 import json
 import multiprocessing as mp
 import os
 import platform
+import signal
+import sys
+import threading
 import time
 import warnings
 import zlib
 from collections.abc import Iterable
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,10 +36,12 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
+from .._validation import check_int, check_option, check_real
 from ..data import PreferenceData
 from ..problems import Problem
-from .methods import posterior_settings, run_methods
-from .problems import build_problem
+from ..simulate import CONTEXT_LAWS
+from .methods import METHODS, POSTERIOR_PREFIX, posterior_settings, run_methods
+from .problems import PERSONALLLM_FILES, PROBLEM_KEYS, PROBLEM_SETTINGS, build_problem
 from .studies import Study
 
 DEFAULTS = {"d_s": 20, "d_a": 10, "d_x": 20, "rank": 3, "imbalance": 1.0, "theta_kind": "paper",
@@ -37,7 +51,23 @@ DEFAULTS = {"d_s": 20, "d_a": 10, "d_x": 20, "rank": 3, "imbalance": 1.0, "theta
 
 
 class StudyConfigError(ValueError):
-    """An output folder holds results of the same study run with another configuration."""
+    """An output folder holds results of the same study run with another configuration, or a bad setting."""
+
+
+class SettingError(StudyConfigError):
+    """A setting the study does not use, or a value of the wrong kind; ``key`` names it (None if unknown)."""
+
+    def __init__(self, key: str | None, message: str):
+        super().__init__(message)
+        self.key = key
+
+
+class OutputFolderError(StudyConfigError):
+    """The output folder is a file, or cannot be created or written."""
+
+
+class OutputBusyError(RuntimeError):
+    """Another runner holds the output folder's lock."""
 
 
 def task_seed(seed: int, study: str, cell: int, rep: int) -> np.random.SeedSequence:
@@ -114,13 +144,6 @@ def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
     return rows
 
 
-def _done(path: Path) -> set[tuple[int, int]]:
-    if not path.exists():
-        return set()
-    done = pd.read_csv(path, usecols=["cell", "rep"])
-    return set(zip(done["cell"], done["rep"], strict=True))
-
-
 def select_cells(study: Study, only: dict | None) -> list[int]:
     """Indices of the study's cells whose settings match ``only`` ({setting: allowed values})."""
     if not only:
@@ -138,11 +161,350 @@ def select_cells(study: Study, only: dict | None) -> list[int]:
     return chosen
 
 
+def study_settings(study: Study) -> set[str]:
+    """The settings ``study``'s tasks read: its problem's, its methods', and the labels of its cells.
+
+    A setting outside this set changes nothing in the results, so :func:`check_overrides`
+    refuses it rather than record it as a column. ``posterior_*`` settings are used
+    when a method fits the posterior (:func:`~bayes_loco.experiments.posterior_settings`
+    checks their form).
+    """
+    specs = [METHODS[name] for name in study.methods]
+    used = {"n", "population", "rank", "ridge"}
+    used |= set(PROBLEM_SETTINGS.get(study.problem, (*DEFAULTS, *PROBLEM_KEYS)))
+    if any(spec.set == "gram" for spec in specs):
+        used.add("c2")
+    if any(spec.set not in (None, "gram") for spec in specs):
+        used.add("level")
+    if any(spec.fit != "mle" for spec in specs):  # only fits that go through PRS split the data
+        used.add("n_initial_fraction")
+    for cell in (*study.cells, study.fixed):
+        used |= set(cell)
+    return used
+
+
+def _uses_posterior(study: Study) -> bool:
+    return any(METHODS[name].fit == "posterior" for name in study.methods)
+
+
+# The settings that task_inputs and the methods convert or use without a check of their own, checked
+# before any task runs; the problem's own settings are checked by building it (_check_tasks).
+SETTING_CHECKS = {
+    "n": lambda v: check_int(v, "n", 1),
+    "population": lambda v: check_int(v, "population", 1),
+    "global_states": lambda v: check_int(v, "global_states", 0),
+    "contexts_per_state": lambda v: check_int(v, "contexts_per_state", 1),
+    "global_law": lambda v: check_option(v, "global_law", CONTEXT_LAWS),
+    "c2": lambda v: check_real(v, "c2", 0.0, low_open=True),
+    "level": lambda v: check_real(v, "level", 0.0, 1.0, low_open=True, high_open=True),
+    "ridge": lambda v: check_real(v, "ridge", 0.0),
+    "n_initial_fraction": lambda v: v is None or check_real(v, "n_initial_fraction", 0.0, 1.0, True, True),
+}
+
+
+def check_overrides(study: Study, overrides: dict | None) -> None:
+    """Refuse a setting that ``study`` does not use, naming the closest it does, or a value of the wrong kind.
+
+    Raises
+    ------
+    SettingError
+        Naming the setting: unknown (with the closest valid names), unused by
+        this study's problem and methods, or of the wrong type or range.
+    """
+    used = study_settings(study)
+    known = used | set(DEFAULTS) | set(PROBLEM_KEYS) | set(PERSONALLLM_FILES)
+    for key, value in (overrides or {}).items():
+        if key.startswith(POSTERIOR_PREFIX):
+            if not _uses_posterior(study):
+                raise SettingError(key, f"study {study.name!r} does not use setting {key!r}: none of its "
+                                        f"methods ({', '.join(study.methods)}) fits the posterior")
+            try:
+                posterior_settings({key: value})
+            except ValueError as exc:
+                raise SettingError(key, str(exc)) from None
+            continue
+        if key not in used:
+            close = difflib.get_close_matches(key, sorted(used), n=3)
+            hint = (f"did you mean {' or '.join(map(repr, close))}?" if close
+                    else f"its settings are {', '.join(sorted(used))}")
+            what = (f"study {study.name!r} does not use setting {key!r} (its methods "
+                    f"{', '.join(study.methods)} on the {study.problem!r} problem)" if key in known
+                    else f"unknown setting {key!r} for study {study.name!r}")
+            raise SettingError(key, f"{what}; {hint}")
+        if key in SETTING_CHECKS:
+            try:
+                SETTING_CHECKS[key](value)
+            except (TypeError, ValueError) as exc:
+                raise SettingError(key, str(exc)) from None
+
+
+def _check_tasks(study: Study, chosen: list[int], overrides: dict, seed: int) -> None:
+    """Build each chosen cell's problem, data and populations: a bad setting fails here, not in a task.
+
+    The problem checks its own settings (rank against d_x, the imbalance, ...) and names the one at
+    fault; building takes milliseconds for the simulated problems.
+    """
+    for i in chosen:
+        settings = {**study.fixed, **study.cells[i], **overrides}
+        for key, value in settings.items():
+            if key in SETTING_CHECKS:
+                try:
+                    SETTING_CHECKS[key](value)
+                except (TypeError, ValueError) as exc:
+                    raise SettingError(key, f"cell {i}: {exc}") from None
+        try:
+            task_inputs(study.name, i, settings, 0, seed, study.problem)
+        except (TypeError, ValueError) as exc:
+            # The package's checks start their message with the argument's name.
+            key = next((k for k in (DEFAULTS | settings) if str(exc).startswith(f"{k} ")), None)
+            raise SettingError(key, f"cell {i} ({_describe(study.cells[i])}): {exc}") from None
+
+
+def _describe(cell: dict) -> str:
+    return ", ".join(f"{key}={value}" for key, value in cell.items())
+
+
+def _check_arguments(reps, seed, workers) -> None:
+    check_int(reps, "reps", 1)
+    check_int(seed, "seed", 0)
+    if workers is not None:
+        check_int(workers, "workers", 1)
+
+
+# ------------------------------------------------------------------------------- the output folder
+
+LOCK_NAME = ".bayes-loco.lock"
+
+
+def _output_folder(out: Path) -> Path:
+    """``out``, created if need be; a file, a path under a file or an unwritable place is refused."""
+    if out.exists() and not out.is_dir():
+        raise OutputFolderError(f"{out} is a file, not a folder")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise OutputFolderError(f"cannot create the folder {out}: {exc.strerror}") from None
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise OutputFolderError(f"cannot write in the folder {out}")
+    return out
+
+
+@contextmanager
+def output_lock(out: Path):
+    """Hold ``out``'s lock while a runner writes there; a second runner is refused, naming the first's pid.
+
+    The lock is an ``flock`` on ``out/.bayes-loco.lock``: the kernel releases it when its
+    holder ends, however it ends, so the lock file of a killed runner blocks nothing.
+    The file holds the holder's pid for the message, and is emptied on release.
+    """
+    try:
+        fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise OutputFolderError(f"cannot write in the folder {out}: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise OutputBusyError(f"{out} is in use by another bayes-loco run (pid {holder}): wait for it to "
+                                  "finish, or write to another folder") from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+    finally:
+        os.close(fd)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` in one step: a reader, or a kill, sees the old file or the new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as handle:
+        handle.write(data)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def _records(data: bytes) -> tuple[list[str], list[list[str]], int]:
+    """The header, the whole records and the count of torn ones of a results CSV's bytes.
+
+    Blocks are appended whole (:func:`_append`), so only the end of the file can be torn: a
+    last line without its newline, or a quoted field left open.
+    """
+    cut = data.rfind(b"\n") + 1
+    torn = int(cut < len(data))
+    reader = csv.reader(io.StringIO(data[:cut].decode()), strict=True)
+    rows = []
+    try:
+        rows.extend(row for row in reader if row)
+    except csv.Error:
+        torn += 1
+    if not rows:
+        return [], [], torn
+    header, body = rows[0], rows[1:]
+    whole = [row for row in body if len(row) == len(header)]
+    return header, whole, torn + len(body) - len(whole)
+
+
+def _csv_bytes(header: list[str], rows: list[list[str]]) -> bytes:
+    text = io.StringIO()
+    csv.writer(text, lineterminator="\n").writerows([header, *rows])
+    return text.getvalue().encode()
+
+
+def read_results(path: str | Path) -> pd.DataFrame:
+    """A results CSV of :func:`run_study` as a frame, without a torn last line (with a warning).
+
+    Raises
+    ------
+    StudyConfigError
+        The file holds no header.
+    """
+    path = Path(path)
+    header, rows, torn = _records(path.read_bytes())
+    if not header:
+        raise StudyConfigError(f"{path} is empty: no header of a results CSV")
+    if torn:
+        warnings.warn(f"{path}: ignored {torn} torn line(s) at its end (a run killed while writing; "
+                      "`bayes-loco run` repairs the file when it resumes)", RuntimeWarning, stacklevel=2)
+    return pd.read_csv(io.BytesIO(_csv_bytes(header, rows)))
+
+
+def _resume(csv_path: Path) -> set[tuple[int, int]]:
+    """Repair ``csv_path`` for a resumed run and return its finished (cell, rep) tasks.
+
+    A torn last line is cut and the rows of a task that has fewer rows than its
+    ``task_rows`` are dropped (both with a warning), so the task runs again and
+    every row ends up once. Rows written before ``task_rows`` existed count as finished.
+    """
+    if not csv_path.exists():
+        return set()
+    header, rows, torn = _records(csv_path.read_bytes())
+    if not header:  # killed before the header was whole: start afresh
+        csv_path.unlink()
+        return set()
+    if not {"cell", "rep"} <= set(header):
+        raise StudyConfigError(f"{csv_path} is not a results CSV of bayes-loco run (no cell and rep columns)")
+    cell, rep = header.index("cell"), header.index("rep")
+    size = header.index("task_rows") if "task_rows" in header else None
+    counts: dict[tuple[str, str], int] = {}
+    for row in rows:
+        counts[row[cell], row[rep]] = counts.get((row[cell], row[rep]), 0) + 1
+    incomplete = {task for task, rows_of_task in _expected(rows, cell, rep, size).items()
+                  if rows_of_task != counts[task]}
+    if torn or incomplete:
+        kept = [row for row in rows if (row[cell], row[rep]) not in incomplete]
+        warnings.warn(f"{csv_path}: repaired for the resumed run: cut {torn} torn line(s) at its end and "
+                      f"dropped the {len(rows) - len(kept)} rows of {len(incomplete)} incomplete task(s) "
+                      f"{sorted(incomplete)}, which run again", RuntimeWarning, stacklevel=3)
+        _write_atomic(csv_path, _csv_bytes(header, kept))
+    return {(int(c), int(r)) for c, r in counts if (c, r) not in incomplete}
+
+
+def _expected(rows, cell: int, rep: int, size: int | None) -> dict[tuple[str, str], int]:
+    """Each task's expected row count, from its rows' ``task_rows`` (None where unknown: counts as whole)."""
+    out: dict[tuple[str, str], int] = {}
+    for row in rows:
+        task = (row[cell], row[rep])
+        if size is not None and row[size]:
+            out[task] = int(float(row[size]))
+    return out
+
+
+def _append(csv_path: Path, rows: list[dict]) -> None:
+    """Append one task's rows, all or none: one write of the whole block, then fsync.
+
+    Each row carries ``task_rows``, the task's row count, so a resumed run knows a task is whole.
+    A write that fails (a full disk) is undone before the error goes on.
+    """
+    frame = pd.DataFrame(rows).assign(task_rows=len(rows))
+    if not csv_path.exists():
+        _write_atomic(csv_path, frame.to_csv(index=False).encode())
+        return
+    with open(csv_path, newline="") as handle:
+        header = next(csv.reader(handle))
+    new = [c for c in frame.columns if c not in header]
+    if new:  # a column the file lacks (a newer version's): rewrite the file with it, not drop it
+        _, old, _ = _records(csv_path.read_bytes())
+        header = [*header, *new]
+        block = frame.reindex(columns=header).to_csv(index=False, header=False)
+        _write_atomic(csv_path, _csv_bytes(header, [row + [""] * len(new) for row in old]) + block.encode())
+        return
+    block = memoryview(frame.reindex(columns=header).to_csv(index=False, header=False).encode())
+    fd = os.open(csv_path, os.O_WRONLY | os.O_APPEND)
+    start = os.fstat(fd).st_size
+    try:
+        while block:
+            block = block[os.write(fd, block):]
+        os.fsync(fd)
+    except BaseException:
+        os.ftruncate(fd, start)
+        raise
+    finally:
+        os.close(fd)
+
+
+# ------------------------------------------------------------------------------------- workers
+
 def _limit_threads(threads: int) -> None:
-    """Worker initializer: BLAS/OpenMP threads per process, so workers do not oversubscribe the cores."""
+    """BLAS/OpenMP threads of this process, also for the libraries it loads later (environment)."""
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(threads)
     threadpool_limits(limits=threads)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a killed runner not yet reaped by its parent is a zombie: gone for our purpose
+        return Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def _start_worker(runner: int) -> None:
+    """Worker initializer: one BLAS thread, and an end with the runner however it ends.
+
+    A worker's parent is the forkserver, not the runner: the kernel kills the
+    worker when the forkserver ends (``PR_SET_PDEATHSIG`` on Linux), and a
+    watchdog thread ends it when the runner is gone, even if the forkserver lingers.
+    """
+    _limit_threads(1)
+    parent = os.getppid()
+    if sys.platform == "linux":
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+    def watch() -> None:
+        while os.getppid() == parent and _alive(runner):
+            time.sleep(0.5)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="bayes-loco-watchdog", daemon=True).start()
+
+
+def _pinned_task(*args, **kwargs) -> list[dict]:
+    """:func:`run_task` with one BLAS thread, wherever it runs.
+
+    The thread count changes the last bits of BLAS reductions; pinning it makes a
+    serial run, a process pool and a Dask cluster compute alike.
+    """
+    with threadpool_limits(limits=1):
+        return run_task(*args, **kwargs)
 
 
 def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: int = 0,
@@ -156,6 +518,7 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
     study : Study
     out : path
         Folder for ``<name>.csv`` (appended per task) and ``<name>.json`` (metadata).
+        One runner at a time writes there (:func:`output_lock`).
     reps : int, optional
         Replications per cell (default: the study's).
     seed : int
@@ -164,72 +527,93 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
         Where tasks run: a Dask ``distributed.Client().get_executor()`` for a cluster;
         by default a local process pool of ``workers`` processes.
     overrides : dict, optional
-        Settings applied to every cell (e.g. ``{"population": 500}``).
+        Settings applied to every cell (e.g. ``{"population": 500}``); each must be
+        one the study uses (:func:`check_overrides`).
     only : dict, optional
         Run only the cells whose settings match, e.g. ``{"n": [10000]}``; their
         seeds are those of the whole study's run, so subsets run apart (on
         different machines, say) combine into it.
+
+    Raises
+    ------
+    SettingError
+        An override the study does not use, or a setting of the wrong kind.
+    OutputFolderError
+        ``out`` is a file or cannot be written.
+    OutputBusyError
+        Another runner holds ``out``.
+    StudyConfigError
+        ``out`` holds results of this study run with another configuration.
+
+    Notes
+    -----
+    Every task's rows are appended in one write with the task's row count
+    (``task_rows``), so a resumed run reruns a task with a missing row and cuts a
+    torn last line (with a warning): whatever killed a run, every row ends up
+    exactly once. Each task runs with one BLAS thread, so the numbers do not
+    depend on ``workers`` or the executor.
     """
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    reps = study.reps if reps is None else int(reps)
-    csv, meta_path = out / f"{study.name}.csv", out / f"{study.name}.json"
+    reps = study.reps if reps is None else reps
+    _check_arguments(reps, seed, workers)
+    overrides = dict(overrides or {})
+    check_overrides(study, overrides)
+    chosen = select_cells(study, only)
+    _check_tasks(study, chosen, overrides, seed)
+    out = _output_folder(Path(out))
+    with output_lock(out):
+        return _run_locked(study, out, reps, seed, executor, workers, progress, overrides, chosen)
+
+
+def _run_locked(study: Study, out: Path, reps: int, seed: int, executor: Executor | None,
+                workers: int | None, progress: bool, overrides: dict, chosen: list[int]) -> pd.DataFrame:
+    csv_path, meta_path = out / f"{study.name}.csv", out / f"{study.name}.json"
     config = json.loads(json.dumps(
         {"study": study.name, "seed": seed, "methods": list(study.methods),
-         "cells": [dict(c) for c in study.cells], "fixed": study.fixed, "overrides": overrides or {},
+         "cells": [dict(c) for c in study.cells], "fixed": study.fixed, "overrides": overrides,
          "defaults": DEFAULTS}, default=str))
-    if csv.exists() and meta_path.exists():
-        previous = json.loads(meta_path.read_text()).get("config")
+    if csv_path.exists() and meta_path.exists():
+        try:
+            previous = json.loads(meta_path.read_text()).get("config")
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StudyConfigError(f"{meta_path} is not readable JSON ({exc}); delete the folder's "
+                                   f"{study.name} files to start afresh") from None
         if previous != config:
-            raise StudyConfigError(f"{csv} holds results of study {study.name!r} run with another "
+            raise StudyConfigError(f"{csv_path} holds results of study {study.name!r} run with another "
                                    "configuration (seed, methods, cells or settings); use another "
                                    "output folder or delete it to start afresh")
-    done = _done(csv)
-    chosen = set(select_cells(study, only))
-    for cell in study.cells:  # a malformed posterior_* setting fails here, not in every task
-        posterior_settings({**study.fixed, **cell, **(overrides or {})})
+    done = _resume(csv_path)
     # Replication-major order: an interrupted run leaves every cell with about as many reps.
-    tasks = [(i, {**study.fixed, **cell, **(overrides or {})}, rep)
-             for rep in range(reps) for i, cell in enumerate(study.cells)
-             if i in chosen and (i, rep) not in done]
+    tasks = [(i, {**study.fixed, **study.cells[i], **overrides}, rep)
+             for rep in range(reps) for i in sorted(chosen) if (i, rep) not in done]
     meta = {"config": config, "description": study.description, "reps": reps, "versions": _versions(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    meta_path.write_text(json.dumps(meta, indent=2, default=str))
+    _write_atomic(meta_path, json.dumps(meta, indent=2, default=str).encode())
     own = executor is None and len(tasks) > 1 and (workers or 2) > 1
-    # forkserver: forking a process whose BLAS and executor threads are running can deadlock.
     pool = executor
     if own:
-        cores = os.cpu_count() or 1
-        n_workers = workers or cores
-        pool = ProcessPoolExecutor(max_workers=n_workers, mp_context=mp.get_context("forkserver"),
-                                   initializer=_limit_threads, initargs=(max(1, cores // n_workers),))
+        # forkserver: forking a process whose BLAS and executor threads are running can deadlock.
+        pool = ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1,
+                                   mp_context=mp.get_context("forkserver"),
+                                   initializer=_start_worker, initargs=(os.getpid(),))
     bar = tqdm(total=len(tasks), desc=study.name, disable=not progress, unit="task")
     try:
         if pool is None:
             for i, settings, rep in tasks:
-                _append(csv, run_task(study.name, i, settings, rep, seed, study.methods,
-                                      problem=study.problem))
+                _append(csv_path, _pinned_task(study.name, i, settings, rep, seed, study.methods,
+                                               problem=study.problem))
                 bar.update()
         else:
-            futures = [pool.submit(run_task, study.name, i, settings, rep, seed, study.methods,
+            futures = [pool.submit(_pinned_task, study.name, i, settings, rep, seed, study.methods,
                                    problem=study.problem)
                        for i, settings, rep in tasks]
             for future in as_completed(futures):
-                _append(csv, future.result())
+                _append(csv_path, future.result())
                 bar.update()
     finally:
         bar.close()
         if own:
             pool.shutdown(cancel_futures=True)
-    return pd.read_csv(csv).sort_values(["cell", "rep", "method", "scope"], ignore_index=True)
-
-
-def _append(csv: Path, rows: list[dict]) -> None:
-    frame = pd.DataFrame(rows)
-    if csv.exists():
-        columns = pd.read_csv(csv, nrows=0).columns
-        frame = frame.reindex(columns=columns)
-    frame.to_csv(csv, mode="a", header=not csv.exists(), index=False)
+    return pd.read_csv(csv_path).sort_values(["cell", "rep", "method", "scope"], ignore_index=True)
 
 
 def _versions() -> dict:
