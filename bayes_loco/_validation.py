@@ -142,13 +142,28 @@ def fingerprint(*arrays: np.ndarray) -> str:
     return digest.hexdigest()
 
 
-def check_finite(value, name: str) -> float:
-    """Return ``value`` as a finite float (None refused), or one error naming ``name``."""
+def check_finite(value, name: str, allow_nan: bool = False) -> float:
+    """Return ``value`` as a finite float (NaN too with ``allow_nan``), or one error naming ``name``."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {value!r}")
-    if not np.isfinite(value):
+    if not (np.isfinite(value) or (allow_nan and np.isnan(value))):
         raise ValueError(f"{name} must be finite, got {value}")
     return float(value)
+
+
+def check_instance(value, name: str, cls: type | tuple[type, ...], what: str | None = None):
+    """Return ``value`` if it is a ``cls``, or raise one ``TypeError`` naming ``name`` and what it must be."""
+    if not isinstance(value, cls):
+        what = what or (cls.__name__ if isinstance(cls, type) else " or ".join(c.__name__ for c in cls))
+        raise TypeError(f"{name} must be a {what}, got {type(value).__name__}")
+    return value
+
+
+def check_shape(arr: np.ndarray, name: str, shape: tuple[int, ...], why: str = "") -> np.ndarray:
+    """Return ``arr`` if it has ``shape`` or raise one ``ValueError`` naming ``name`` (and ``why``)."""
+    if arr.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}{why}, got {arr.shape}")
+    return arr
 
 
 def check_int(value, name: str, low: int, high: int | None = None) -> int:

@@ -30,7 +30,15 @@ import pandas as pd
 import xarray as xr
 from scipy import stats
 
-from ._validation import check_option, check_real
+from ._validation import (
+    as_float_array,
+    check_finite,
+    check_instance,
+    check_int,
+    check_option,
+    check_real,
+    check_shape,
+)
 from .coordinates import Coordinates, RTVBasis
 from .data import PreferenceData
 from .sets import EllipsoidSet, UncertaintySet, wald_set
@@ -90,6 +98,14 @@ class Diagnostics:
     max_rhat: float = np.nan
     min_ess_bulk: float = np.nan
     min_ess_tail: float = np.nan
+
+    def __post_init__(self):
+        check_instance(self.method, "method", str, "str")
+        if not isinstance(self.converged, bool | np.bool_):
+            raise TypeError(f"converged must be a bool, got {self.converged!r}")
+        check_instance(self.status, "status", FitStatus)
+        if self.n_iter is not None:
+            check_int(self.n_iter, "n_iter", 0)
 
     @property
     def ess_per_second(self) -> float:
@@ -158,6 +174,22 @@ class WaldFit(SummaryHTML):
         (``var_names=["theta"]`` for the MLE, whose coordinates are vec(Θ)).
         """
         return fit_tree(self, chains=chains, draws=draws, seed=seed)
+
+
+def check_fit_theta(theta, name: str, data: PreferenceData) -> np.ndarray:
+    """A fit's Θ̂ (d_x × d_φ of ``data``, finite), or one error naming ``name``."""
+    theta = as_float_array(theta, name, 2)
+    return check_shape(theta, name, (data.d_x, data.d_phi), " (d_x, d_phi) of its data")
+
+
+def check_fit_common(fit, data_field: str = "data") -> PreferenceData:
+    """The fields every frequentist fit has: its data, ``nll`` and ``diagnostics``; returns the data."""
+    data = check_instance(getattr(fit, data_field), data_field, PreferenceData)
+    nll = check_finite(fit.nll, "nll")
+    if nll < 0:
+        raise ValueError(f"nll (a negative log-likelihood) must be >= 0, got {nll}")
+    check_instance(fit.diagnostics, "diagnostics", Diagnostics)
+    return data
 
 
 class InRTVCoordinates:

@@ -21,12 +21,30 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 from threadpoolctl import threadpool_limits
 
-from .._validation import check_int, check_option, check_rank, check_real
+from .._validation import (
+    as_float_array,
+    check_finite,
+    check_instance,
+    check_int,
+    check_option,
+    check_rank,
+    check_real,
+    check_shape,
+)
 from ..coordinates import RTVBasis, rtv_basis, weighted_gram
 from ..data import PreferenceData, checks_data
-from ..exceptions import ConvergenceWarning
+from ..exceptions import ConvergenceWarning, DataWarning
 from ..model import fisher_weights, margins, neg_log_likelihood, residuals, score_matrix
-from ..results import Diagnostics, FitStatus, Summary, WaldFit, penalty_ellipsoid, wald_summary
+from ..results import (
+    Diagnostics,
+    FitStatus,
+    Summary,
+    WaldFit,
+    check_fit_common,
+    check_fit_theta,
+    penalty_ellipsoid,
+    wald_summary,
+)
 from ..sets import EllipsoidSet
 from .mle import MLEResult, fit_mle
 
@@ -92,6 +110,19 @@ class LowRankResult(WaldFit):
     diagnostics: Diagnostics
     start: str = "mle"
 
+    def __post_init__(self):
+        data = check_fit_common(self)
+        object.__setattr__(self, "theta", check_fit_theta(self.theta, "theta", data))
+        rank = check_rank(self.rank, data.d_x, data.d_phi)
+        for name, rows in (("left", data.d_x), ("right", data.d_phi)):
+            factor = as_float_array(getattr(self, name), name, 2)
+            object.__setattr__(self, name, check_shape(factor, name, (rows, rank), " (a rank-r factor)"))
+        check_finite(self.objective, "objective")
+        check_finite(self.grad_norm, "grad_norm")
+        check_option(self.start, "start", STARTS[1:])
+        if self.initial is not None:
+            check_instance(self.initial, "initial", MLEResult)
+            check_shape(self.initial.theta, "initial.theta", self.theta.shape, " (an MLE of these data)")
 
     @property
     def singular_values(self) -> np.ndarray:
@@ -210,6 +241,7 @@ def spectral_start(data: PreferenceData, rank: int, *, ridge: float = 0.0) -> np
     ndarray, shape (d_x, d_φ)
         Θ₀ of rank at most r (0 when the score is 0).
     """
+    check_instance(data, "data", PreferenceData)
     rank = check_rank(rank, data.d_x, data.d_phi)
     ridge = check_real(ridge, "ridge", 0.0)
     score = score_matrix(data.labels - 0.5, data.contexts, data.differences)
@@ -277,6 +309,15 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     check_option(start, "start", STARTS)
     if start == "spectral" and initial is not None:
         raise ValueError("initial is an MLE start; it cannot be combined with start='spectral'")
+    if initial is not None:
+        check_instance(initial, "initial", MLEResult, "MLEResult (fit_mle of these data)")
+        if initial.theta.shape != (data.d_x, data.d_phi):
+            raise ValueError(f"initial was fitted on data with (d_x, d_phi) = {initial.theta.shape}, these "
+                             f"data have ({data.d_x}, {data.d_phi}): pass fit_mle(data) or no initial")
+        if initial.data is not data and initial.data.fingerprint != data.fingerprint:
+            warnings.warn("initial was fitted on other data than these: FGD starts from it and still fits "
+                          "these data, but the paper's start is their own MLE (fit_mle(data))", DataWarning,
+                          stacklevel=3)
     if start == "auto":
         start = "mle" if initial is not None or data.d_x * data.d_phi <= MLE_START_MAX else "spectral"
     begin = time.perf_counter()

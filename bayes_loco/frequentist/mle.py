@@ -8,11 +8,19 @@ from functools import cached_property
 
 import numpy as np
 
-from .._validation import check_int, check_real
+from .._validation import check_finite, check_int, check_real
 from ..coordinates import VecCoordinates
 from ..data import PreferenceData, checks_data
 from ..model import fisher_weights, margins, score_matrix
-from ..results import Diagnostics, Summary, WaldFit, penalty_ellipsoid, wald_summary
+from ..results import (
+    Diagnostics,
+    Summary,
+    WaldFit,
+    check_fit_common,
+    check_fit_theta,
+    penalty_ellipsoid,
+    wald_summary,
+)
 from ..sets import EllipsoidSet
 from ._logistic import fit_logistic
 
@@ -54,6 +62,12 @@ class MLEResult(WaldFit):
     diagnostics: Diagnostics
 
     rank = None
+
+    def __post_init__(self):
+        data = check_fit_common(self)
+        object.__setattr__(self, "theta", check_fit_theta(self.theta, "theta", data))
+        check_finite(self.max_abs_margin, "max_abs_margin")
+        check_real(self.ridge, "ridge", 0.0)
 
     @property
     def loglik(self) -> float:

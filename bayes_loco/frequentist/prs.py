@@ -16,7 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
-from .._validation import check_real
+from .._validation import as_float_array, check_finite, check_instance, check_int, check_real, check_shape
 from ..coordinates import (
     DESIGN_BLOCK_BYTES,
     RTVBasis,
@@ -32,6 +32,7 @@ from ..results import (
     InRTVCoordinates,
     Summary,
     WaldFit,
+    check_fit_common,
     penalty_ellipsoid,
     wald_summary,
 )
@@ -85,6 +86,24 @@ class PRSResult(InRTVCoordinates, WaldFit):
     separated: bool
     diagnostics: Diagnostics
 
+    def __post_init__(self):
+        data = check_fit_common(self, "estimation_data")
+        basis = check_instance(self.basis, "basis", RTVBasis)
+        if (basis.d_x, basis.d_phi) != (data.d_x, data.d_phi):
+            raise ValueError(f"basis lives on (d_x, d_phi) = ({basis.d_x}, {basis.d_phi}), but "
+                             f"estimation_data has ({data.d_x}, {data.d_phi})")
+        theta = check_shape(as_float_array(self.theta_rtv, "theta_rtv", 1), "theta_rtv", (basis.dim,),
+                            " (k RTV coordinates of basis)")
+        object.__setattr__(self, "theta_rtv", theta)
+        if self.gram is not None:
+            gram = check_shape(as_float_array(self.gram, "gram", 2), "gram", (basis.dim, basis.dim))
+            object.__setattr__(self, "gram", gram)
+        low_rank = check_instance(self.low_rank, "low_rank", LowRankResult)
+        if low_rank.rank != basis.rank:
+            raise ValueError(f"low_rank has rank {low_rank.rank}, but basis has rank {basis.rank}")
+        if self.n_initial is not None:
+            check_int(self.n_initial, "n_initial", 1)
+        check_finite(self.max_abs_margin, "max_abs_margin")
 
     @property
     def estimate(self) -> np.ndarray:
@@ -159,8 +178,16 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     initial, estimation = data.split(n_initial)
     if low_rank is None:
         low_rank = fit_low_rank(initial, rank, ridge=ridge)
-    elif low_rank.rank != rank:
-        raise ValueError(f"low_rank has rank {low_rank.rank}, but rank={rank} was asked for")
+    else:
+        check_instance(low_rank, "low_rank", LowRankResult,
+                       "LowRankResult (fit_low_rank of the first n_initial comparisons)")
+        if low_rank.rank != rank:
+            raise ValueError(f"low_rank has rank {low_rank.rank}, but rank={rank} was asked for")
+        if low_rank.data is not initial and low_rank.data.fingerprint != initial.fingerprint:
+            first, call = (("data", "data") if n_initial is None else
+                           (f"the first n_initial = {n_initial} comparisons", "data.split(n_initial)[0]"))
+            raise ValueError(f"low_rank was fitted on other data than {first}: its subspace would not be "
+                             f"these data's. Pass fit_low_rank({call}, rank), or leave low_rank out")
     basis = low_rank.coordinates  # rtv_basis(Θ̂, r), cached on the fit
     forward, adjoint, z = _reduced_design(basis, estimation)
     # From Θ̂'s own coordinates (block 11 its singular values). Without a split that is the optimum: the

@@ -7,13 +7,13 @@ in the paper, a_n = 0.1·log n / n.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from .._validation import check_rank, check_real
+from .._validation import as_float_array, check_instance, check_rank, check_real, check_shape
 from ..data import PreferenceData, checks_data
 from .fgd import LowRankResult, fit_low_rank
 from .mle import fit_mle
@@ -29,6 +29,22 @@ class RankSelection:
     n_params: np.ndarray
     penalty: float
     fits: tuple[LowRankResult, ...]
+
+    def __post_init__(self):
+        ranks = np.asarray(self.ranks)
+        if ranks.ndim != 1 or ranks.size == 0 or ranks.dtype.kind not in "iu":
+            raise ValueError(f"ranks must be a non-empty 1-d integer array, got {ranks.dtype} {ranks.shape}")
+        for name in ("gic", "mean_nll", "n_params"):
+            values = as_float_array(getattr(self, name), name, 1)
+            check_shape(values, name, ranks.shape, " (one per rank)")
+        check_real(self.penalty, "penalty", 0.0)
+        check_instance(self.fits, "fits", tuple | list, "tuple of LowRankResult")
+        if len(self.fits) != ranks.size:
+            raise ValueError(f"fits must hold one fit per rank ({ranks.size}), got {len(self.fits)}")
+        for i, (fit, r) in enumerate(zip(self.fits, ranks, strict=True)):
+            check_instance(fit, f"fits[{i}]", LowRankResult)
+            if fit.rank != r:
+                raise ValueError(f"fits[{i}] has rank {fit.rank}, but ranks[{i}] = {r}")
 
     @property
     def rank(self) -> int:
@@ -63,6 +79,9 @@ def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, pen
     """
     if ranks is None:
         ranks = range(1, min(data.d_x, data.d_phi, 10) + 1)
+    if isinstance(ranks, str) or not isinstance(ranks, Iterable):
+        raise TypeError(f"ranks must be a sequence of candidate ranks, e.g. [{ranks!r}] or range(1, 6), got "
+                        f"{type(ranks).__name__} {ranks!r}")
     ranks = np.array(sorted({check_rank(r, data.d_x, data.d_phi) for r in ranks}))
     if ranks.size == 0:
         raise ValueError("ranks is empty")
