@@ -402,7 +402,7 @@ def test_posterior_file_is_an_arviz_datatree(bayes_nuts, tmp_path):
         assert tree["posterior"]["theta_rtv"].sizes == bayes_nuts.tree["posterior"]["theta_rtv"].sizes
         assert [g for g in tree.children if g != "bayes_loco"] == list(bayes_nuts.tree.children)
         assert tree.attrs["bayes_loco_format"] == FORMAT_VERSION
-        assert tree.attrs["bayes_loco_type"] == "bayes_loco.bayes.fit:Posterior"
+        assert tree.attrs["bayes_loco_type"] == "Posterior"
     back = load(path)
     assert "bayes_loco" not in back.tree.children
     import pymc as pm
