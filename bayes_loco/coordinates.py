@@ -26,7 +26,7 @@ import numpy as np
 from scipy.linalg import blas
 from scipy.sparse.linalg import LinearOperator
 
-from ._validation import as_float_array, check_memory, check_rank
+from ._validation import as_float_array, check_int, check_memory, check_rank, check_shape
 from .data import PreferenceData
 
 # Eigenvalues of a Gram or information matrix below this fraction of the largest are treated as
@@ -85,6 +85,10 @@ class VecCoordinates:
     d_x: int
     d_phi: int
 
+    def __post_init__(self):
+        object.__setattr__(self, "d_x", check_int(self.d_x, "d_x", 1))
+        object.__setattr__(self, "d_phi", check_int(self.d_phi, "d_phi", 1))
+
     @property
     def dim(self) -> int:
         return self.d_x * self.d_phi
@@ -112,6 +116,14 @@ class RTVBasis:
     left: np.ndarray
     right: np.ndarray
     rank: int
+
+    def __post_init__(self):
+        # Orthogonality is not checked: it costs O(d³), and the bases come from an SVD (rtv_basis).
+        for name in ("left", "right"):
+            basis = as_float_array(getattr(self, name), name, 2)
+            d = basis.shape[0]
+            object.__setattr__(self, name, check_shape(basis, name, (d, d), " (a full orthonormal basis)"))
+        object.__setattr__(self, "rank", check_rank(self.rank, self.left.shape[0], self.right.shape[0]))
 
     @property
     def d_x(self) -> int:

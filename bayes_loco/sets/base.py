@@ -19,12 +19,14 @@ populations too large to hold their features whole as :class:`FeatureBlocks`.
 from __future__ import annotations
 
 import enum
+import numbers
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .._validation import check_finite
 from ..coordinates import Coordinates
 
 
@@ -41,6 +43,16 @@ class Certificate:
 
     lower: float
     upper: float
+
+    def __post_init__(self):
+        # −inf and +inf are honest bounds (a set unbounded along a candidate); NaN is no bound at all.
+        for name in ("lower", "upper"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, numbers.Real) or np.isnan(value):
+                raise ValueError(f"certificate {name} bound must be a real number, got {value!r}")
+        if self.lower > self.upper + 1e-6 * max(1.0, abs(self.lower), abs(self.upper)):
+            raise ValueError(f"certificate lower bound {self.lower:.6g} exceeds its upper bound "
+                             f"{self.upper:.6g}")
 
     @property
     def gap(self) -> float:
@@ -75,6 +87,27 @@ class ExactSolution:
     status: PolicyStatus
     message: str
     rounded_value: float | None = None
+
+
+def check_set_coordinates(coordinates, dim: int, what: str) -> Coordinates:
+    """A set's ``coordinates``: a :class:`Coordinates` of ``dim`` (``what``'s length), or one error."""
+    if not isinstance(coordinates, Coordinates):
+        raise TypeError(f"coordinates must be a Coordinates object (RTVBasis, VecCoordinates), got "
+                        f"{type(coordinates).__name__}")
+    if coordinates.dim != dim:
+        raise ValueError(f"{what} has {dim} coordinates, but coordinates has {coordinates.dim}: give {what} "
+                         "in the set's coordinates")
+    return coordinates
+
+
+def check_set_level(level, allow_none: bool) -> float | None:
+    """A set's nominal ``level`` in (0, 1) (None allowed for a tuned penalty), or one error."""
+    if level is None and allow_none:
+        return None
+    level = check_finite(level, "level")
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be in (0, 1){' or None' if allow_none else ''}, got {level}")
+    return level
 
 
 @runtime_checkable

@@ -20,7 +20,14 @@ from scipy.special import logsumexp, softmax
 from .._validation import as_float_array, check_finite, check_magnitude, check_memory, check_option
 from ..coordinates import RANGE_RTOL, Coordinates
 from ..data import SCOPES
-from .base import Certificate, ExactProblem, ExactSolution, PolicyStatus
+from .base import (
+    Certificate,
+    ExactProblem,
+    ExactSolution,
+    PolicyStatus,
+    check_set_coordinates,
+    check_set_level,
+)
 
 if TYPE_CHECKING:
     from .value import ValueRadius
@@ -108,12 +115,7 @@ class EllipsoidSet:
         center = as_float_array(self.center, "center", 1)
         k = center.shape[0]
         object.__setattr__(self, "center", center)
-        if not isinstance(self.coordinates, Coordinates):
-            raise TypeError(f"coordinates must be a Coordinates object (RTVBasis, VecCoordinates), got "
-                            f"{type(self.coordinates).__name__}")
-        if self.coordinates.dim != k:
-            raise ValueError(f"center has {k} entries, but the coordinates have {self.coordinates.dim}: "
-                             "give the centre in the set's coordinates")
+        check_set_coordinates(self.coordinates, k, "center")
         _check_description(self.radius, self.kind, self.level, self.sized_for, self.sizing)
         object.__setattr__(self, "radius", float(self.radius))
         if self.cholesky is not None:
@@ -742,10 +744,7 @@ def _check_description(radius, kind, level, sized_for, sizing) -> None:
     if radius < 0:
         raise ValueError(f"radius must be finite and >= 0, got {radius}")
     check_option(kind, "kind", KINDS)
-    if level is not None:
-        level = check_finite(level, "level")
-        if not 0.0 < level < 1.0:
-            raise ValueError(f"level must be in (0, 1) or None (a tuned penalty), got {level}")
+    check_set_level(level, allow_none=True)
     if sized_for is not None:
         check_option(sized_for, "sized_for", SCOPES)
     if sizing is not None and not isinstance(sizing, ValueRadius):

@@ -7,9 +7,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
+from .._validation import as_float_array, check_finite, check_option
 from ..coordinates import Coordinates
-from .base import Certificate, ExactProblem, ExactSolution
+from .base import Certificate, ExactProblem, ExactSolution, check_set_coordinates, check_set_level
 
+KINDS = ("draws", "cvar")
 # The Nash program over a hull of draws has J·n exponential cones; above this it is refused.
 MAX_NASH_CONES = 200_000
 
@@ -54,12 +56,17 @@ class DrawsSet:
     tail: float = 0.0
 
     def __post_init__(self):
-        if self.draws.ndim != 2 or self.draws.shape[0] == 0:
-            raise ValueError(f"draws must be a non-empty (J, k) array, got shape {self.draws.shape}")
-        if not np.isfinite(self.draws).all():
-            raise ValueError("draws contain NaN or infinity")
-        if not 0.0 <= self.tail <= 1.0:
-            raise ValueError(f"tail (β) must lie in [0, 1], got {self.tail}")
+        shape = np.shape(self.draws)
+        if len(shape) != 2 or 0 in shape:
+            raise ValueError(f"draws must be a non-empty (J, k) array, got shape {shape}")
+        draws = as_float_array(self.draws, "draws", 2)
+        object.__setattr__(self, "draws", draws)
+        check_set_coordinates(self.coordinates, draws.shape[1], "draws")
+        check_option(self.kind, "kind", KINDS)
+        check_set_level(self.level, allow_none=True)
+        tail = check_finite(self.tail, "tail")
+        if not 0.0 <= tail <= 1.0:
+            raise ValueError(f"tail (β) must lie in [0, 1], got {tail}")
 
     @property
     def dim(self) -> int:

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .._validation import as_float_array, check_option
 from ..coordinates import Coordinates
+from .base import check_set_coordinates, check_set_level
 
 
 @dataclass(frozen=True, eq=False)
@@ -26,10 +28,13 @@ class QuantileSet:
     kind: str = "quantile"
 
     def __post_init__(self):
-        if self.draws.ndim != 2 or self.draws.shape[0] < 2:
-            raise ValueError(f"draws must be a (J, k) array with J >= 2, got shape {self.draws.shape}")
-        if not 0.0 < self.level < 1.0:
-            raise ValueError(f"level must be in (0, 1), got {self.level}")
+        draws = as_float_array(self.draws, "draws", 2)
+        if draws.shape[0] < 2:
+            raise ValueError(f"draws must be a (J, k) array with J >= 2, got shape {draws.shape}")
+        object.__setattr__(self, "draws", draws)
+        check_set_coordinates(self.coordinates, draws.shape[1], "draws")
+        check_set_level(self.level, allow_none=False)
+        check_option(self.kind, "kind", ("quantile",))
 
     @property
     def dim(self) -> int:
