@@ -72,8 +72,10 @@ def check_magnitude(arr: np.ndarray, name: str) -> None:
                          f"Rescale {name} (e.g. standardise its columns)")
 
 
-def as_float_array(value, name: str, ndim: int) -> np.ndarray:
+def as_float_array(value, name: str, ndim: int | None) -> np.ndarray:
     """Return ``value`` as a finite float64 ``ndim``-dimensional array with entries at most :data:`MAX_ABS`.
+
+    ``ndim`` None accepts any number of dimensions.
 
     Complex, date, string and object (None, strings) inputs are refused rather than
     converted: NumPy would drop imaginary parts, read dates as numbers or parse strings.
@@ -88,7 +90,7 @@ def as_float_array(value, name: str, ndim: int) -> np.ndarray:
         arr = np.asarray(value, dtype=np.float64)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"{name} must be numeric, got {type(value).__name__}") from exc
-    if arr.ndim != ndim:
+    if ndim is not None and arr.ndim != ndim:
         raise ValueError(f"{name} must be {ndim}-dimensional, got shape {arr.shape}")
     if arr.size == 0:
         raise ValueError(f"{name} is empty (shape {arr.shape})")

@@ -26,7 +26,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .._validation import check_finite
+from .._validation import as_float_array, check_finite
 from ..coordinates import Coordinates
 
 
@@ -98,6 +98,14 @@ def check_set_coordinates(coordinates, dim: int, what: str) -> Coordinates:
         raise ValueError(f"{what} has {dim} coordinates, but coordinates has {coordinates.dim}: give {what} "
                          "in the set's coordinates")
     return coordinates
+
+
+def check_features(z, dim: int, name: str = "z") -> np.ndarray:
+    """Feature vectors z (…, k) for a set's methods: finite, real, with the set's ``dim`` on the last axis."""
+    if np.shape(z)[-1:] != (dim,):
+        raise ValueError(f"{name} must have the set's {dim} coordinates on its last axis, got shape "
+                         f"{np.shape(z)}: map features to the set's coordinates (coordinates.transform)")
+    return np.asarray(z, dtype=float) if np.size(z) == 0 else as_float_array(z, name, None)
 
 
 def check_set_level(level, allow_none: bool) -> float | None:

@@ -25,6 +25,7 @@ from .base import (
     ExactProblem,
     ExactSolution,
     PolicyStatus,
+    check_features,
     check_set_coordinates,
     check_set_level,
 )
@@ -327,11 +328,11 @@ class EllipsoidSet:
 
     def identified(self, z: np.ndarray) -> np.ndarray:
         """Whether each z lies in range(W), so that its worst case is finite."""
-        return self._split(z)[1]
+        return self._split(check_features(z, self.dim))[1]
 
     def dual_norm(self, z: np.ndarray) -> np.ndarray:
         """‖z‖_{W⁻¹} (pseudo-inverse), the width of the set along z per unit radius."""
-        return self._split(z)[0]
+        return self._split(check_features(z, self.dim))[0]
 
     def coordinate_widths(self) -> np.ndarray:
         """‖e_i‖_{W⁻¹} of each coordinate axis e_i, inf where e_i leaves range(W).
@@ -344,12 +345,13 @@ class EllipsoidSet:
 
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
         """θ̂ᵀz − R‖z‖_{W⁻¹}; −inf where z leaves range(W) (the set is unbounded along null(W))."""
+        z = check_features(z, self.dim)
         width, inside = self._split(z)
         return np.where(inside, z @ self.center - self.radius * width, -np.inf)
 
     def distance(self, theta: np.ndarray) -> np.ndarray:
         """‖θ − θ̂‖_W for θ of shape (…, k) (from W's factor where the set holds no W: :meth:`factored`)."""
-        d = theta - self.center
+        d = check_features(theta, self.dim, "theta") - self.center
         if self.precision is None:
             return self._cholesky.norm(d)
         return np.sqrt(np.maximum(np.einsum("...i,ij,...j->...", d, self.precision, d), 0.0))

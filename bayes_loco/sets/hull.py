@@ -9,7 +9,14 @@ from scipy import sparse
 
 from .._validation import as_float_array, check_finite, check_option
 from ..coordinates import Coordinates
-from .base import Certificate, ExactProblem, ExactSolution, check_set_coordinates, check_set_level
+from .base import (
+    Certificate,
+    ExactProblem,
+    ExactSolution,
+    check_features,
+    check_set_coordinates,
+    check_set_level,
+)
 
 KINDS = ("draws", "cvar")
 # The Nash program over a hull of draws has J·n exponential cones; above this it is refused.
@@ -80,7 +87,7 @@ class DrawsSet:
 
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
         """min over the set of θᵀz: min_j θ_jᵀz for the hull, CVaR_β of θ_jᵀz otherwise."""
-        values = z @ self.draws.T
+        values = check_features(z, self.dim) @ self.draws.T
         if self.cap == 1.0:
             return values.min(axis=-1)
         # The minimising q fills the lowest values up to the cap, in order.
@@ -91,6 +98,9 @@ class DrawsSet:
         """Whether θ (k,) lies in the set (an LP feasibility check)."""
         from scipy.optimize import linprog
 
+        theta = check_features(theta, self.dim, "theta")
+        if theta.ndim != 1:
+            raise ValueError(f"theta must be one point of {self.dim} coordinates, got shape {theta.shape}")
         j = self.draws.shape[0]
         res = linprog(np.zeros(j), A_eq=np.vstack([self.draws.T, np.ones((1, j))]),
                       b_eq=np.append(theta, 1.0), bounds=(0, self.cap), method="highs")

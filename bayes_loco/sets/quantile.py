@@ -8,7 +8,7 @@ import numpy as np
 
 from .._validation import as_float_array, check_option
 from ..coordinates import Coordinates
-from .base import check_set_coordinates, check_set_level
+from .base import check_features, check_set_coordinates, check_set_level
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,7 +41,7 @@ class QuantileSet:
         return self.draws.shape[1]
 
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
-        return np.quantile(z @ self.draws.T, 1.0 - self.level, axis=-1)
+        return np.quantile(check_features(z, self.dim) @ self.draws.T, 1.0 - self.level, axis=-1)
 
     def __repr__(self) -> str:
         return f"QuantileSet(draws={self.draws.shape[0]}, k={self.dim}, level={self.level:g})"
