@@ -1,31 +1,81 @@
 """The ``bayes-loco`` command line: run studies, compare methods, redraw figures.
 
-Exit codes: 0 success, 2 bad arguments (argparse), 3 a study or input file problem.
+Exit codes: 0 success; 2 a bad argument (one line naming the option, as argparse
+does); 3 a study or input file problem (a CSV that is not a run's results, a
+folder holding another configuration's results); 4 the output folder is in use
+by another run. No error ends in a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
+import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
 from .experiments import METHODS, STUDIES, run_study, summarise
-from .experiments.runner import StudyConfigError
+from .experiments.problems import PERSONALLLM_FILES
+from .experiments.runner import (
+    OutputBusyError,
+    OutputFolderError,
+    SettingError,
+    StudyConfigError,
+    check_overrides,
+    read_results,
+    select_cells,
+)
 from .experiments.studies import Study
 from .personalllm import write_standin
 from .plots import plot_calibration, plot_results
 
+EXIT_USAGE = 2
 EXIT_INPUT = 3
+EXIT_BUSY = 4
+# The columns `plot` needs of a results CSV.
+RESULT_KEYS = ("study", "cell", "rep", "method", "scope", "suboptimality")
+
+
+class UsageError(Exception):
+    """A bad argument found after parsing; the message names the option (exit code 2)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error: the option and what is wrong, no usage block."""
+
+    def error(self, message: str):
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def _integer(text: str, low: int, what: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text!r}") from None
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be {what}, got {text}")
+    return value
 
 
 def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return _integer(text, 1, "a positive integer")
+
+
+def _seed(text: str) -> int:
+    return _integer(text, 0, "a non-negative integer")
+
+
+def _imbalance(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a real number >= 1, got {text!r}") from None
+    if not (math.isfinite(value) and value >= 1):
+        raise argparse.ArgumentTypeError(f"must be a real number >= 1, got {text}")
     return value
 
 
@@ -39,9 +89,9 @@ def _value(text: str):
 
 def _setting(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
-    if not sep or not key or not value:
+    if not sep or not key.strip() or not value:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    return key, value
+    return key.strip(), value
 
 
 def _print_table(results: pd.DataFrame, by: list[str]) -> None:
@@ -87,9 +137,12 @@ def _personalllm_files(args) -> dict:
         return {"personalllm_train": str(Path(args.train).resolve()),
                 "personalllm_test": str(Path(args.test).resolve())}
     if args.train or args.test:
-        raise StudyConfigError("give both --train and --test for the PersonalLLM study")
+        raise UsageError("--train and --test: give both for the PersonalLLM study")
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--out: cannot create the folder {out}: {exc.strerror}") from None
     train, test = out / "personalllm_standin_train.csv", out / "personalllm_standin_test.csv"
     if not train.exists():
         write_standin(train, 9402, seed=1)
@@ -99,23 +152,61 @@ def _personalllm_files(args) -> dict:
     return {"personalllm_train": str(train.resolve()), "personalllm_test": str(test.resolve())}
 
 
+def _check_files(args) -> None:
+    for option in ("train", "test"):
+        path = getattr(args, option)
+        if path and not Path(path).is_file():
+            raise UsageError(f"--{option}: {path} " + ("is a folder, not a file" if Path(path).is_dir()
+                                                        else "does not exist"))
+
+
+def _run(args, study: Study, options: dict, **kwargs) -> pd.DataFrame:
+    """:func:`run_study`, with its refusals said in terms of the command's options.
+
+    ``options`` maps a setting to the option that gave it (``--set`` where not named).
+    """
+    try:
+        return run_study(study, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet,
+                         **kwargs)
+    except OutputFolderError as exc:
+        raise UsageError(f"--out: {exc}") from None
+    except SettingError as exc:
+        option = options.get(exc.key, options.get(None))
+        if option is None:
+            raise
+        raise UsageError(f"{option}: {exc}") from None
+
+
 def _cmd_run(args) -> int:
     study = STUDIES[args.study]
     overrides = {"population": args.population} if args.population else {}
     overrides |= {key: _value(value) for key, value in args.set or []}
     only = {key: [_value(v) for v in values.split(",")] for key, values in args.only or []}
+    try:
+        check_overrides(study, overrides)
+    except SettingError as exc:
+        raise UsageError(f"--set: {exc}") from None
+    try:
+        select_cells(study, only)
+    except ValueError as exc:
+        raise UsageError(f"--only: {exc}") from None
+    options = {"population": "--population", None: "--set" if args.set else None}
     if study.problem == "personalllm":
+        _check_files(args)
         overrides |= _personalllm_files(args)
+        options |= dict.fromkeys(PERSONALLLM_FILES, "--train/--test") | {None: "--train/--test"}
     elif args.train or args.test:
-        raise StudyConfigError(f"--train and --test are the PersonalLLM files; study {study.name!r} runs on "
-                               f"the {study.problem!r} problem")
+        raise UsageError(f"--train and --test are the PersonalLLM files; study {study.name!r} runs on the "
+                         f"{study.problem!r} problem")
     executor = None
     if args.scheduler:
         from distributed import Client
 
-        executor = Client(args.scheduler).get_executor()
-    results = run_study(study, args.out, reps=args.reps, seed=args.seed, executor=executor,
-                        workers=args.workers, progress=not args.quiet, overrides=overrides, only=only)
+        try:
+            executor = Client(args.scheduler, timeout=10).get_executor()
+        except (OSError, ValueError, TypeError) as exc:
+            raise UsageError(f"--scheduler: cannot connect to {args.scheduler!r}: {exc}") from None
+    results = _run(args, study, options, reps=args.reps, executor=executor, overrides=overrides, only=only)
     _finish(study, results, Path(args.out))
     return 0
 
@@ -142,7 +233,7 @@ def _cmd_compare(args) -> int:
     study = Study(f"compare_n{args.n}_q{args.q:g}_r{args.rank}",
                   ({"n": args.n, "imbalance": args.q, "rank": args.rank},), methods=tuple(args.methods),
                   reps=args.reps)
-    results = run_study(study, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet)
+    results = _run(args, study, {"n": "--n", "imbalance": "--q", "rank": "--rank", None: "--n/--q/--rank"})
     table = summarise(results, ["scope", "method", "objective", "set_kind", "level"])
     if args.format == "json":
         print(json.dumps(table.to_dict(orient="records"), indent=2, default=float))
@@ -151,22 +242,44 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+class InputFileError(Exception):
+    """A file given to a command is missing or is not what the command reads (exit code 3)."""
+
+
+def _results_csv(path: Path) -> pd.DataFrame:
+    """The rows of a results CSV of `run`, or an :class:`InputFileError` saying what the file is instead."""
+    if not path.exists():
+        raise InputFileError(f"{path} does not exist")
+    if path.is_dir():
+        raise InputFileError(f"{path} is a folder, not a results CSV (give the <study>.csv in it)")
+    try:
+        frame = read_results(path)
+    except (OSError, UnicodeDecodeError, ValueError, pd.errors.ParserError) as exc:
+        raise InputFileError(f"{path} is not a results CSV of `bayes-loco run`: {exc}") from None
+    missing = [c for c in RESULT_KEYS if c not in frame]
+    if missing:
+        raise InputFileError(f"{path} is not a results CSV of `bayes-loco run`: it has no column "
+                             f"{', '.join(map(repr, missing))}")
+    if frame.empty:
+        raise InputFileError(f"{path} holds no rows")
+    return frame
+
+
 def _cmd_plot(args) -> int:
     paths = [Path(p) for p in args.csv]
-    missing = [str(p) for p in paths if not p.exists()]
-    if missing:
-        print(f"error: {', '.join(missing)} does not exist", file=sys.stderr)
-        return EXIT_INPUT
-    results = pd.concat([pd.read_csv(p) for p in paths], ignore_index=True)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
+        frames = [_results_csv(p) for p in paths]
+    for warning in caught:
+        print(f"warning: {warning.message}", file=sys.stderr)
+    results = pd.concat(frames, ignore_index=True)
     names = sorted(results["study"].astype(str).unique())
     if len(names) > 1:
-        print(f"error: the CSVs hold different studies {names}", file=sys.stderr)
-        return EXIT_INPUT
+        raise InputFileError(f"the CSVs hold different studies {names}")
     repeated = results.duplicated(["cell", "rep", "method", "scope"])
     if repeated.any():
-        print(f"error: {int(repeated.sum())} rows repeat a (cell, rep, method, scope) of another CSV: "
-              "combine runs of different cells or replications only", file=sys.stderr)
-        return EXIT_INPUT
+        raise InputFileError(f"{int(repeated.sum())} rows repeat a (cell, rep, method, scope) of another "
+                             "CSV: combine runs of different cells or replications only")
     study = STUDIES.get(names[0])
     if len(paths) > 1:
         _print_table(results, _table_columns(study, results))
@@ -175,12 +288,12 @@ def _cmd_plot(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="bayes-loco", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="bayes-loco", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     def common(p, out_default):
         p.add_argument("--out", default=out_default, help="folder for CSV, JSON and figures")
-        p.add_argument("--seed", type=int, default=0, help="base seed (task seeds derive from it)")
+        p.add_argument("--seed", type=_seed, default=0, help="base seed (task seeds derive from it)")
         p.add_argument("--workers", type=_positive_int, default=None, help="local worker processes")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
 
@@ -207,7 +320,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     compare = sub.add_parser("compare", help="sub-optimality of each method at one setting")
     compare.add_argument("--n", type=_positive_int, default=3000, help="comparisons N")
-    compare.add_argument("--q", type=float, default=3.0, help="imbalance q >= 1")
+    compare.add_argument("--q", type=_imbalance, default=3.0, help="imbalance q >= 1")
     compare.add_argument("--rank", type=_positive_int, default=3, help="rank r")
     compare.add_argument("--reps", type=_positive_int, default=3, help="replications")
     compare.add_argument("--methods", nargs="+", default=list(METHODS)[:4], choices=list(METHODS))
@@ -223,15 +336,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default: ``sys.argv[1:]``) and return its exit code."""
     args = build_parser().parse_args(argv)
-    if getattr(args, "q", 1.0) < 1.0:
-        print(f"error: --q must be >= 1, got {args.q}", file=sys.stderr)
-        return 2
     try:
         return args.func(args)
-    except (StudyConfigError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_INPUT
+    except UsageError as exc:
+        code, message = EXIT_USAGE, str(exc)
+    except OutputBusyError as exc:
+        code, message = EXIT_BUSY, f"--out: {exc}"
+    except (InputFileError, StudyConfigError, FileNotFoundError, ValueError) as exc:
+        code, message = EXIT_INPUT, str(exc)
+    one_line = " ".join(message.split())
+    print(f"bayes-loco {args.command}: error: {one_line}", file=sys.stderr)
+    return code
 
 
 if __name__ == "__main__":

@@ -175,8 +175,8 @@ def test_cli_run_with_settings_and_a_subset_of_cells(tmp_path, monkeypatch, caps
     assert set(results.loc[results["method"] == "PRS-exact-Wald", "level"]) == {0.5}
     meta = json.loads((tmp_path / "tiny.json").read_text())
     assert meta["config"]["overrides"] == {"level": 0.5, "ridge": 2}
-    assert cli.main(["run", "tiny", "--out", str(tmp_path / "x"), "--only", "n=5"]) == cli.EXIT_INPUT
-    assert "matches none" in capsys.readouterr().err
+    assert cli.main(["run", "tiny", "--out", str(tmp_path / "x"), "--only", "n=5"]) == cli.EXIT_USAGE
+    assert "--only" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exc:
         cli.main(["run", "tiny", "--set", "level"])
     assert exc.value.code == 2
@@ -261,11 +261,11 @@ def test_cli_help_and_exit_codes(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         cli.main(["--help"])
     assert exc.value.code == 0
-    for bad in (["run", "nonexistent"], ["compare", "--n", "0"], ["compare", "--reps", "x"]):
+    for bad in (["run", "nonexistent"], ["compare", "--n", "0"], ["compare", "--reps", "x"],
+                ["compare", "--q", "0.5"]):
         with pytest.raises(SystemExit) as exc:
             cli.main(bad)
         assert exc.value.code == 2
-    assert cli.main(["compare", "--q", "0.5"]) == 2
     assert cli.main(["plot", str(tmp_path / "missing.csv")]) == cli.EXIT_INPUT
     assert "does not exist" in capsys.readouterr().err
 
@@ -331,7 +331,7 @@ def test_cli_refuses_a_malformed_posterior_setting_before_running(tmp_path, monk
     monkeypatch.setitem(cli.STUDIES, "tiny", tiny_study(reps=1))
     code = cli.main(["run", "tiny", "--out", str(tmp_path), "--quiet", "--workers", "1",
                      "--set", "posterior_draws=200"])
-    assert code == cli.EXIT_INPUT
+    assert code == cli.EXIT_USAGE
     assert "posterior_draws" in capsys.readouterr().err
     assert not (tmp_path / "tiny.csv").exists()
 

@@ -225,8 +225,11 @@ def check_overrides(study: Study, overrides: dict | None) -> None:
             continue
         if key not in used:
             close = difflib.get_close_matches(key, sorted(used), n=3)
+            other = difflib.get_close_matches(key, sorted(known - used - {key}), n=1)
             hint = (f"did you mean {' or '.join(map(repr, close))}?" if close
                     else f"its settings are {', '.join(sorted(used))}")
+            if other and not close:
+                hint = f"the closest setting, {other[0]!r}, is not used by this study either; {hint}"
             what = (f"study {study.name!r} does not use setting {key!r} (its methods "
                     f"{', '.join(study.methods)} on the {study.problem!r} problem)" if key in known
                     else f"unknown setting {key!r} for study {study.name!r}")
@@ -333,15 +336,20 @@ def _write_atomic(path: Path, data: bytes) -> None:
         os.close(folder)
 
 
-def _records(data: bytes) -> tuple[list[str], list[list[str]], int]:
-    """The header, the whole records and the count of torn ones of a results CSV's bytes.
+def _records(path: Path) -> tuple[list[str], list[list[str]], int]:
+    """The header, the whole records and the count of torn ones of a results CSV.
 
     Blocks are appended whole (:func:`_append`), so only the end of the file can be torn: a
     last line without its newline, or a quoted field left open.
     """
+    data = path.read_bytes()
     cut = data.rfind(b"\n") + 1
     torn = int(cut < len(data))
-    reader = csv.reader(io.StringIO(data[:cut].decode()), strict=True)
+    try:
+        text = data[:cut].decode()
+    except UnicodeDecodeError as exc:
+        raise StudyConfigError(f"{path} is not a results CSV: not UTF-8 text ({exc.reason})") from None
+    reader = csv.reader(io.StringIO(text), strict=True)
     rows = []
     try:
         rows.extend(row for row in reader if row)
@@ -369,9 +377,9 @@ def read_results(path: str | Path) -> pd.DataFrame:
         The file holds no header.
     """
     path = Path(path)
-    header, rows, torn = _records(path.read_bytes())
+    header, rows, torn = _records(path)
     if not header:
-        raise StudyConfigError(f"{path} is empty: no header of a results CSV")
+        raise StudyConfigError(f"{path} holds no CSV header")
     if torn:
         warnings.warn(f"{path}: ignored {torn} torn line(s) at its end (a run killed while writing; "
                       "`bayes-loco run` repairs the file when it resumes)", RuntimeWarning, stacklevel=2)
@@ -387,7 +395,7 @@ def _resume(csv_path: Path) -> set[tuple[int, int]]:
     """
     if not csv_path.exists():
         return set()
-    header, rows, torn = _records(csv_path.read_bytes())
+    header, rows, torn = _records(csv_path)
     if not header:  # killed before the header was whole: start afresh
         csv_path.unlink()
         return set()
@@ -433,7 +441,7 @@ def _append(csv_path: Path, rows: list[dict]) -> None:
         header = next(csv.reader(handle))
     new = [c for c in frame.columns if c not in header]
     if new:  # a column the file lacks (a newer version's): rewrite the file with it, not drop it
-        _, old, _ = _records(csv_path.read_bytes())
+        _, old, _ = _records(csv_path)
         header = [*header, *new]
         block = frame.reindex(columns=header).to_csv(index=False, header=False)
         _write_atomic(csv_path, _csv_bytes(header, [row + [""] * len(new) for row in old]) + block.encode())
