@@ -172,9 +172,11 @@ def test_killed_runner_resumes_with_every_row_once_and_no_orphan(workers, refere
 
 @pytest.mark.slow
 @pytest.mark.parametrize("workers", [1, 2])
-def test_twenty_random_kills_then_resume(workers, reference, tmp_path):
-    kill_cycles(tmp_path, workers, reps=2, cycles=20, seed=2033 + workers)
-    resume_and_check(tmp_path, reference, workers, reps=2)
+def test_twenty_random_kills_then_resume(workers, tmp_path):
+    """Six replications (72 tasks), so that the twenty kills keep landing in an unfinished run."""
+    run_study(SPLIT, tmp_path / "reference", reps=6, overrides=SMALL, workers=1, progress=False)
+    kill_cycles(tmp_path / "out", workers, reps=6, cycles=20, seed=2033 + workers)
+    resume_and_check(tmp_path / "out", tmp_path / "reference", workers, reps=6)
 
 
 @pytest.mark.parametrize("cut", [1, 7, 60, 250, 500])
