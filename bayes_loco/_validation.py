@@ -107,7 +107,7 @@ def as_labels(value, name: str = "labels") -> np.ndarray:
     raw = np.asarray(value)
     strings = [v for v in raw.flat if isinstance(v, str | bytes)] if raw.dtype.kind in "OUSV" else []
     if strings:
-        first = strings[0]
+        first = str(strings[0]) if isinstance(strings[0], str) else bytes(strings[0])
         raise TypeError(f"{name} must be 0/1 numbers, got strings (e.g. {first!r}); convert them first, e.g. "
                         f"{name}.astype(int) for '0'/'1' or ({name} == 'yes').astype(int) for 'yes'/'no'")
     _check_dtype(raw, name, "0/1 numbers")

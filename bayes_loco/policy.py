@@ -122,7 +122,8 @@ class Policy:
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise TypeError(f"{name} must be a real number, got {value!r}")
             if np.isnan(value) and not (name == "pessimistic_value" and self.objective == "greedy"):
-                raise ValueError(f"{name} is NaN; only a greedy policy has no pessimistic value (NaN)")
+                raise ValueError(f"{name} is NaN" + ("; only a greedy policy has no pessimistic value (NaN)"
+                                                      if name == "pessimistic_value" else ""))
         if self.theta is not None:
             object.__setattr__(self, "theta", as_float_array(self.theta, "theta", 1))
         if self.certificate is not None and not isinstance(self.certificate, Certificate):

@@ -94,10 +94,11 @@ class EllipsoidSet:
         pessimistic value, and the set no longer covers θ at that level.
     sizing : ValueRadius or None
         How the value-sized radius was found (statistical dimension, draws).
-    cholesky : PivotedCholesky or None
-        W's pivoted Cholesky factor, for a set that holds it instead of W (``precision``
-        None; :meth:`factored`, from :data:`FACTORED_MIN` coordinates on). None: the set
-        factorises W itself when first asked.
+    pivots, cholesky, cholesky_tail, rcond : ndarray, ndarray, ndarray, float, or all None
+        W's pivoted Cholesky factor (:class:`PivotedCholesky`'s ``perm``, ``lead``, ``tail`` and
+        ``rcond``), for a set that holds it instead of W (``precision`` None; :meth:`factored`,
+        from :data:`FACTORED_MIN` coordinates on). None: the set factorises W itself when first
+        asked. Plain arrays, so that a file of the set holds them like any other field.
     """
 
     center: np.ndarray
@@ -108,7 +109,10 @@ class EllipsoidSet:
     level: float | None = None
     sized_for: str | None = None
     sizing: ValueRadius | None = None
-    cholesky: PivotedCholesky | None = None
+    pivots: np.ndarray | None = None
+    cholesky: np.ndarray | None = None
+    cholesky_tail: np.ndarray | None = None
+    rcond: float | None = None
     # solve_exact reduces ExactProblem's features a block at a time, so they may come as FeatureBlocks.
     accepts_feature_blocks: ClassVar[bool] = True
 
@@ -119,11 +123,19 @@ class EllipsoidSet:
         check_set_coordinates(self.coordinates, k, "center")
         _check_description(self.radius, self.kind, self.level, self.sized_for, self.sizing)
         object.__setattr__(self, "radius", float(self.radius))
-        if self.cholesky is not None:
-            if not isinstance(self.cholesky, PivotedCholesky):
-                raise TypeError(f"cholesky must be a PivotedCholesky or None, got "
-                                f"{type(self.cholesky).__name__}")
-            self.cholesky.check(k)
+        factor = (self.pivots, self.cholesky, self.cholesky_tail, self.rcond)
+        if any(part is not None for part in factor):
+            if any(part is None for part in factor):
+                raise TypeError("pivots, cholesky, cholesky_tail and rcond (W's pivoted Cholesky factor) "
+                                "must be given together or not at all")
+            for name in ("pivots", "cholesky", "cholesky_tail"):
+                if not isinstance(getattr(self, name), np.ndarray):
+                    raise TypeError(f"{name} must be an array, got {type(getattr(self, name)).__name__}")
+            pivoted = PivotedCholesky(*factor)
+            pivoted.check(k)
+            object.__setattr__(self, "cholesky", pivoted.lead)  # Fortran order, as the solves read it
+            # The cached property _cholesky lives in the instance's __dict__: the factor stands in for W.
+            self.__dict__["_cholesky"] = pivoted
         if self.precision is None:
             if self.cholesky is None:
                 raise TypeError(f"precision (W) must be a ({k}, {k}) array, got NoneType; only a set that "
@@ -205,7 +217,8 @@ class EllipsoidSet:
                 f"number is at most {CHOLESKY_RCOND:g}, or W is 0), and W was factorised in its own memory: "
                 "build EllipsoidSet(center, W, radius, coordinates), which keeps W and falls back on its "
                 f"eigendecomposition ({24.0 * k**2 / 2**30:.1f} GiB more)")
-        return cls(center, None, radius, coordinates, cholesky=pivoted, **fields)
+        return cls(center, None, radius, coordinates, pivots=pivoted.perm, cholesky=pivoted.lead,
+                   cholesky_tail=pivoted.tail, rcond=pivoted.rcond, **fields)
 
     @cached_property
     def _live(self) -> np.ndarray:
@@ -218,11 +231,9 @@ class EllipsoidSet:
 
     @cached_property
     def _cholesky(self) -> PivotedCholesky | None:
-        """W's pivoted Cholesky factorisation on its live coordinates: the set's own ``cholesky`` when it
-        holds one, else computed for a W of at least :data:`CHOLESKY_MIN` coordinates whose kept block is
-        well conditioned; else None (eigh is used)."""
-        if self.cholesky is not None:
-            return self.cholesky
+        """W's pivoted Cholesky factorisation on its live coordinates (set in ``__post_init__`` when the set
+        holds one), for a W of at least :data:`CHOLESKY_MIN` coordinates whose kept block is well
+        conditioned; else None (eigh is used)."""
         if self.dim < CHOLESKY_MIN:
             return None
         check_memory(16.0 * self.dim**2, f"the Cholesky factor of the {self.dim} x {self.dim} W",
@@ -848,25 +859,25 @@ class PivotedCholesky:
         """Refuse a factor that cannot be W's for ``dim`` coordinates, naming the wrong field (O(k²))."""
         perm = np.asarray(self.perm)
         if perm.ndim != 1 or perm.dtype.kind not in "iu" or perm.size == 0:
-            raise ValueError(f"cholesky.perm must be a non-empty 1-d integer array, got {perm.dtype} "
+            raise ValueError(f"pivots must be a non-empty 1-d integer array, got {perm.dtype} "
                              f"{perm.shape}")
         if perm.min() < 0 or perm.max() >= dim or np.unique(perm).size != perm.size:
-            raise ValueError(f"cholesky.perm must list distinct coordinates in [0, {dim - 1}]")
+            raise ValueError(f"pivots must list distinct coordinates in [0, {dim - 1}]")
         lead, tail = self.lead, self.tail
         square = isinstance(lead, np.ndarray) and lead.ndim == 2 and lead.shape[0] == lead.shape[1]
         if not square or not lead.size:
-            raise ValueError(f"cholesky.lead must be a square (rank, rank) array, got shape {np.shape(lead)}")
+            raise ValueError(f"cholesky must be a square (rank, rank) array, got shape {np.shape(lead)}")
         rank = lead.shape[0]
         if not isinstance(tail, np.ndarray) or tail.shape != (perm.size - rank, rank):
-            raise ValueError(f"cholesky.tail must have shape ({perm.size - rank}, {rank}) (live coordinates "
+            raise ValueError(f"cholesky_tail must have shape ({perm.size - rank}, {rank}) (live coordinates "
                              f"beyond the rank x rank), got {np.shape(tail)}")
-        check_magnitude(lead, "cholesky.lead")
-        check_magnitude(tail, "cholesky.tail")
+        check_magnitude(lead, "cholesky")
+        check_magnitude(tail, "cholesky_tail")
         if not np.all(np.diag(lead) > 0):
-            raise ValueError("cholesky.lead must have a positive diagonal (a Cholesky factor)")
+            raise ValueError("cholesky must have a positive diagonal (a Cholesky factor)")
         rcond = self.rcond
         if isinstance(rcond, bool) or not isinstance(rcond, numbers.Real) or not 0 < rcond <= 1:
-            raise ValueError(f"cholesky.rcond must be in (0, 1], got {self.rcond!r}")
+            raise ValueError(f"rcond must be in (0, 1], got {self.rcond!r}")
 
     @property
     def rank(self) -> int:
