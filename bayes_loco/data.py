@@ -191,7 +191,12 @@ class PreferenceData:
 
     def subset(self, index) -> PreferenceData:
         """Rows ``index`` (slice, integer or boolean array) as a new ``PreferenceData``."""
-        idx = np.arange(self.n)[index]
+        try:
+            idx = np.arange(self.n)[index]
+        except IndexError as exc:
+            raise ValueError(f"index does not select rows of these {self.n} comparisons: {exc}") from None
+        if np.size(idx) == 0:
+            raise ValueError(f"index selects no rows of these {self.n} comparisons")
         if np.ndim(idx) == 0:
             idx = np.atleast_1d(idx)
         actions = None if self.actions is None else self.actions[idx]

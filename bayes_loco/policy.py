@@ -121,9 +121,9 @@ class Policy:
                 continue
             if isinstance(value, bool) or not isinstance(value, numbers.Real):
                 raise TypeError(f"{name} must be a real number, got {value!r}")
-            if np.isnan(value) and not (name == "pessimistic_value" and self.objective == "greedy"):
-                raise ValueError(f"{name} is NaN" + ("; only a greedy policy has no pessimistic value (NaN)"
-                                                      if name == "pessimistic_value" else ""))
+            # A greedy policy has no set, so no pessimistic value; a hand-built one may have no objective.
+            if np.isnan(value) and not (self.objective == "greedy" and name != "rounded_value"):
+                raise ValueError(f"{name} is NaN; only a greedy policy may leave its values NaN")
         if self.theta is not None:
             object.__setattr__(self, "theta", as_float_array(self.theta, "theta", 1))
         if self.certificate is not None and not isinstance(self.certificate, Certificate):

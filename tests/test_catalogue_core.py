@@ -806,7 +806,8 @@ def test_pessimistic_value_refuses_a_non_set(world):
     (lambda p: {"reference_action": 99}, ValueError, r"reference_action must be in \[0, 3\], got 99"),
     (lambda p: {"reference_action": -1}, ValueError, "reference_action must be in"),
     (lambda p: {"reference_action": 1.0}, TypeError, "reference_action must be an integer"),
-    (lambda p: {"pessimistic_value": np.nan}, ValueError, "pessimistic_value is NaN; only a greedy policy"),
+    (lambda p: {"pessimistic_value": np.nan}, ValueError,
+     "pessimistic_value is NaN; only a greedy policy may"),
     (lambda p: {"objective_value": np.nan}, ValueError, "objective_value is NaN"),
     (lambda p: {"objective_value": "high"}, TypeError, "objective_value must be a real number"),
     (lambda p: {"rounded_value": np.nan}, ValueError, "rounded_value is NaN"),
@@ -981,3 +982,42 @@ def test_a_factored_set_with_a_singular_w_saves_and_loads(tmp_path, monkeypatch)
 def test_a_factored_wald_set_at_the_real_factored_min_saves_and_loads(tmp_path):
     """At FACTORED_MIN = 8,192 coordinates itself (W 512 MiB): slow, excluded by default."""
     _factored_round_trip(tmp_path, ellipsoid.FACTORED_MIN, 64)
+
+
+# ------------------------------------------------------------------- subsets and value-sized sets
+
+
+@pytest.mark.parametrize(("index", "match"), [
+    ("a", "index does not select rows of these 400 comparisons"),
+    (400, "index does not select rows of these 400 comparisons: index 400 is out of bounds"),
+    (np.array([1.5]), "index does not select rows"),
+    (slice(5, 5), "index selects no rows of these 400 comparisons"),
+    (np.zeros(3, bool), "index does not select rows"),
+], ids=["string", "out-of-range", "float", "empty", "short-mask"])
+def test_subset_refuses_bad_indices(world, index, match):
+    refused(lambda: world["data"].subset(index), match=match)
+
+
+@pytest.mark.parametrize(("call", "exc", "match"), [
+    (lambda w: bl.sets.size_for_values(w["wald"], w["pop_global"].contexts), TypeError,
+     "population must be a Population, got ndarray"),
+    (lambda w: bl.sets.size_for_values(w["wald"], w["pop_global"], scope="x"), ValueError,
+     "scope must be one of"),
+    (lambda w: bl.sets.size_for_values(w["wald"], w["pop_global"], reference_action=9), ValueError,
+     r"reference_action must be in \[0, 3\], got 9"),
+    (lambda w: bl.sets.size_for_values(w["gram"], w["pop_global"]), ValueError,
+     "level: the 'gram' set has no level"),
+    (lambda w: bl.sets.size_for_values(w["draws_set"], w["pop_global"]), TypeError,
+     "ellipsoid must be an EllipsoidSet, got DrawsSet"),
+    (lambda w: bl.sets.size_for_values(w["wald"], w["pop_global"], level=1.0), ValueError,
+     "level must be in"),
+    (lambda w: bl.sets.size_for_values(w["wald"], w["pop_global"], draws=3), ValueError,
+     "draws must be >= 10"),
+    (lambda w: bl.sets.size_for_values(w["wald"], w["pop_global"], seed="s"), TypeError,
+     "seed must be a non-negative int"),
+    (lambda w: bl.sets.value_radius(w["wald"], np.zeros((3, 5)), 0.9), ValueError,
+     r"directions must have shape \(J, 12\)"),
+], ids=["population", "scope", "reference", "no-level", "not-ellipsoid", "level", "draws", "seed",
+        "directions"])
+def test_value_sizing_refuses_bad_inputs(world, call, exc, match):
+    refused(lambda: call(world), match=match, exc=exc)

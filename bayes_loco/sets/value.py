@@ -74,7 +74,10 @@ def value_directions(ellipsoid: EllipsoidSet, population: Population, *, scope: 
     """
     from ..policy import candidate_features  # policy.py imports the sets
 
+    if not isinstance(population, Population):
+        raise TypeError(f"population must be a Population, got {type(population).__name__}")
     check_option(scope, "scope", SCOPES)
+    reference_action = check_int(reference_action, "reference_action", 0, population.n_actions - 1)
     units = population.units(scope)
     z = units.mean(candidate_features(ellipsoid, population, reference_action))
     z = z.reshape(-1, z.shape[-1])
