@@ -64,7 +64,8 @@ def safe_dtype(text, where: str) -> np.dtype:
     object or giant string dtype.
     """
     if not isinstance(text, str) or not _DTYPE.fullmatch(text):
-        raise Refusal(f"{where} names the dtype {text!r}; bayes_loco stores bool, integer, float, complex "
+        shown = repr(text) if isinstance(text, str) else str(text)
+        raise Refusal(f"{where} names the dtype {shown}; bayes_loco stores bool, integer, float, complex "
                       f"and unicode (at most {MAX_STRING} characters) arrays only")
     dtype = np.dtype(text)
     if dtype.kind == "U" and dtype.itemsize > 4 * MAX_STRING:
@@ -97,6 +98,7 @@ def scan(path: Path) -> None:
     """
     walker = _Walker(budget(path))
     with h5py.File(path, "r") as root:
+        walker.seen.add(_address(root))  # a hard link back to the root is a cycle too
         walker.attributes(root, "/")
         walker.group(root, "/")
 
@@ -124,11 +126,10 @@ class _Walker:
                 raise Refusal(f"{child!r} is a link of HDF5 link type {kind}, which bayes_loco.load does "
                               "not follow")
             obj = group[name]
-            info = h5py.h5o.get_info(obj.id)
-            if (info.fileno, info.addr) in self.seen:
+            if _address(obj) in self.seen:
                 raise Refusal(f"{child!r} is an object the file already holds under another name (a hard "
                               "link); a file of bayes_loco.save stores each object once")
-            self.seen.add((info.fileno, info.addr))
+            self.seen.add(_address(obj))
             self.attributes(obj, child)
             if isinstance(obj, h5py.Group):
                 self.group(obj, child)
@@ -210,6 +211,12 @@ _CLASS_NAMES = {h5py.h5t.INTEGER: "integer", h5py.h5t.FLOAT: "float", h5py.h5t.S
                 h5py.h5t.BITFIELD: "bitfield", h5py.h5t.OPAQUE: "opaque", h5py.h5t.COMPOUND: "compound",
                 h5py.h5t.REFERENCE: "reference", h5py.h5t.ENUM: "enum", h5py.h5t.VLEN: "variable-length",
                 h5py.h5t.ARRAY: "array", h5py.h5t.TIME: "time"}
+
+
+def _address(obj) -> tuple[int, int]:
+    """Where the object ``obj`` lives in its file, the same under every name linked to it."""
+    info = h5py.h5o.get_info(obj.id)
+    return info.fileno, info.addr
 
 
 def _count(space) -> int:

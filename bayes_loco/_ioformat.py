@@ -149,7 +149,9 @@ def check_types(path: Path) -> tuple[int, type]:
 def _attribute(value):
     """An attribute read by h5py as xarray gives it: a one-element array as its element, text as str."""
     if isinstance(value, np.ndarray) and value.size == 1:
-        value = value.reshape(()).item() if value.dtype.kind in "biuf" else value.reshape(())[()]
+        value = value.reshape(())[()]
+    if isinstance(value, np.generic) and value.dtype.kind in "biuf":
+        value = value.item()
     return value.decode() if isinstance(value, bytes) else value
 
 
@@ -305,7 +307,7 @@ class _Decoder:
         length, kind = node.attrs.get(_LENGTH), node.attrs.get(_SEQUENCE)
         names = [str(i) for i in range(len(node.children))]
         if isinstance(length, bool) or not isinstance(length, int | np.integer) or length != len(names):
-            raise Refusal(f"{where} records {length!r} items but holds {len(names)}")
+            raise Refusal(f"{where} records {length} items but holds {len(names)}")
         if sorted(node.children) != sorted(names) or kind not in ("list", "tuple"):
             raise Refusal(f"{where} is not a stored list or tuple of results (items {sorted(node.children)}, "
                           f"kind {kind!r})")
