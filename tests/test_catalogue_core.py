@@ -887,9 +887,21 @@ def test_evaluation_refuses_bad_inputs(world, call, exc, match):
 def test_evaluation_of_the_policys_own_population_is_right(world):
     """The fingerprint does not get in the way: the policy's own population and an equal copy evaluate."""
     pop, policy = world["pop_global"], world["global_policy"]
-    copy = bl.Population(pop.contexts.copy(), pop.features.copy(), pop.states.copy())
+    copy = bl.Population(pop.contexts.copy(), np.asfortranarray(pop.features), pop.states.copy())
     gap = bl.suboptimality(policy, world["problem"], pop)
     assert gap >= -1e-12 and gap == bl.suboptimality(policy, world["problem"], copy)
+
+
+def test_a_large_populations_fingerprint_samples_rows_whatever_the_layout(world, monkeypatch):
+    """Above FINGERPRINT_BYTES a sample of rows is hashed: the same for any memory layout, and still another
+    population's (drawn apart, it differs in every row) is told apart."""
+    from bayes_loco import _validation
+
+    monkeypatch.setattr(_validation, "FINGERPRINT_BYTES", 256)
+    pop, other = world["pop_global"], world["other_global"]
+    fortran = bl.Population(np.asfortranarray(pop.contexts), np.asfortranarray(pop.features), pop.states)
+    assert fortran.fingerprint == bl.Population(pop.contexts, pop.features, pop.states).fingerprint
+    assert bl.Population(other.contexts, other.features, other.states).fingerprint != fortran.fingerprint
 
 
 # ---------------------------------------------------------------------------- hypothesis cases
