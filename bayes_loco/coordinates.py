@@ -26,7 +26,7 @@ import numpy as np
 from scipy.linalg import blas
 from scipy.sparse.linalg import LinearOperator
 
-from ._validation import as_float_array, check_int, check_memory, check_rank, check_shape
+from ._validation import as_float_array, check_int, check_memory, check_rank, check_real, check_shape
 from .data import PreferenceData
 
 # Eigenvalues of a Gram or information matrix below this fraction of the largest are treated as
@@ -256,7 +256,7 @@ def weighted_gram(coordinates: Coordinates, data: PreferenceData, weights: np.nd
     """
     check_coordinates(coordinates, data.d_x, data.d_phi, "coordinates")
     if weights is not None:
-        weights = np.asarray(weights, dtype=float)
+        weights = as_float_array(weights, "weights", 1)
         if weights.shape != (data.n,) or not np.all(weights >= 0):
             what = f"shape {weights.shape}" if weights.shape != (data.n,) else "some negative"
             raise ValueError(f"weights must be {data.n} nonnegative numbers (one per comparison), got {what}")
@@ -414,6 +414,7 @@ def identified_directions(coordinates: Coordinates, data: PreferenceData, *,
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    rtol = check_real(rtol, "rtol", 0.0, 1.0, high_open=True)
     return range_basis(design(coordinates, data), rtol=rtol)[0]
 
 
