@@ -43,7 +43,6 @@ _ATTRS = "bayes_loco_attrs"
 _FIELDS = "fields"
 _RESERVED_PREFIX = "bayes_loco_"
 POSTERIOR = "Posterior"
-_INT64 = (-(2**63), 2**63)
 
 TYPES: dict[str, str] = {
     "PreferenceData": "bayes_loco.data:PreferenceData",
@@ -87,7 +86,7 @@ SUPPORTED = ("PreferenceData, Population, coordinates (VecCoordinates, RTVBasis)
 # decoded; load turns each into one ValueError naming the file. Not Exception: a bug of this module
 # (NameError, …) must not pass for a damaged file.
 READ_ERRORS = (OSError, KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError,
-                OverflowError, ArithmeticError)
+               ArithmeticError)
 
 
 # ---------------------------------------------------------------------------------- reading

@@ -96,13 +96,12 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ._h5safety import Refusal
+from ._h5safety import Refusal, safe_dtype
 from ._ioformat import (
     _ATTRS,
     _DTYPE,
     _FIELDS,
     _FORMAT,
-    _INT64,
     _KIND,
     _LENGTH,
     _REF,
@@ -124,6 +123,8 @@ from ._ioformat import (
 )
 
 __all__ = ["ENGINE", "FORMAT_VERSION", "POSTERIOR_GROUP", "SUPPORTED", "TYPES", "load", "save"]
+
+_INT64 = (-(2**63), 2**63)
 
 
 # --------------------------------------------------------------------------------------------- API
@@ -156,7 +157,8 @@ def save(result, path: str | os.PathLike) -> Path:
         value this format cannot store (the message names the field); or
         ``path`` is not a str or path.
     ValueError
-        ``path`` is empty.
+        ``path`` is empty, or netCDF cannot hold the result (the message names
+        ``path``).
     OSError
         The file cannot be written: its directory does not exist
         (FileNotFoundError), ``path`` is a directory (IsADirectoryError), no
@@ -280,9 +282,10 @@ def _to_json(value, where: str):
     if type(value) is int or type(value) is float:
         return value
     if isinstance(value, np.generic) and value.dtype.kind in "biuf":
-        return {"$numpy": value.dtype.str, "value": value.item()}
+        return {"$numpy": _storable(value.dtype, where).str, "value": value.item()}
     if isinstance(value, np.ndarray) and value.dtype.kind in "biufU":
-        return {"$ndarray": value.dtype.str, "shape": list(value.shape), "data": value.ravel().tolist()}
+        return {"$ndarray": _storable(value.dtype, where).str, "shape": list(value.shape),
+                "data": value.ravel().tolist()}
     if isinstance(value, tuple):
         return {"$tuple": [_to_json(v, f"{where}[{i}]") for i, v in enumerate(value)]}
     if isinstance(value, list):
@@ -343,10 +346,19 @@ def _encode_tree(tree: xr.DataTree, where: str) -> xr.DataTree:
 # ---------------------------------------------------------------------------------- the results
 
 
+def _storable(dtype: np.dtype, where: str) -> np.dtype:
+    """``dtype``, if :func:`load` reads it back (no float128, strings of at most 1024 characters)."""
+    try:
+        return safe_dtype(dtype.str, "the array")
+    except Refusal as err:
+        raise TypeError(f"{where} cannot be stored: {err}") from None
+
+
 def _variable(value: np.ndarray, name: str, where: str, taken: dict) -> xr.Variable:
     if value.dtype.kind not in "biufcU":
         raise TypeError(f"{where} is an array of dtype {value.dtype}, which bayes_loco.save cannot store "
                         "(it stores bool, integer, float, complex and string arrays)")
+    _storable(value.dtype, where)
     dims = []
     for i, size in enumerate(value.shape):
         dim = f"{name}_dim_{i}"
@@ -368,7 +380,8 @@ def _encode_fields(obj, path: str, memo: dict, taken: dict, skip=()) -> tuple[di
         if isinstance(value, np.ndarray):
             variables[name] = _variable(value, name, where, taken)
         elif isinstance(value, np.generic) and value.dtype.kind in "biufc":
-            variables[name] = xr.Variable((), np.asarray(value), attrs={_SCALAR: 1, _DTYPE: value.dtype.str})
+            variables[name] = xr.Variable((), np.asarray(value),
+                                          attrs={_SCALAR: 1, _DTYPE: _storable(value.dtype, where).str})
     mine = dict(taken)
     for variable in variables.values():
         mine.update(zip(variable.dims, variable.shape, strict=True))

@@ -9,6 +9,7 @@ opens the file. Files written before the type tags (format 1, committed under
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib.util
 import json
@@ -750,6 +751,20 @@ def test_save_through_a_symlink_writes_its_target(fresh, tmp_path):
                          ids=["ndarray", "dict", "enum-member", "class", "function", "str", "None"])
 def test_save_refuses_what_is_not_a_result(obj, tmp_path):
     refused(lambda: bl.save(obj, tmp_path / "x.nc"), match="cannot store", exc=TypeError)
+    assert not (tmp_path / "x.nc").exists()
+
+
+@pytest.mark.parametrize(("field", "value", "match"), [
+    ("theta", np.array(["x" * 2000]), "Policy.theta cannot be stored.*2000 characters"),
+    ("theta", np.zeros(2, dtype=np.longdouble), "Policy.theta cannot be stored.*'<f16'"),
+    ("message", (np.array(["y" * 1500]),), r"Policy.message\[0\] cannot be stored.*1500 characters"),
+    ("pessimistic_value", np.longdouble(1), "Policy.pessimistic_value cannot be stored"),
+], ids=["long-strings", "float128-array", "long-strings-in-json", "float128-scalar"])
+def test_save_refuses_what_load_would_refuse(fresh, tmp_path, field, value, match):
+    """Save never writes a file that load refuses: dtypes outside load's allow-list fail at save."""
+    policy = copy.copy(fresh["policy"])
+    object.__setattr__(policy, field, value)  # past the constructor's checks, to reach save's own
+    refused(lambda: bl.save(policy, tmp_path / "x.nc"), match=match, exc=TypeError)
     assert not (tmp_path / "x.nc").exists()
 
 
