@@ -192,6 +192,11 @@ class PaperProblem:
 
     def rewards(self, population: Population) -> np.ndarray:
         """True rewards r*(x_i, s_i, a) = x_iᵀ Θ* φ(s_i, a), shape (n, A)."""
+        if not isinstance(population, Population):
+            raise TypeError(f"population must be a Population, got {type(population).__name__}")
+        if (population.d_x, population.d_phi) != (self.d_x, self.d_phi):
+            raise ValueError(f"population has (d_x, d_phi) = ({population.d_x}, {population.d_phi}), the "
+                             f"problem ({self.d_x}, {self.d_phi}): draw it with problem.population(...)")
         return rewards(self.theta, population.contexts, population.features)
 
 

@@ -1038,3 +1038,20 @@ def test_subset_refuses_bad_indices(world, index, match):
         "directions"])
 def test_value_sizing_refuses_bad_inputs(world, call, exc, match):
     refused(lambda: call(world), match=match, exc=exc)
+
+
+@pytest.mark.parametrize(("call", "exc", "match"), [
+    (lambda w: w["data"].split(0), ValueError, r"n_initial must be in \[1, 399\], got 0"),
+    (lambda w: w["data"].split(400), ValueError, r"n_initial must be in \[1, 399\], got 400"),
+    (lambda w: w["data"].split("half"), TypeError, "n_initial must be an integer"),
+    (lambda w: w["pop"].units("everyone"), ValueError, "scope must be one of 'personalised', 'global'"),
+    (lambda w: w["problem"].rewards(w["pop"].features), TypeError,
+     "population must be a Population, got ndarray"),
+    (lambda w: w["problem"].rewards(bl.Population(w["px"], w["pf"], w["ps"])), ValueError,
+     r"population has \(d_x, d_phi\) = \(3, 4\), the problem \(3, 5\)"),
+    (lambda w: w["prs"].summary(level=1.5), ValueError, r"level must be in \(0.0, 1.0\)"),
+    (lambda w: w["mle"].summary(level="high"), TypeError, "level must be a real number"),
+], ids=["split-0", "split-n", "split-str", "units-scope", "rewards-array", "rewards-dims", "summary-level",
+        "summary-level-str"])
+def test_data_population_problem_and_summary_methods_refuse_bad_arguments(world, call, exc, match):
+    refused(lambda: call(world), match=match, exc=exc)
