@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib.util
+import json
 import logging
 import os
 import time
@@ -38,7 +39,7 @@ from .._validation import check_int, check_option, check_rank, check_real
 from ..coordinates import RTVBasis, check_coordinates, design, identified_directions, rtv_basis
 from ..data import PreferenceData, checks_data
 from ..exceptions import ConvergenceWarning, SamplerWarning
-from ..frequentist.fgd import LowRankResult, fit_low_rank
+from ..frequentist.fgd import LowRankResult
 from ..model import fisher_information, margins
 from ..results import (
     Diagnostics,
@@ -63,9 +64,9 @@ from .chart import (
     build_chart_model,
     chart_frame,
     chart_start,
-    partial_frame,
 )
 from .credible import KINDS, credible_set
+from .geometry import choose_geometry, default_start, ranking, troubled
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
 from .reduced import draws_moments, stacked_draws
@@ -84,6 +85,8 @@ RTV_IDENTIFIED = f"rtv_{D.IDENTIFIED_COORD}"
 _PYMC_LOGGERS = ("pymc", "pymc.sampling.mcmc", "pymc.stats.convergence", "pymc.variational.inference",
                  "pymc.tuning.starting")
 SUMMARY_COLUMNS = ("estimate", "std_err", "lower", "upper", "ess_bulk", "ess_tail", "r_hat")
+# The target_accept values a divergent factored fit is advised to re-run with, in turn.
+TARGET_ACCEPT_STEPS = (0.95, 0.99)
 
 
 def available_samplers() -> tuple[str, ...]:
@@ -577,8 +580,31 @@ class Posterior(InRTVCoordinates, SummaryHTML):
         elif self.method == "vi":
             notes.append("VI is a Gaussian approximation in (U, V): its intervals are typically too narrow. "
                          "Its draws are independent draws of one approximation (one chain: no R-hat).")
+        notes += self._geometry_notes()
         notes += unidentified_note(int((~identified).sum()), self.k)
         return Summary(title, header, table, tuple(notes))
+
+    def _geometry_notes(self) -> list[str]:
+        """Where the chains started and which coordinates NUTS moved in, and why (:mod:`.geometry`)."""
+        record = self.settings.get("geometry", {})
+        notes = []
+        if record:
+            rank = record["chart_rank"]
+            ran = record["parametrization"] + (f" (r₁ = {rank})" if rank else "")
+            notes.append(f"NUTS moved in the {ran} coordinates: {record['reason']}.")
+        start = record.get("start") or self.settings.get("start")
+        if start:
+            notes.append(f"The start: {start}.")
+        return notes
+
+    @property
+    def advice(self) -> dict:
+        """The NUTS settings the fit's warnings advise re-running with (empty when it converged).
+
+        Update the NUTS settings of the fit with them: ``fit_posterior(data, rank, nuts=mine | post.advice)``,
+        ``mine`` the dict the fit was called with.
+        """
+        return dict(self.settings.get("advice", {}))
 
     def __repr__(self) -> str:
         d = self.diagnostics
@@ -615,15 +641,19 @@ def _interval_column(stats: pd.DataFrame, suffix: str) -> str:
 # ------------------------------------------------------------------------------ start and basis
 
 
-def _start_fit(data, rank, start, ridge) -> LowRankResult:
+def _start_fit(data, rank, start, ridge, scale) -> tuple[LowRankResult, float, str]:
+    """The start of every chain, the ridge it was fitted with, and a note where that is not ``ridge``.
+
+    :func:`~.geometry.default_start` when none is given.
+    """
     if start is None:
-        return fit_low_rank(data, rank, ridge=ridge)
+        return default_start(data, rank, ridge, scale)
     if not isinstance(start, LowRankResult):
         raise TypeError(f"start must be a LowRankResult, got {type(start).__name__}")
     if start.rank != rank or start.theta.shape != (data.d_x, data.d_phi):
         raise ValueError(f"start has rank {start.rank} and Θ of shape {start.theta.shape}; "
                          f"expected rank {rank} and ({data.d_x}, {data.d_phi})")
-    return start
+    return start, ridge, ""
 
 
 def _resolve_basis(basis, start, rank, data) -> RTVBasis:
@@ -637,29 +667,6 @@ def _resolve_basis(basis, start, rank, data) -> RTVBasis:
                              f"expected rank {rank} and ({data.d_x}, {data.d_phi})")
         return basis
     raise TypeError(f"basis must be an RTVBasis, a LowRankResult or None, got {type(basis).__name__}")
-
-
-def _chart_or_none(data, rank, start, prior, nuts: NUTS):
-    """The chart's frame for ``nuts``, or None where the factored model runs.
-
-    ``"auto"`` takes the chart when it is possible (r at most each span's
-    dimension), for the components the data determine
-    (``ChartFrame.determined_rank``) unless ``nuts.chart_rank`` says how many.
-    """
-    if nuts.chart_rank is not None and nuts.chart_rank > rank:
-        raise ValueError(f"nuts.chart_rank must be at most the rank {rank}, got {nuts.chart_rank}")
-    if nuts.parametrization == FACTORED:
-        return None
-    if nuts.parametrization == CHART:
-        return chart_frame(data, start.theta, rank, prior.scale, nuts.chart_rank)
-    try:
-        frame = chart_frame(data, start.theta, rank, prior.scale)
-    except ValueError:  # r exceeds a span's dimension: no chart exists
-        return None
-    chart_rank = frame.determined_rank if nuts.chart_rank is None else nuts.chart_rank
-    if chart_rank == 0:
-        return None
-    return frame if chart_rank == rank else partial_frame(frame, data, chart_rank, prior.scale)
 
 
 def _resolve_sampler(nuts: NUTS) -> NUTS:
@@ -892,18 +899,37 @@ def _unidentified_note(name: str, tree) -> str:
     return ""
 
 
-def _other_sampler(nuts: NUTS) -> str:
-    """Advice to try nutpie, only when it is installed and not the sampler that ran."""
-    if nuts.sampler != "nutpie" and "nutpie" in available_samplers():
-        return ", or try nuts={'sampler': 'nutpie'}"
-    return ""
+def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool) -> dict:
+    """The NUTS settings to re-run with, each a step that improves this fit (empty: none known).
+
+    Divergences in the chart: the factored model (:mod:`.geometry`). Divergences in
+    the factored model: the next ``target_accept`` of :data:`TARGET_ACCEPT_STEPS`
+    above the one that ran (none past the last: smaller steps no longer help). R-hat
+    or ESS short: twice the draws (ESS grows about linearly with them), and with R-hat
+    twice the tuning too. Each suggestion is computed from the settings that ran, so a
+    fit re-run as advised is never advised the same again.
+    """
+    advice = {}
+    if divergences:
+        if nuts.parametrization == CHART:
+            advice["parametrization"] = FACTORED
+        else:
+            higher = [t for t in TARGET_ACCEPT_STEPS if t > nuts.target_accept + 1e-9]
+            if higher:
+                advice["target_accept"] = higher[0]
+    if rhat_bad or ess_bad or "target_accept" in advice:
+        advice["draws"] = 2 * nuts.draws
+    if rhat_bad:
+        advice["tune"] = 2 * max(nuts.tune, nuts.draws)
+    return advice
 
 
-def _nuts_diagnostics(tree, nuts: NUTS, seconds: float) -> Diagnostics:
+def _nuts_diagnostics(tree, nuts: NUTS, seconds: float) -> tuple[Diagnostics, dict]:
     """Divergences, tree depth, and R-hat/ESS over every entry of Θ and θ_rtv; a message for each problem.
 
-    The messages name the worst quantity (its ArviZ label) and suggest only
-    what is installed (:func:`available_samplers`).
+    The messages name the worst quantity (its ArviZ label); the advice (:func:`_advice`)
+    is returned beside the diagnostics and written into each message as the exact
+    ``nuts={...}`` to pass.
     """
     stats = tree[D.SAMPLE_STATS]
     div, depth, maxd = (_stat(stats, names) for names in (("diverging",), _DEPTH_STATS, _MAXDEPTH_STATS))
@@ -913,30 +939,40 @@ def _nuts_diagnostics(tree, nuts: NUTS, seconds: float) -> Diagnostics:
     max_rhat, at_rhat = _worst(both, "r_hat", largest=True)
     min_bulk, at_bulk = _worst(both, "ess_bulk", largest=False)
     min_tail, at_tail = _worst(both, "ess_tail", largest=False)
+    chains = tree[D.POSTERIOR].sizes.get("chain", 1)
+    rhat_bad = chains > 1 and not max_rhat <= nuts.rhat_max
+    ess_bad = not min(min_bulk, min_tail) >= nuts.ess_min
+    advice = _advice(nuts, divergences, rhat_bad, ess_bad)
+    rerun = f"; re-run with nuts={advice}" if advice else ""
     messages = []
     if divergences:
-        messages.append(f"{divergences} divergent transitions after tuning: raise nuts.target_accept "
-                        "(e.g. 0.95) or tune longer (nuts.tune)")
-    chains = tree[D.POSTERIOR].sizes.get("chain", 1)
-    if chains > 1 and max_rhat > nuts.rhat_max:
+        if "parametrization" in advice:
+            why = "the chart's coordinates are ratios that are near-singular where the data are few"
+        elif "target_accept" in advice:
+            why = f"smaller leapfrog steps (target_accept {advice['target_accept']}) follow the curvature"
+        else:
+            why = (f"they persist at target_accept {nuts.target_accept}: the draws near them may be biased; "
+                   "compare a lower rank (select_rank) or a tighter prior (prior={'scale': ...})")
+        messages.append(f"{divergences} divergent transitions after tuning in the {nuts.parametrization} "
+                        f"coordinates: {why}{rerun}")
+    if rhat_bad:
         messages.append(f"max R-hat {max_rhat:.4f} at {at_rhat}{_unidentified_note(at_rhat, tree)} > "
-                        f"{nuts.rhat_max} (over Θ and θ_rtv): the chains disagree; run longer chains "
-                        f"(nuts.tune, nuts.draws){_other_sampler(nuts)}")
-    if min_bulk < nuts.ess_min or min_tail < nuts.ess_min:
+                        f"{nuts.rhat_max} (over Θ and θ_rtv): the chains disagree{rerun}")
+    if ess_bad:
         worst = (f"bulk {min_bulk:.0f} at {at_bulk}{_unidentified_note(at_bulk, tree)}, "
                  f"tail {min_tail:.0f} at {at_tail}{_unidentified_note(at_tail, tree)}")
-        messages.append(f"min ESS over Θ and θ_rtv is {worst} < {nuts.ess_min}: draw more (nuts.draws)"
-                        f"{_other_sampler(nuts)}")
+        messages.append(f"min ESS over Θ and θ_rtv is {worst} < {nuts.ess_min}{rerun}")
     converged = not messages
     message = (f"{chains} chains × {nuts.draws} draws after {nuts.tune} tuning steps: {divergences} "
                f"divergences, max R-hat {max_rhat:.4f} ({at_rhat}), min ESS bulk {min_bulk:.0f} "
                f"({at_bulk}) / tail {min_tail:.0f} ({at_tail})")
-    return Diagnostics(
+    diagnostics = Diagnostics(
         f"nuts-{nuts.sampler}", converged, nuts.draws,
         FitStatus.CONVERGED if converged else FitStatus.SAMPLER_WARNINGS, message, tuple(messages), seconds,
         divergences=divergences, max_depth_hits=None if maxd is None else int(maxd.sum()),
         mean_tree_depth=None if depth is None else float(depth.mean()),
         max_rhat=max_rhat, min_ess_bulk=min_bulk, min_ess_tail=min_tail)
+    return diagnostics, advice
 
 
 def _map_diagnostics(tree, seconds: float) -> Diagnostics:
@@ -954,9 +990,8 @@ def _map_diagnostics(tree, seconds: float) -> Diagnostics:
                        message, messages, seconds)
 
 
-def _diagnose(tree, method: str, nuts: NUTS, vi: VI, seconds: float) -> Diagnostics:
-    if method == "nuts":
-        return _nuts_diagnostics(tree, nuts, seconds)
+def _diagnose(tree, method: str, vi: VI, seconds: float) -> Diagnostics:
+    """The diagnostics of a MAP or VI fit (NUTS: :func:`_nuts_diagnostics`)."""
     if method == "map":
         return _map_diagnostics(tree, seconds)
     message = f"{vi.iterations} iterations of {vi.method}, final loss {tree.attrs['final_loss']:.6g}"
@@ -1051,71 +1086,162 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
         raise TypeError(f"progressbar must be a bool, got {progressbar!r}")
     if method == "nuts":
         nuts = _resolve_sampler(nuts)
-    start = _start_fit(data, rank, start, ridge)
+    start, start_ridge, start_note = _start_fit(data, rank, start, ridge, prior.scale)
     basis = _resolve_basis(basis, start, rank, data)
-
-    u0, v0 = balanced_factors(start.theta, rank)
-    frame = None
-    if method == "nuts":
-        frame = _chart_or_none(data, rank, start, prior, nuts)
-        nuts = dataclasses.replace(nuts, parametrization=FACTORED if frame is None else CHART,
-                                   chart_rank=None if frame is None else frame.chart_rank)
-    settings = {"rank": rank, "method": method, "prior": dataclasses.asdict(prior), "ridge": ridge,
-                "random_seed": random_seed, "predictive_draws": predictive_draws,
-                method: dataclasses.asdict({"nuts": nuts, "map": map_settings, "vi": vi}[method])}
-    if frame is not None:
-        model = build_chart_model(data, rank, frame, prior=prior)
-
-        def draw_start(rng):
-            return chart_start(frame, nuts.init_jitter, rng, prior.scale)
-    else:
-        model = build_model(data, rank, prior=prior)
-
-        def draw_start(rng):
-            return _factor_start(u0, v0, nuts.init_jitter, rng)
-    laplace, loss = None, None
-    with _quiet(not progressbar):
-        t0 = time.perf_counter()
-        if method == "nuts":
-            raw = _sample_nuts(model, nuts, draw_start, random_seed, progressbar)
-        elif method == "map":
-            raw = _find_map(model, u0, v0, random_seed, progressbar)
-        else:
-            raw, loss = _fit_vi(model, vi, u0, v0, random_seed, progressbar)
-        seconds = time.perf_counter() - t0
-        if method == "map":
-            laplace = laplace_theta(model, raw, map_settings.draws, random_seed)
-
-    from .. import __version__
-
     directions = identified_directions(basis, data)
-    sampler, chains, draws, representation = {
-        "nuts": (nuts.sampler, nuts.chains, nuts.draws, "NUTS draws (MCMC)"),
-        "map": ("L-BFGS-B", 1, map_settings.draws,
-                "independent draws of the Laplace approximation at the MAP (one chain)"),
-        "vi": (vi.method, 1, vi.draws, "independent draws of the fitted ADVI approximation (one chain)"),
-    }[method]
-    attrs = root_attrs(settings, __version__, sampler=sampler, chains=chains, draws=draws, k=basis.dim,
-                       k_eff=directions.shape[1], representation=representation,
-                       predictive_draws=predictive_draws)
-    if loss is not None:
-        attrs["final_loss"] = _final_loss(loss)
-    tree = arrange(raw, method=method, basis=basis, directions=directions, data=data, prior=prior,
-                   predictive_draws=predictive_draws, seed=random_seed, root_attrs=attrs, laplace=laplace,
-                   loss=loss)
-    diagnostics = _diagnose(tree, method, nuts, vi, seconds)
-    charted = () if frame is None else frame.angles[:frame.chart_rank]
-    loose = ", ".join(f"{j} ({a:.2f} rad)" for j, a in enumerate(charted) if a > ANGLE_MAX)
-    if diagnostics.warnings and loose:
-        diagnostics = dataclasses.replace(diagnostics, warnings=(*diagnostics.warnings, (
-            f"NUTS ran in the chart although the data leave the column space of component(s) {loose} "
-            f"loose (> {ANGLE_MAX} rad at the start): their chart coordinates have heavy tails. Draw more, "
-            "or chart fewer components (nuts={'chart_rank': ...}; the others stay factored); if a "
-            "component's singular value is within noise of 0, a lower rank may fit the data as well "
-            "(select_rank)")))
+    run = _Run(data, rank, prior, basis, directions, predictive_draws, random_seed, progressbar, start,
+               start_ridge)
+    advice = {}
+    if method == "nuts":
+        geometry = choose_geometry(data, rank, start.theta, prior.scale, nuts.parametrization,
+                                   nuts.chart_rank)
+        post, advice = run.nuts(geometry, nuts)
+        first = post
+        if geometry.automatic and geometry.frame is not None and troubled(
+                post.diagnostics, nuts.rhat_max, nuts.ess_min):
+            factored, factored_advice = run.nuts(dataclasses.replace(geometry, frame=None), nuts)
+            if ranking(factored.diagnostics, nuts.rhat_max) > ranking(post.diagnostics, nuts.rhat_max):
+                post, advice = factored, factored_advice
+        extra = {"geometry": _geometry_record(geometry, post, first, start_note)}
+    else:
+        post = run.optimise(method, map_settings, vi)
+        extra = {"start": start_note} if start_note else {}
+    if advice:
+        extra["advice"] = advice
+    if extra:
+        post = _with_settings(post, extra)
     category = ConvergenceWarning if method == "map" else SamplerWarning
-    for message in diagnostics.warnings:
+    for message in post.diagnostics.warnings:
         warnings.warn(f"fit_posterior: {message}", category, stacklevel=3)
-    post = Posterior(tree, basis, start, directions, diagnostics, method, data, settings)
-    post.__dict__["model"] = model  # the fitted model itself fills the cache of Posterior.model
     return post
+
+
+def _note_loose(diagnostics: Diagnostics, frame) -> Diagnostics:
+    """``diagnostics`` with a warning naming the charted components the data leave loose, if any."""
+    charted = frame.angles[:frame.chart_rank]
+    loose = ", ".join(f"{j} ({a:.2f} rad)" for j, a in enumerate(charted) if a > ANGLE_MAX)
+    if not loose:
+        return diagnostics
+    return dataclasses.replace(diagnostics, warnings=(*diagnostics.warnings, (
+        f"NUTS ran in the chart although the data leave the column space of component(s) {loose} "
+        f"loose (> {ANGLE_MAX} rad at the start): their chart coordinates have heavy tails. Chart fewer "
+        "components (nuts={'chart_rank': ...}; the others stay factored) or none "
+        "(nuts={'parametrization': 'auto'} chooses); if a component's singular value is within noise of 0, "
+        "a lower rank may fit the data as well (select_rank)")))
+
+
+def _geometry_record(geometry, post: Posterior, first: Posterior, start_note: str) -> dict:
+    """What ran and why, for ``settings["geometry"]``: the choice, its reason, and a fall-back's cause."""
+    ran = post.settings["nuts"]
+    record = {"parametrization": ran["parametrization"], "chart_rank": ran["chart_rank"],
+              "reason": geometry.reason, "fell_back": post is not first and first.settings["nuts"]
+              ["parametrization"] != ran["parametrization"]}
+    if post is not first:
+        d = first.diagnostics
+        record["first"] = {"parametrization": first.settings["nuts"]["parametrization"],
+                           "chart_rank": first.settings["nuts"]["chart_rank"], "divergences": d.divergences,
+                           "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk, "seconds": d.seconds}
+        record["reason"] += (f"; the chart gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS "
+                             f"{d.min_ess_bulk:.0f} in {d.seconds:.0f} s, so the factored model ran too and "
+                             "was kept")
+    if start_note:
+        record["start"] = start_note
+    return record
+
+
+def _with_settings(post: Posterior, extra: dict) -> Posterior:
+    """``post`` with ``extra`` merged into its settings (and its tree's JSON copy of them)."""
+    settings = {**post.settings, **extra}
+    post.tree.attrs["settings"] = json.dumps(settings)
+    new = dataclasses.replace(post, settings=settings)
+    new.__dict__["model"] = post.__dict__.get("model")
+    return new
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What every attempt of one :func:`fit_posterior` call shares: data, prior, start, basis, seeds."""
+
+    data: PreferenceData
+    rank: int
+    prior: Prior
+    basis: RTVBasis
+    directions: np.ndarray
+    predictive_draws: int
+    seed: int
+    progressbar: bool
+    start: LowRankResult
+    ridge: float
+
+    def settings(self, method: str, group) -> dict:
+        return {"rank": self.rank, "method": method, "prior": dataclasses.asdict(self.prior),
+                "ridge": self.ridge,
+                "random_seed": self.seed, "predictive_draws": self.predictive_draws,
+                method: dataclasses.asdict(group)}
+
+    def nuts(self, geometry, nuts: NUTS) -> tuple[Posterior, dict]:
+        """One NUTS run in ``geometry``'s coordinates: sample, arrange the tree, diagnose."""
+        nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization,
+                                   chart_rank=geometry.chart_rank)
+        frame, prior = geometry.frame, self.prior
+        if frame is not None:
+            model = build_chart_model(self.data, self.rank, frame, prior=prior)
+
+            def draw_start(rng):
+                return chart_start(frame, nuts.init_jitter, rng, prior.scale)
+        else:
+            model = build_model(self.data, self.rank, prior=prior)
+            u0, v0 = balanced_factors(self.start.theta, self.rank)
+
+            def draw_start(rng):
+                return _factor_start(u0, v0, nuts.init_jitter, rng)
+        with _quiet(not self.progressbar):
+            t0 = time.perf_counter()
+            raw = _sample_nuts(model, nuts, draw_start, self.seed, self.progressbar)
+            seconds = time.perf_counter() - t0
+        tree = self._arrange(raw, "nuts", nuts, (nuts.sampler, nuts.chains, nuts.draws, "NUTS draws (MCMC)"))
+        diagnostics, advice = _nuts_diagnostics(tree, nuts, seconds)
+        if diagnostics.warnings and frame is not None and not geometry.automatic:
+            diagnostics = _note_loose(diagnostics, frame)
+        return self._posterior(tree, diagnostics, "nuts", nuts, model), advice
+
+    def optimise(self, method: str, map_settings: MAP, vi: VI) -> Posterior:
+        """A MAP (with its Laplace draws) or VI fit from the start's balanced factors."""
+        model = build_model(self.data, self.rank, prior=self.prior)
+        u0, v0 = balanced_factors(self.start.theta, self.rank)
+        laplace, loss = None, None
+        with _quiet(not self.progressbar):
+            t0 = time.perf_counter()
+            if method == "map":
+                raw = _find_map(model, u0, v0, self.seed, self.progressbar)
+            else:
+                raw, loss = _fit_vi(model, vi, u0, v0, self.seed, self.progressbar)
+            seconds = time.perf_counter() - t0
+            if method == "map":
+                laplace = laplace_theta(model, raw, map_settings.draws, self.seed)
+        facts = {"map": ("L-BFGS-B", 1, map_settings.draws,
+                         "independent draws of the Laplace approximation at the MAP (one chain)"),
+                 "vi": (vi.method, 1, vi.draws,
+                        "independent draws of the fitted ADVI approximation (one chain)")}[method]
+        group = map_settings if method == "map" else vi
+        tree = self._arrange(raw, method, group, facts, laplace=laplace, loss=loss)
+        return self._posterior(tree, _diagnose(tree, method, vi, seconds), method, group, model)
+
+    def _arrange(self, raw, method, group, facts, laplace=None, loss=None) -> xr.DataTree:
+        from .. import __version__
+
+        sampler, chains, draws, representation = facts
+        attrs = root_attrs(self.settings(method, group), __version__, sampler=sampler, chains=chains,
+                           draws=draws, k=self.basis.dim, k_eff=self.directions.shape[1],
+                           representation=representation, predictive_draws=self.predictive_draws)
+        if loss is not None:
+            attrs["final_loss"] = _final_loss(loss)
+        return arrange(raw, method=method, basis=self.basis, directions=self.directions, data=self.data,
+                       prior=self.prior, predictive_draws=self.predictive_draws, seed=self.seed,
+                       root_attrs=attrs, laplace=laplace, loss=loss)
+
+    def _posterior(self, tree, diagnostics, method, group, model) -> Posterior:
+        post = Posterior(tree, self.basis, self.start, self.directions, diagnostics, method, self.data,
+                         self.settings(method, group))
+        post.__dict__["model"] = model  # the fitted model itself fills the cache of Posterior.model
+        return post

@@ -1,0 +1,167 @@
+"""Where NUTS starts and which coordinates it moves in: the default's choice, and its fall-back.
+
+Issue #32 found the default (the partial chart of :mod:`.chart`) fragile where the
+data are few: on ``paper_problem(d_x=8, d_a=6, d_s=5, rank=2, imbalance=3, seed=11)``
+at N = 1,000 it diverged 11–23 times while the factored model had no divergence and
+five times the ESS. Two things decide it, and both are measurable before sampling:
+
+**The ridge is short when the data are few.** The factored posterior's rotation and
+scale ridge is about as long, in units of its width, as the leading component's
+signal-to-noise ratio σ̂₁/sd(σ̂₁) (:attr:`~.chart.ChartFrame.leading_snr`, which grows
+like √N), and NUTS's leapfrog steps per draw grow with it; the chart's do not. Below
+:data:`SNR_CHART` the ridge is short, the factored model needs few steps, and the chart
+only adds risk: its coordinates B = Θ₂₁A⁻¹ are ratios whose denominator (A, the leading
+block) is within a few standard deviations of singular, which is where NUTS diverged.
+So ``"auto"`` charts only where ``leading_snr ≥ SNR_CHART`` (and then only the
+components the data determine, ``determined_rank``).
+
+**A separated start is no start.** With imbalanced data a rarely compared action can be
+separable and the unpenalised MLE runs off (singular values of 10⁴ were seen at
+q = 3, N = 1,000); chains started there, and a chart preconditioned there, spend the
+warm-up coming back. The posterior itself is proper (the prior bounds it), so the
+default start is then the ridge fit with λ = 1/s² (:data:`START_RIDGE` over the prior's
+scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
+
+**Fall-back.** A chart chosen by ``"auto"`` that still shows trouble after sampling
+(a divergence, R-hat above ``nuts.rhat_max`` or ESS below ``nuts.ess_min``) is
+followed by the factored model on the same data and settings, and the fit keeps
+whichever :func:`ranking` prefers; the fit's ``settings["geometry"]`` and ``summary()``
+say what ran, why, and what the first attempt showed. A parametrisation the user named
+is never replaced.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..data import PreferenceData
+from ..exceptions import ConvergenceWarning, SeparationWarning
+from ..frequentist.fgd import LowRankResult, fit_low_rank
+from ..model import margins
+from ..results import Diagnostics
+from .chart import AUTO, CHART, FACTORED, ChartFrame, chart_frame, partial_frame
+
+# Charted by "auto" only from this leading signal-to-noise ratio on (bench_robustness.py: below it
+# the factored model took at most about 5 x this many leapfrog steps per draw and never diverged).
+SNR_CHART = 10.0
+# A start whose largest margin |η_t| exceeds this predicts some label with probability 1 − 1e-21 or more:
+# separated in effect, whether or not its MLE was flagged (a §5.1 problem at N = 600 gave |η| ~ 1e6; the
+# fits of the paper's cells that converge stay below 20).
+MARGIN_MAX = 50.0
+# λ of the default start's ridge, times 1/s²: (λ/2)‖Θ‖²_F is the log density of a N(0, s²/λ) prior.
+START_RIDGE = 1.0
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """The coordinates one NUTS run moves in.
+
+    Attributes
+    ----------
+    frame : ChartFrame or None
+        The chart's frame (its ``chart_rank`` r₁ components charted), or None for
+        the factored model.
+    reason : str
+        Why, in words (recorded in the fit's settings).
+    automatic : bool
+        Chosen by ``"auto"``: the fit may fall back to the factored model.
+    """
+
+    frame: ChartFrame | None
+    reason: str
+    automatic: bool
+
+    @property
+    def parametrization(self) -> str:
+        return FACTORED if self.frame is None else CHART
+
+    @property
+    def chart_rank(self) -> int | None:
+        return None if self.frame is None else self.frame.chart_rank
+
+
+def default_start(data: PreferenceData, rank: int, ridge: float,
+                  scale: float) -> tuple[LowRankResult, float, str]:
+    """The frequentist low-rank fit NUTS starts from, its ridge, and a note when it is not ``ridge``'s.
+
+    With ``ridge`` 0 (the default) the unpenalised fit is tried first; if its MLE
+    start was separated, a margin |η_t| exceeds :data:`MARGIN_MAX`, or FGD did not
+    converge, the ridge fit with λ = :data:`START_RIDGE`/s² is used instead (see the module docstring) and the
+    note says so. Their warnings are not passed on then: the posterior is proper.
+    """
+    if ridge > 0:
+        return fit_low_rank(data, rank, ridge=ridge), ridge, ""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plain = fit_low_rank(data, rank)
+    margin = float(np.abs(margins(plain.theta, data.contexts, data.differences)).max())
+    separated = (plain.initial is not None and plain.initial.separated) or margin > MARGIN_MAX
+    if not separated and plain.diagnostics.converged:
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return plain, ridge, ""
+    lam = START_RIDGE / scale**2
+    why = f"separated: max |η| = {margin:.3g}" if separated else "FGD did not converge"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (SeparationWarning, ConvergenceWarning))
+        fit = fit_low_rank(data, rank, ridge=lam)
+    return fit, lam, (f"started from the ridge fit (λ = {lam:g}): the unpenalised start was unusable ({why}, "
+                 f"largest singular value {np.linalg.norm(plain.theta, 2):.3g})")
+
+
+def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, scale: float,
+                    parametrization: str, chart_rank: int | None) -> Geometry:
+    """The coordinates of ``nuts.parametrization`` (and ``nuts.chart_rank``) on these data.
+
+    ``"factored"`` and ``"chart"`` are taken as named. ``"auto"`` charts the
+    components the data determine (``ChartFrame.determined_rank``, or
+    ``chart_rank`` if given) where the leading signal-to-noise ratio reaches
+    :data:`SNR_CHART`, and is factored otherwise or where no chart exists (r above a
+    span's dimension).
+    """
+    if chart_rank is not None and chart_rank > rank:
+        raise ValueError(f"nuts.chart_rank must be at most the rank {rank}, got {chart_rank}")
+    if parametrization == FACTORED:
+        return Geometry(None, "nuts.parametrization='factored'", False)
+    if parametrization == CHART:
+        frame = chart_frame(data, theta_start, rank, scale, chart_rank)
+        return Geometry(frame, "nuts.parametrization='chart'", False)
+    if parametrization != AUTO:
+        raise ValueError(f"unknown parametrization {parametrization!r}")
+    try:
+        frame = chart_frame(data, theta_start, rank, scale)
+    except ValueError:
+        return Geometry(None, f"no chart of rank {rank} exists: the contexts or the differences span fewer "
+                              "dimensions", True)
+    snr = frame.leading_snr
+    if snr < SNR_CHART:
+        return Geometry(None, f"the leading component's signal-to-noise ratio {snr:.1f} < {SNR_CHART:g}: "
+                              "the factored model's ridge is short here", True)
+    r1 = frame.determined_rank if chart_rank is None else chart_rank
+    if r1 == 0:
+        return Geometry(None, f"no component's column space is determined (angles "
+                              f"{np.array2string(frame.angles, precision=2)} rad)", True)
+    if r1 < rank:
+        frame = partial_frame(frame, data, r1, scale)
+    return Geometry(frame, f"signal-to-noise ratio {snr:.1f} >= {SNR_CHART:g}; {r1} of {rank} components "
+                           "determined", True)
+
+
+def troubled(d: Diagnostics, rhat_max: float, ess_min: float) -> bool:
+    """Whether a NUTS fit diverged, or its R-hat or ESS missed the bars."""
+    return bool(d.divergences or d.max_rhat > rhat_max or min(d.min_ess_bulk, d.min_ess_tail) < ess_min)
+
+
+def ranking(d: Diagnostics, rhat_max: float) -> tuple:
+    """Sort key of two NUTS fits of one posterior (larger is better).
+
+    No divergence first, then R-hat within ``rhat_max``, then the larger smallest
+    ESS per second (a fit's whole time, compilation included).
+    """
+    rhat = d.max_rhat if np.isfinite(d.max_rhat) else np.inf
+    ess = min(d.min_ess_bulk, d.min_ess_tail)
+    rate = ess / d.seconds if np.isfinite(ess) and d.seconds > 0 else 0.0
+    return (not d.divergences, rhat <= rhat_max, rate)

@@ -1,0 +1,137 @@
+"""Robustness of the default posterior: every problem of a grid, the default against the factored model.
+
+Issue #32's grid: paper-simulation problems (§5.1 and diagonal Θ*) over N ∈ {300, 600, 1,000,
+3,000, 10,000}, imbalance q ∈ {1, 3, 10}, rank r ∈ {1, 2, 3} and three shapes (d_x, d_a, d_s),
+drawn from a seeded generator (:func:`grid`), plus the issue's own case first. On each problem
+``fit_posterior`` runs twice with the same settings (4 chains × (1000 + 1000), nutpie, seed 0):
+the default (``nuts.parametrization="auto"``) and ``"factored"``. For each fit the table gives
+what ran (``ran``: factored, or chart:r₁; ``fb``: whether the default fell back to the factored
+model after its chart failed), divergences, the largest R-hat and the smallest bulk/tail ESS
+over Θ and θ_rtv (the fit's own diagnostics), wall seconds, and the smallest ESS per second.
+``ratio`` is the default's ESS/s over the factored model's.
+
+The CSV (``--out``) is written after every problem and read back on a rerun, so an interrupted
+grid resumes where it stopped. The summary lines state the issue's bars: the share of problems
+where the default has no divergence and R-hat ≤ 1.01 (bar: ≥ 95 %), and the smallest ratio
+(bar: ≥ 0.8).
+
+    .venv/bin/python benchmarks/bench_robustness.py                    # 32 problems, ~1-2 h on 2 cores
+    .venv/bin/python benchmarks/bench_robustness.py --problems 0 1 2   # a few of them
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+import bayes_loco as bl
+from bayes_loco import bayes as bb
+
+SHAPES = ((8, 6, 5), (12, 8, 6), (20, 10, 20))
+SIZES = (300, 600, 1000, 3000, 10000)
+IMBALANCES = (1, 3, 10)
+RANKS = (1, 2, 3)
+KINDS = ("paper", "diagonal")
+# The issue's case: the default diverged 23 times (142 with target_accept 0.95), the factored model did not.
+ISSUE_CASE = {"d_x": 8, "d_a": 6, "d_s": 5, "rank": 2, "imbalance": 3, "kind": "paper", "n": 1000,
+              "problem_seed": 11, "data_seed": 12}
+
+
+def grid(count: int = 32, seed: int = 2026) -> list[dict]:
+    """The issue's case and ``count − 1`` problems drawn from the product of the settings above.
+
+    Every size, imbalance, rank and Θ* kind appears; N = 10,000 only on the smallest shape, so
+    that the grid stays within about two hours on two cores.
+    """
+    rng = np.random.default_rng(seed)
+    problems = [dict(ISSUE_CASE)]
+    i = 0
+    while len(problems) < count:
+        n = SIZES[i % len(SIZES)]
+        q = IMBALANCES[(i // len(SIZES)) % len(IMBALANCES)]
+        d_x, d_a, d_s = SHAPES[0] if n == 10000 else SHAPES[int(rng.integers(len(SHAPES)))]
+        rank = int(rng.choice(RANKS))
+        kind = KINDS[int(rng.integers(len(KINDS)))]
+        if kind == "diagonal" and rank > d_a - 1:
+            kind = "paper"
+        seeds = {"problem_seed": int(rng.integers(1000)), "data_seed": int(rng.integers(1000))}
+        problems.append({"d_x": d_x, "d_a": d_a, "d_s": d_s, "rank": rank, "imbalance": q, "kind": kind,
+                         "n": n, **seeds})
+        i += 1
+    return problems
+
+
+def fit_row(data, rank: int, parametrization: str, args) -> dict:
+    """One default-length fit; its diagnostics, what ran, and its ESS per second."""
+    nuts = {"draws": args.draws, "tune": args.tune, "chains": args.chains, "parametrization": parametrization}
+    t0 = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        post = bb.fit_posterior(data, rank, nuts=nuts, progressbar=False, predictive_draws=0,
+                                random_seed=args.seed)
+    seconds = time.perf_counter() - t0
+    d = post.diagnostics
+    geometry = post.settings.get("geometry", {})
+    r1 = post.settings["nuts"]["chart_rank"]
+    ess = min(d.min_ess_bulk, d.min_ess_tail)
+    return {"ran": "factored" if r1 is None else f"chart:{r1}", "fallback": bool(geometry.get("fell_back")),
+            "divergences": d.divergences, "r_hat": d.max_rhat, "ess_bulk": d.min_ess_bulk,
+            "ess_tail": d.min_ess_tail, "seconds": seconds, "ess_per_s": ess / seconds,
+            "steps": float(post.tree["sample_stats"]["n_steps"].mean()), "converged": d.converged}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--count", type=int, default=32)
+    parser.add_argument("--problems", type=int, nargs="+", help="indices into the grid (default: all)")
+    parser.add_argument("--draws", type=int, default=1000)
+    parser.add_argument("--tune", type=int, default=1000)
+    parser.add_argument("--chains", type=int, default=4)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", default="robustness_grid.csv")
+    args = parser.parse_args()
+    problems = grid(args.count)
+    wanted = range(len(problems)) if args.problems is None else args.problems
+    out = Path(args.out)
+    rows = pd.read_csv(out).to_dict("records") if out.exists() else []
+    done = {int(r["problem"]) for r in rows}
+    for i in wanted:
+        if i in done:
+            continue
+        p = problems[i]
+        problem = bl.simulate.paper_problem(p["d_s"], p["d_a"], p["d_x"], p["rank"], p["imbalance"],
+                                            p["problem_seed"], theta_kind=p["kind"])
+        data = problem.sample(p["n"], seed=p["data_seed"])
+        default = fit_row(data, p["rank"], "auto", args)
+        factored = fit_row(data, p["rank"], "factored", args)
+        row = {"problem": i, **p, **{f"default_{k}": v for k, v in default.items()},
+               **{f"factored_{k}": v for k, v in factored.items()},
+               "ratio": default["ess_per_s"] / factored["ess_per_s"]}
+        rows.append(row)
+        pd.DataFrame(rows).to_csv(out, index=False)
+        print(f"{i:3d} N={p['n']:6d} q={p['imbalance']:2d} r={p['rank']} {p['kind']:>8} "
+              f"{p['d_x']}x{p['d_a']}x{p['d_s']}  default {default['ran']:>9}"
+              f"{' fb' if default['fallback'] else ''}"
+              f" div {default['divergences']:3d} R-hat {default['r_hat']:.3f} ESS {default['ess_bulk']:5.0f} "
+              f"{default['seconds']:6.1f}s | factored div {factored['divergences']:3d} "
+              f"R-hat {factored['r_hat']:.3f} ESS {factored['ess_bulk']:5.0f} {factored['seconds']:6.1f}s "
+              f"| ratio {row['ratio']:.2f}", flush=True)
+    table = pd.DataFrame(rows)
+    good = (table["default_divergences"] == 0) & (table["default_r_hat"] <= 1.01)
+    print(f"\ndefault: 0 divergences and R-hat <= 1.01 on {int(good.sum())} of {len(table)} problems "
+          f"({good.mean():.0%}; bar 95%)")
+    print(f"factored: 0 divergences and R-hat <= 1.01 on "
+          f"{int(((table['factored_divergences'] == 0) & (table['factored_r_hat'] <= 1.01)).sum())}")
+    print(f"smallest ESS/s ratio default/factored: {table['ratio'].min():.2f} (bar 0.8), "
+          f"median {table['ratio'].median():.2f}")
+    print(f"rows written to {out}")
+
+
+if __name__ == "__main__":
+    np.seterr(all="ignore")
+    main()

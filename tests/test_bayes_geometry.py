@@ -1,0 +1,199 @@
+"""The default posterior's choices (issue #32): its start, its coordinates, its fall-back and its advice.
+
+The choices are checked where they are decided (``choose_geometry``, ``default_start``,
+``_advice``) and end to end on the issue's own case, where the old default (the chart)
+diverged and the factored model did not.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+from scipy.special import expit
+
+import bayes_loco as bl
+from bayes_loco import bayes as bb
+from bayes_loco.bayes import fit as fit_module
+from bayes_loco.bayes import geometry
+from bayes_loco.bayes.chart import chart_frame
+from bayes_loco.model import margins
+
+ISSUE = {"d_x": 8, "d_a": 6, "d_s": 5, "rank": 2, "imbalance": 3, "seed": 11}
+
+
+@pytest.fixture(scope="module")
+def issue_data():
+    """The issue's case: ``paper_problem(8, 6, 5, rank 2, q = 3, seed 11).sample(1000, seed=12)``."""
+    return bl.simulate.paper_problem(**ISSUE).sample(1000, seed=12)
+
+
+def separable_data(n: int = 200, seed: int = 0) -> bl.PreferenceData:
+    """Labels given by the sign of one feature: the unpenalised MLE runs off to infinity."""
+    rng = np.random.default_rng(seed)
+    x = np.ones((n, 1)) + 0.1 * rng.standard_normal((n, 1))
+    dphi = rng.standard_normal((n, 3))
+    y = (dphi[:, 0] > 0).astype(np.int8)
+    return bl.PreferenceData(x, dphi, y)
+
+
+def strong_data(n: int, seed: int) -> bl.PreferenceData:
+    """A rank-1 Θ* of norm 3 that the data determine well."""
+    rng = np.random.default_rng(seed)
+    theta = 3.0 * np.outer(rng.standard_normal(4), rng.standard_normal(5)) / np.sqrt(20)
+    x, dphi = rng.standard_normal((n, 4)), rng.standard_normal((n, 5))
+    y = (rng.random(n) < expit(np.einsum("ij,ij->i", x @ theta, dphi))).astype(np.int8)
+    return bl.PreferenceData(x, dphi, y)
+
+
+# ------------------------------------------------------------------------------------ the start
+
+
+def test_a_separated_start_is_replaced_by_the_ridge_fit_and_said_so():
+    data = separable_data()
+    with pytest.warns(bl.SeparationWarning):
+        plain = bl.fit_low_rank(data, 1)
+    assert plain.initial.separated
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the plain fit's separation warning is not passed on
+        start, ridge, note = geometry.default_start(data, 1, 0.0, scale=2.0)
+    assert ridge == pytest.approx(geometry.START_RIDGE / 4.0)
+    np.testing.assert_allclose(start.theta, bl.fit_low_rank(data, 1, ridge=0.25).theta)
+    # The plain fit ran off (its MLE's margins grow without bound); the ridge holds the start finite.
+    held = np.abs(margins(start.theta, data.contexts, data.differences)).max()
+    assert held < 0.1 * plain.initial.max_abs_margin
+    assert "ridge fit (λ = 0.25)" in note and "separated" in note
+
+
+def test_a_usable_start_is_the_plain_fit():
+    data = strong_data(400, seed=1)
+    start, ridge, note = geometry.default_start(data, 1, 0.0, scale=1.0)
+    assert (ridge, note) == (0.0, "")
+    np.testing.assert_allclose(start.theta, bl.fit_low_rank(data, 1).theta)
+    # A ridge the user asked for is used as given.
+    start, ridge, note = geometry.default_start(data, 1, 3.0, scale=1.0)
+    assert (ridge, note) == (3.0, "")
+    np.testing.assert_allclose(start.theta, bl.fit_low_rank(data, 1, ridge=3.0).theta)
+
+
+# ------------------------------------------------------------------------------- the coordinates
+
+
+@pytest.mark.parametrize("n", [150, 600, 5000])
+def test_auto_charts_only_where_the_ridge_is_long(n):
+    data = strong_data(n, seed=2)
+    start = bl.fit_low_rank(data, 1)
+    frame = chart_frame(data, start.theta, 1)
+    chosen = geometry.choose_geometry(data, 1, start.theta, 1.0, "auto", None)
+    assert chosen.automatic
+    if frame.leading_snr >= geometry.SNR_CHART and frame.determined_rank:
+        assert (chosen.parametrization, chosen.chart_rank) == ("chart", frame.determined_rank)
+        assert "determined" in chosen.reason
+    else:
+        assert (chosen.parametrization, chosen.chart_rank) == ("factored", None)
+        assert f"{frame.leading_snr:.1f} < {geometry.SNR_CHART:g}" in chosen.reason
+
+
+def test_the_leading_snr_grows_like_root_n_across_the_threshold():
+    # The three sizes above straddle the threshold, so both branches are exercised.
+    snrs = [chart_frame(d, bl.fit_low_rank(d, 1).theta, 1).leading_snr
+            for d in (strong_data(n, seed=2) for n in (150, 5000))]
+    assert snrs[0] < geometry.SNR_CHART <= snrs[1]
+    assert 0.5 * np.sqrt(5000 / 150) < snrs[1] / snrs[0] < 2 * np.sqrt(5000 / 150)
+
+
+def test_named_parametrizations_are_taken_as_named(issue_data):
+    start = bl.fit_low_rank(issue_data, 2)
+    chart = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", 1)
+    assert (chart.parametrization, chart.chart_rank, chart.automatic) == ("chart", 1, False)
+    factored = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "factored", None)
+    assert (factored.parametrization, factored.automatic) == ("factored", False)
+    with pytest.raises(ValueError, match="chart_rank must be at most the rank 2, got 3"):
+        geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "auto", 3)
+
+
+def test_the_issue_case_is_factored_because_its_ridge_is_short(issue_data):
+    start = bl.fit_low_rank(issue_data, 2)
+    frame = chart_frame(issue_data, start.theta, 2)
+    # The old rule charted both components here (determined), and NUTS diverged 11-23 times.
+    assert frame.determined_rank == 2 and frame.leading_snr < geometry.SNR_CHART
+    chosen = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "auto", None)
+    assert chosen.parametrization == "factored"
+
+
+# ------------------------------------------------------------------------------------ the advice
+
+
+def _nuts(**kw):
+    return bb.NUTS(**({"parametrization": "factored"} | kw))
+
+
+def test_advice_for_divergences_in_the_chart_is_the_factored_model():
+    advice = fit_module._advice(_nuts(parametrization="chart"), 5, False, False)
+    assert advice == {"parametrization": "factored"}
+
+
+@pytest.mark.parametrize(("ran", "expected"), [(0.8, 0.95), (0.9, 0.95), (0.95, 0.99), (0.99, None)])
+def test_advice_for_divergences_in_the_factored_model_steps_target_accept_up(ran, expected):
+    advice = fit_module._advice(_nuts(target_accept=ran), 3, False, False)
+    assert advice.get("target_accept") == expected
+    # Smaller steps cost ESS per draw, so more draws come with them; nothing at all past the last step.
+    assert ("draws" in advice) == (expected is not None)
+
+
+def test_advice_for_short_chains_doubles_what_ran_and_never_repeats():
+    nuts = _nuts(draws=300, tune=200)
+    assert fit_module._advice(nuts, 0, False, True) == {"draws": 600}
+    assert fit_module._advice(nuts, 0, True, False) == {"draws": 600, "tune": 600}
+    assert fit_module._advice(nuts, 0, False, False) == {}
+    # Followed, the advice is never the same again: each step is computed from what ran.
+    for divergences, rhat_bad, ess_bad in [(2, True, True), (1, False, True), (0, True, False)]:
+        ran = _nuts(target_accept=0.9, draws=300, tune=200)
+        for _ in range(4):
+            advice = fit_module._advice(ran, divergences, rhat_bad, ess_bad)
+            if not advice:
+                break
+            followed = bb.NUTS(**(ran.__dict__ | advice))
+            assert fit_module._advice(followed, divergences, rhat_bad, ess_bad) != advice
+            ran = followed
+
+
+# ------------------------------------------------------------------------------------ end to end
+
+
+def test_the_issue_case_converges_by_default_and_says_why(issue_data):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bl.SamplerWarning)
+        post = bb.fit_posterior(issue_data, 2, nuts={"draws": 500, "tune": 500}, progressbar=False,
+                                predictive_draws=0)
+    d = post.diagnostics
+    assert d.converged and d.divergences == 0 and d.max_rhat <= 1.01
+    record = post.settings["geometry"]
+    assert record["parametrization"] == "factored" and not record["fell_back"]
+    assert "signal-to-noise ratio" in record["reason"]
+    # The record travels with the tree, and the summary says it.
+    assert json.loads(post.tree.attrs["settings"])["geometry"] == record
+    assert any("signal-to-noise" in note for note in post.summary().notes)
+
+
+def test_a_troubled_auto_chart_falls_back_to_the_factored_model(issue_data, monkeypatch):
+    # Chart the issue's case (as the old default did), and ask for more ESS than 2 x 150 draws give,
+    # so the chart's run is troubled whatever its divergences: the factored model runs too.
+    monkeypatch.setattr(geometry, "SNR_CHART", 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bl.SamplerWarning)
+        post = bb.fit_posterior(issue_data, 2, nuts={"draws": 150, "tune": 300, "chains": 2,
+                                                     "ess_min": 1e6}, progressbar=False, predictive_draws=0)
+    record = post.settings["geometry"]
+    first = record["first"]
+    assert first["parametrization"] == "chart" and first["chart_rank"] == 2
+    assert "so the factored model ran too" in record["reason"]
+    # The kept fit is the better one by the ranking (divergence-free first, then R-hat, then ESS/s).
+    kept = post.diagnostics
+    assert record["fell_back"] == (record["parametrization"] == "factored")
+    if record["fell_back"]:
+        assert (not kept.divergences, kept.max_rhat <= 1.01) >= (not first["divergences"],
+                                                                 first["max_rhat"] <= 1.01)
+    assert post.settings["nuts"]["parametrization"] == record["parametrization"]
