@@ -13,7 +13,9 @@ The bound is :func:`budget`: :data:`EXPANSION` times the file's size plus
 :data:`SLACK`. A file of :func:`bayes_loco.save` is not compressed, so its data
 take at most about five times its size in memory (a netCDF dimension without
 coordinates is a placeholder of 4 bytes per entry); the factor leaves room for a
-file recompressed with ``nccopy -d``.
+file recompressed with ``nccopy -d``. The lengths of variable-length strings,
+whose bytes sit in the file's heap and may be shared by many entries, count
+too: the scan reads them a few at a time and adds them up.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ _DTYPE = re.compile(r"[<>|=]?(b1|[iu][1248]|f[248]|c8|c16|U[1-9][0-9]{0,5})")
 _FILTERS = frozenset({h5py.h5z.FILTER_DEFLATE, h5py.h5z.FILTER_SHUFFLE, h5py.h5z.FILTER_FLETCHER32,
                       h5py.h5z.FILTER_SZIP, h5py.h5z.FILTER_NBIT, h5py.h5z.FILTER_SCALEOFFSET,
                       h5py.h5z.FILTER_LZF})
+
+# Variable-length strings read at once while their lengths are added up.
+_BLOCK = 64
 
 # netCDF-4's dimension-scale bookkeeping: the only attributes that may hold object references.
 _REFERENCE_ATTRS = frozenset({"REFERENCE_LIST", "DIMENSION_LIST"})
@@ -161,6 +166,24 @@ class _Walker:
             raise Refusal(f"{where!r} holds {count:,} variable-length strings, more than the "
                           f"{MAX_VLEN_STRINGS:,} bayes_loco.load reads")
         self.add(count, tid.get_size(), where)
+        if isinstance(tid, h5py.h5t.TypeStringID) and tid.is_variable_str() and count:
+            self.vlen_dataset(dset, where)
+
+    def vlen_dataset(self, dset: h5py.Dataset, where: str) -> None:
+        """Add up the lengths of a dataset's variable-length strings, a few at a time.
+
+        Their bytes live in the file's heap, which the declared sizes do not
+        show, and many entries may point to the same long string: read in
+        blocks of at most :data:`_BLOCK` entries, each read stays within
+        ``_BLOCK`` times the file's size.
+        """
+        if dset.ndim == 0:
+            self.add(len(dset[()]), 1, where)
+            return
+        rows = max(1, _BLOCK // max(1, int(np.prod(dset.shape[1:]))))
+        for start in range(0, dset.shape[0], rows):
+            block = np.asarray(dset[start:start + rows], dtype=object).ravel()
+            self.add(sum(len(v) for v in block), 1, where)
 
     def attributes(self, obj, where: str) -> None:
         for name in obj.attrs:
@@ -173,6 +196,8 @@ class _Walker:
                 raise Refusal(f"the attribute {at!r} holds {count:,} variable-length strings; "
                               "bayes_loco.save writes one string per attribute")
             self.add(count, tid.get_size(), at)
+            if isinstance(tid, h5py.h5t.TypeStringID) and tid.is_variable_str() and count:
+                self.add(len(obj.attrs[name]), 1, at)  # one string: at most the file's size
 
     def check_type(self, tid, where: str, *, dataset: bool = False, references: bool = False) -> None:
         """Refuse HDF5 types the package never writes (``references``: the dimension-scale attributes)."""

@@ -305,6 +305,21 @@ def test_no_big_allocation_for_a_huge_declared_dataset(copy_of):
     assert peak < 20 * 2**20, f"refusing the file allocated {peak / 2**20:.0f} MiB"
 
 
+@pytest.mark.parametrize("where", ["dataset", "attribute"])
+def test_variable_length_strings_count_against_the_bound(copy_of, monkeypatch, where):
+    """Their bytes are in the heap, not in the declared sizes: the scan adds up their lengths too."""
+    path = copy_of("policy")
+    with h5py.File(path, "r+") as f:
+        if where == "dataset":
+            f.create_dataset("labels", data=["x" * 1000] * 1000, dtype=h5py.string_dtype())
+        else:
+            for i in range(1000):
+                f.attrs[f"note_{i}"] = "x" * 1000
+    monkeypatch.setattr(bl._h5safety, "EXPANSION", 0)
+    monkeypatch.setattr(bl._h5safety, "SLACK", 500_000)  # above the declared sizes, below 1 MB of text
+    load_refused(path, "up to /labels would take" if where == "dataset" else "up to /@note_[0-9]+ would take")
+
+
 # ---------------------------------------------------------------------------- header and type tags
 
 
