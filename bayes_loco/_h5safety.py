@@ -96,8 +96,9 @@ def scan(path: Path) -> None:
         A link other than a hard link (soft or external link), an object
         reached twice, a named datatype, a dataset stored outside the file
         (external storage) or virtual, a filter HDF5 would load as a plugin, a
-        type or dtype outside what the package stores, or declared sizes beyond
-        :func:`budget`.
+        type or dtype outside what the package stores, or sizes beyond
+        :func:`budget` (the declared ones, then the lengths of the
+        variable-length strings, read once the structure passed).
     OSError
         h5py cannot open the file (not HDF5, damaged).
     """
@@ -106,6 +107,9 @@ def scan(path: Path) -> None:
         walker.seen.add(_address(root))  # a hard link back to the root is a cycle too
         walker.attributes(root, "/")
         walker.group(root, "/")
+        # Only once the whole structure passed: these reads are of the file's own heap.
+        for count_strings in walker.strings:
+            count_strings()
 
 
 class _Walker:
@@ -113,6 +117,7 @@ class _Walker:
 
     def __init__(self, limit: int):
         self.limit, self.total, self.seen = limit, 0, set()
+        self.strings = []  # what adds up the lengths of each variable-length string, after the walk
 
     def add(self, count: int, itemsize: int, where: str) -> None:
         self.total += count * itemsize
@@ -167,7 +172,7 @@ class _Walker:
                           f"{MAX_VLEN_STRINGS:,} bayes_loco.load reads")
         self.add(count, tid.get_size(), where)
         if isinstance(tid, h5py.h5t.TypeStringID) and tid.is_variable_str() and count:
-            self.vlen_dataset(dset, where)
+            self.strings.append(lambda: self.vlen_dataset(dset, where))
 
     def vlen_dataset(self, dset: h5py.Dataset, where: str) -> None:
         """Add up the lengths of a dataset's variable-length strings, a few at a time.
@@ -197,7 +202,7 @@ class _Walker:
                               "bayes_loco.save writes one string per attribute")
             self.add(count, tid.get_size(), at)
             if isinstance(tid, h5py.h5t.TypeStringID) and tid.is_variable_str() and count:
-                self.add(len(obj.attrs[name]), 1, at)  # one string: at most the file's size
+                self.strings.append(lambda obj=obj, name=name, at=at: self.add(len(obj.attrs[name]), 1, at))
 
     def check_type(self, tid, where: str, *, dataset: bool = False, references: bool = False) -> None:
         """Refuse HDF5 types the package never writes (``references``: the dimension-scale attributes)."""
