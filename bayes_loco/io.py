@@ -167,18 +167,18 @@ def save(result, path: str | os.PathLike) -> Path:
     from . import __version__
 
     target = _user_path(path, "save")
-    if _is_posterior(result):
-        tree = _encode_posterior(result)
-    elif _is_result(result):
-        tree = _encode_object(result, "/", {}, {})
-    else:
-        raise TypeError(f"bayes_loco.save cannot store a {_describe(result)}: it saves the package's "
-                        f"results: {SUPPORTED}")
+    cannot = f"bayes_loco.save cannot write {str(target)!r}"
+    if not (_is_posterior(result) or _is_result(result)):
+        raise TypeError(f"bayes_loco.save cannot store a {_describe(result)} in {str(target)!r}: it saves "
+                        f"the package's results: {SUPPORTED}")
+    try:
+        tree = _encode_posterior(result) if _is_posterior(result) else _encode_object(result, "/", {}, {})
+    except TypeError as err:
+        raise TypeError(f"{cannot}: {err}") from None
     tree.attrs = {**tree.attrs, _FORMAT: FORMAT_VERSION, _TYPE: tag_of(type(result), "the result"),
                   _VERSION: __version__}
     # Through a link to its target: os.replace on the link itself would replace the link by a file.
     destination = target.resolve() if target.is_symlink() else target
-    cannot = f"bayes_loco.save cannot write {str(target)!r}"
     if destination.is_dir():
         raise IsADirectoryError(f"{cannot}: it is a directory")
     if not destination.parent.is_dir():
