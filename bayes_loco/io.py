@@ -29,9 +29,10 @@ guarantees that loading a file
   the file; every object is built with its class's own constructor, so the
   constructor's validation runs on what the file holds;
 - allocates at most about 64 times the file's size (plus 16 MiB) for its data:
-  the declared sizes of every dataset and attribute are added up before
-  anything is read, and dtypes named in the file are limited to bool, integers,
-  floats, complex and unicode strings of at most 1024 characters;
+  the declared sizes of every dataset and attribute (then the lengths of its
+  variable-length strings) are added up before anything is allocated, and
+  dtypes named in the file are limited to bool, integers, floats, complex and
+  unicode strings of at most 1024 characters;
 - either returns the saved object or raises one :class:`ValueError` that names
   the file and says what is wrong with it (damaged HDF5, an unknown type tag, a
   bad enum value, a field the class does not have, a value the class refuses, a
@@ -219,6 +220,8 @@ def load(path: str | os.PathLike):
     ------
     FileNotFoundError
         No file at ``path``.
+    PermissionError
+        No permission to read it.
     TypeError
         ``path`` is not a str or path.
     ValueError
@@ -231,6 +234,8 @@ def load(path: str | os.PathLike):
     path = _user_path(path, "load")
     if not path.exists():
         raise FileNotFoundError(f"bayes_loco.load: no such file: {str(path)!r}")
+    if path.is_file() and not os.access(path, os.R_OK):
+        raise PermissionError(f"bayes_loco.load: no permission to read {str(path)!r}")
     cannot = f"bayes_loco.load cannot read {str(path)!r}"
     try:
         return read(path)

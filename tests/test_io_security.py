@@ -669,6 +669,16 @@ def test_load_bad_path_argument(path, exc, match):
     refused(lambda: bl.load(path), match=match, exc=exc)
 
 
+@pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root reads anything")
+def test_load_unreadable_file_names_it(originals, tmp_path):
+    path = Path(shutil.copy(originals["policy"], tmp_path / "locked.nc"))
+    path.chmod(0o000)
+    try:
+        refused(lambda: bl.load(path), match="no permission to read.*locked.nc", exc=PermissionError)
+    finally:
+        path.chmod(0o600)
+
+
 def test_load_missing_file_names_it(tmp_path):
     missing = tmp_path / "missing.nc"
     refused(lambda: bl.load(missing), match="missing.nc", exc=FileNotFoundError)
