@@ -163,7 +163,8 @@ def _check_files(args) -> None:
 def _run(args, study: Study, options: dict, **kwargs) -> pd.DataFrame:
     """:func:`run_study`, with its refusals said in terms of the command's options.
 
-    ``options`` maps a setting to the option that gave it (``--set`` where not named).
+    ``options`` maps a setting to the option that gave it, and None to the option
+    blamed for an error that names no setting; a setting no option gave is the study's own.
     """
     try:
         return run_study(study, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet,
@@ -171,7 +172,7 @@ def _run(args, study: Study, options: dict, **kwargs) -> pd.DataFrame:
     except OutputFolderError as exc:
         raise UsageError(f"--out: {exc}") from None
     except SettingError as exc:
-        option = options.get(exc.key, options.get(None))
+        option = options.get(exc.key) if exc.key else options.get(None)
         if option is None:
             raise
         raise UsageError(f"{option}: {exc}") from None
@@ -190,18 +191,22 @@ def _cmd_run(args) -> int:
         select_cells(study, only)
     except ValueError as exc:
         raise UsageError(f"--only: {exc}") from None
-    options = {"population": "--population", None: "--set" if args.set else None}
+    blame = "--set" if args.set else None
+    options = dict.fromkeys(overrides, "--set") | {"population": "--population", None: blame}
     if study.problem == "personalllm":
         _check_files(args)
         overrides |= _personalllm_files(args)
-        options |= dict.fromkeys(PERSONALLLM_FILES, "--train/--test") | {None: "--train/--test"}
+        options |= dict.fromkeys(PERSONALLLM_FILES, "--train/--test")
+        options[None] = options[None] or "--train/--test"
     elif args.train or args.test:
         raise UsageError(f"--train and --test are the PersonalLLM files; study {study.name!r} runs on the "
                          f"{study.problem!r} problem")
     executor = None
     if args.scheduler:
-        from distributed import Client
-
+        try:
+            from distributed import Client
+        except ImportError:
+            raise UsageError("--scheduler needs Dask: pip install 'bayes_loco[dask]'") from None
         try:
             executor = Client(args.scheduler, timeout=10).get_executor()
         except (OSError, ValueError, TypeError) as exc:

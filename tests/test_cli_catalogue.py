@@ -138,6 +138,8 @@ CASES = [
     (["run", "personalllm", "--train", "{f}/missing.csv", "--test", "{f}/a.csv"], USAGE,
      ["--train", "missing.csv", "does not exist"]),
     (["run", "personalllm", "--train", "{f}/folder", "--test", "{f}/folder"], USAGE, ["--train", "folder"]),
+    # --scheduler: not an address
+    (["run", "split", "--scheduler", "nonsense"], USAGE, ["--scheduler", "nonsense"]),
     # compare's settings, refused by the problem they build
     (["compare", "--rank", "25", "--out", "{o}"], USAGE, ["--rank", "25"]),
     # plot: files that are not results CSVs (exit 3, a study or input file problem)

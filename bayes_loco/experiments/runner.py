@@ -198,8 +198,18 @@ SETTING_CHECKS = {
     "c2": lambda v: check_real(v, "c2", 0.0, low_open=True),
     "level": lambda v: check_real(v, "level", 0.0, 1.0, low_open=True, high_open=True),
     "ridge": lambda v: check_real(v, "ridge", 0.0),
-    "n_initial_fraction": lambda v: v is None or check_real(v, "n_initial_fraction", 0.0, 1.0, True, True),
+    "n_initial_fraction": lambda v: v is None or check_real(v, "n_initial_fraction", 0.0, 1.0, low_open=True,
+                                                            high_open=True),
 }
+
+
+def _check_value(key: str, value, where: str = "") -> None:
+    """Refuse a value of the wrong type or range for the settings of :data:`SETTING_CHECKS`."""
+    if key in SETTING_CHECKS:
+        try:
+            SETTING_CHECKS[key](value)
+        except (TypeError, ValueError) as exc:
+            raise SettingError(key, f"{where}{exc}") from None
 
 
 def check_overrides(study: Study, overrides: dict | None) -> None:
@@ -234,11 +244,7 @@ def check_overrides(study: Study, overrides: dict | None) -> None:
                     f"{', '.join(study.methods)} on the {study.problem!r} problem)" if key in known
                     else f"unknown setting {key!r} for study {study.name!r}")
             raise SettingError(key, f"{what}; {hint}")
-        if key in SETTING_CHECKS:
-            try:
-                SETTING_CHECKS[key](value)
-            except (TypeError, ValueError) as exc:
-                raise SettingError(key, str(exc)) from None
+        _check_value(key, value)
 
 
 def _check_tasks(study: Study, chosen: list[int], overrides: dict, seed: int) -> None:
@@ -250,11 +256,7 @@ def _check_tasks(study: Study, chosen: list[int], overrides: dict, seed: int) ->
     for i in chosen:
         settings = {**study.fixed, **study.cells[i], **overrides}
         for key, value in settings.items():
-            if key in SETTING_CHECKS:
-                try:
-                    SETTING_CHECKS[key](value)
-                except (TypeError, ValueError) as exc:
-                    raise SettingError(key, f"cell {i}: {exc}") from None
+            _check_value(key, value, f"cell {i}: ")
         try:
             task_inputs(study.name, i, settings, 0, seed, study.problem)
         except (TypeError, ValueError) as exc:
@@ -418,13 +420,10 @@ def _resume(csv_path: Path) -> set[tuple[int, int]]:
 
 
 def _expected(rows, cell: int, rep: int, size: int | None) -> dict[tuple[str, str], int]:
-    """Each task's expected row count, from its rows' ``task_rows`` (None where unknown: counts as whole)."""
-    out: dict[tuple[str, str], int] = {}
-    for row in rows:
-        task = (row[cell], row[rep])
-        if size is not None and row[size]:
-            out[task] = int(float(row[size]))
-    return out
+    """Each task's row count as its rows record it in column ``size`` (tasks without one left out)."""
+    if size is None:
+        return {}
+    return {(row[cell], row[rep]): int(float(row[size])) for row in rows if row[size]}
 
 
 def _append(csv_path: Path, rows: list[dict]) -> None:
