@@ -104,7 +104,8 @@ def read(path: Path):
         raise Refusal("it is not a netCDF-4 (HDF5) file, so it was not written by bayes_loco.save")
     scan(path)
     fmt, cls = check_types(path)
-    with xr.open_datatree(path, engine=ENGINE) as tree:
+    # save writes no fill values or scale factors; decoding a forged one would turn int8 into float64.
+    with xr.open_datatree(path, engine=ENGINE, mask_and_scale=False) as tree:
         tree.load()
     decoder = _Decoder(tree, fmt, budget(path))
     if tag_of(cls, "the file's root") == POSTERIOR:  # not registered(POSTERIOR): that imports PyMC
@@ -282,6 +283,11 @@ class _Decoder:
             if dtype is not None:
                 dtype = safe_dtype(dtype, at)
                 if value.dtype != dtype:
+                    # Strings come back from netCDF as objects; anything else would be a forged
+                    # encoding (time units on int8 labels make datetimes, which astype would zero).
+                    if not (dtype.kind == "U" and value.dtype.kind in "OSU"):
+                        raise Refusal(f"{at} holds {value.dtype} values but records the dtype {dtype}; "
+                                      "bayes_loco.save writes them alike")
                     self.allocate(value.size, dtype.itemsize, at)
                     value = value.astype(dtype)
             if variable.attrs.get(_SCALAR):

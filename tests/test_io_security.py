@@ -532,6 +532,21 @@ def test_forged_variable_attributes_are_refused(case, copy_of):
     load_refused(path, match)
 
 
+@pytest.mark.parametrize(("key", "value"), [("scale_factor", 1000.0), ("add_offset", 5.0), ("_FillValue", 1),
+                                          ("units", "days since 1970-01-01")],
+                         ids=["scale-factor", "add-offset", "fill-value", "time-units"])
+def test_forged_netcdf_encoding_attributes_do_not_change_the_data(fresh, copy_of, key, value):
+    """save writes no CF encodings: a forged one neither widens the int8 labels nor changes them silently."""
+    path = copy_of("data")
+    set_group_attr(path, "labels", key, np.int8(value) if key == "_FillValue" else value)
+    try:
+        data = bl.load(path)
+    except ValueError as err:  # time units make datetimes, refused in bayes_loco's words
+        assert str(path) in str(err) and "records the dtype int8" in str(err)
+        return
+    assert data.labels.dtype == np.int8 and np.array_equal(data.labels, fresh["data"].labels)
+
+
 GROUPS = {
     "ref-to-a-missing-group": ("prs", "estimation_data", "bayes_loco_ref", "/nowhere", "lacks|does not have"),
     "ref-to-itself": ("prs", "estimation_data", "bayes_loco_ref", "/estimation_data", "reference cycle"),
