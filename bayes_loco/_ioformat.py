@@ -263,7 +263,7 @@ class _Decoder:
         try:
             return cls(**kwargs)
         except (ValueError, TypeError) as err:
-            raise Refusal(f"{where} holds a {cls.__name__} that {cls.__name__} refuses: {err}") from err
+            raise Refusal(f"{where} holds an invalid {cls.__name__}: {err}") from err
 
     def fields(self, node: xr.DataTree, where: str) -> dict:
         text = node.attrs.get(_FIELDS, "{}")
