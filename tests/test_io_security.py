@@ -624,35 +624,60 @@ def test_truncated_file_is_refused(originals, tmp_path, fraction):
     load_refused(path, "damaged|not a netCDF-4|not written")
 
 
-def test_not_a_file(tmp_path):
-    text = tmp_path / "notes.nc"
-    text.write_text("just some text\n")
-    load_refused(text, "not a netCDF-4")
-    empty = tmp_path / "empty.nc"
-    empty.touch()
-    load_refused(empty, "empty")
-    noise = tmp_path / "noise.nc"
-    noise.write_bytes(np.random.default_rng(1).bytes(5000))
-    load_refused(noise, "not a netCDF-4")
-    signature = tmp_path / "signature.nc"
-    signature.write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
-    load_refused(signature, "damaged|not a netCDF-4")
-    folder = tmp_path / "folder.nc"
-    folder.mkdir()
-    load_refused(folder, "is a directory")
-    link = tmp_path / "link.nc"
-    link.symlink_to(folder)
-    load_refused(link, "is a directory")
+def _text(folder: Path) -> Path:
+    (folder / "notes.nc").write_text("just some text\n")
+    return folder / "notes.nc"
 
 
-def test_foreign_netcdf_and_hdf5_files(tmp_path):
-    plain = tmp_path / "plain.nc"
-    xr.Dataset({"a": ("x", [1.0, 2.0])}).to_netcdf(plain, engine="h5netcdf")
-    load_refused(plain, "not written by bayes_loco.save")
-    bare = tmp_path / "bare.h5"
-    with h5py.File(bare, "w") as f:
+def _empty(folder: Path) -> Path:
+    (folder / "empty.nc").touch()
+    return folder / "empty.nc"
+
+
+def _noise(folder: Path) -> Path:
+    (folder / "noise.nc").write_bytes(np.random.default_rng(1).bytes(5000))
+    return folder / "noise.nc"
+
+
+def _signature_only(folder: Path) -> Path:
+    (folder / "signature.nc").write_bytes(b"\x89HDF\r\n\x1a\n" + bytes(100))
+    return folder / "signature.nc"
+
+
+def _directory(folder: Path) -> Path:
+    (folder / "folder.nc").mkdir()
+    return folder / "folder.nc"
+
+
+def _link_to_directory(folder: Path) -> Path:
+    (folder / "link.nc").symlink_to(_directory(folder))
+    return folder / "link.nc"
+
+
+def _plain_netcdf(folder: Path) -> Path:
+    xr.Dataset({"a": ("x", [1.0, 2.0])}).to_netcdf(folder / "plain.nc", engine="h5netcdf")
+    return folder / "plain.nc"
+
+
+def _bare_hdf5(folder: Path) -> Path:
+    with h5py.File(folder / "bare.h5", "w") as f:
         f["x"] = np.arange(3)
-    load_refused(bare, "not written by bayes_loco.save")
+    return folder / "bare.h5"
+
+
+@pytest.mark.parametrize(("make", "match"), [
+    (_text, "not a netCDF-4"),
+    (_empty, "empty"),
+    (_noise, "not a netCDF-4"),
+    (_signature_only, "damaged|not a netCDF-4"),
+    (_directory, "is a directory"),
+    (_link_to_directory, "is a directory"),
+    (_plain_netcdf, "not written by bayes_loco.save"),
+    (_bare_hdf5, "not written by bayes_loco.save"),
+], ids=["text", "empty", "noise", "hdf5-signature-only", "directory", "link-to-directory", "plain-netcdf",
+        "bare-hdf5"])
+def test_not_a_file_of_save(tmp_path, make, match):
+    load_refused(make(tmp_path), match)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes")
@@ -717,23 +742,30 @@ def test_save_bad_path_argument(fresh, path, exc, match):
     refused(lambda: bl.save(fresh["policy"], path), match=match, exc=exc)
 
 
-def test_save_errors_name_the_users_path(fresh, tmp_path):
-    policy = fresh["policy"]
-    cases = [
-        (tmp_path / "missing" / "x.nc", FileNotFoundError, "does not exist"),
-        (tmp_path / "a" / "b" / "c" / "x.nc", FileNotFoundError, "does not exist"),
-        (tmp_path, IsADirectoryError, "is a directory"),
-    ]
-    afile = tmp_path / "afile"
-    afile.write_text("x")
-    cases.append((afile / "x.nc", FileNotFoundError, "does not exist"))
-    folder_link = tmp_path / "folder_link.nc"
-    (tmp_path / "folder").mkdir()
-    folder_link.symlink_to(tmp_path / "folder")
-    cases.append((folder_link, IsADirectoryError, "is a directory"))
-    for path, exc, match in cases:
-        err = refused(lambda path=path: bl.save(policy, path), match=match, exc=exc)
-        assert str(path) in str(err) and ".tmp" not in str(err), err
+def _missing_directory(folder: Path) -> Path:
+    return folder / "missing" / "x.nc"
+
+
+def _missing_directories(folder: Path) -> Path:
+    return folder / "a" / "b" / "c" / "x.nc"
+
+
+def _under_a_file(folder: Path) -> Path:
+    (folder / "afile").write_text("x")
+    return folder / "afile" / "x.nc"
+
+
+@pytest.mark.parametrize(("make", "exc", "match"), [
+    (_missing_directory, FileNotFoundError, "does not exist"),
+    (_missing_directories, FileNotFoundError, "does not exist"),
+    (_under_a_file, FileNotFoundError, "does not exist"),
+    (_directory, IsADirectoryError, "is a directory"),
+    (_link_to_directory, IsADirectoryError, "is a directory"),
+], ids=["missing-directory", "missing-directories", "under-a-file", "a-directory", "link-to-a-directory"])
+def test_save_errors_name_the_users_path(fresh, tmp_path, make, exc, match):
+    path = make(tmp_path)
+    err = refused(lambda: bl.save(fresh["policy"], path), match=match, exc=exc)
+    assert str(path) in str(err) and ".tmp" not in str(err), err
     assert not list(tmp_path.rglob(".*.tmp"))
 
 
