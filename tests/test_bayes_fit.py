@@ -359,14 +359,13 @@ def test_sampler_warning_names_what_to_try(problem):
                                                   "sampler": "pymc"}, start=low_rank, progressbar=False)
     messages = " ".join(str(w.message) for w in caught)
     # 30 draws of 2 chains: too few for the ESS bound, and each warning says what to try.
-    assert "ESS" in messages and "draw more" in messages
+    assert "ESS" in messages and "re-run with nuts={'draws': 60" in messages
+    assert post.advice["draws"] == 60
     # It names the worst quantity, by its ArviZ label, with the value az.summary gives there.
     table = pd.concat([az.summary(post.tree, var_names=[v], kind="diagnostics", round_to="none")
                        for v in (D.THETA_RTV, D.THETA)])
     worst = table["ess_bulk"].astype(float).idxmin()
     assert f"bulk {table.loc[worst, 'ess_bulk']:.0f} at {worst}" in messages
-    # Only installed samplers are suggested.
-    assert ("nutpie" in messages) == ("nutpie" in bb.available_samplers())
     # The diagnostics hold the same messages, and the fit is not called converged.
     d = post.diagnostics
     assert not d.converged and d.status is bl.results.FitStatus.SAMPLER_WARNINGS
@@ -375,21 +374,18 @@ def test_sampler_warning_names_what_to_try(problem):
     assert set(d.warnings) <= set(post.summary().notes)
 
 
-def test_warnings_suggest_only_installed_samplers(monkeypatch, nuts):
+def test_warnings_advise_exact_settings_from_what_ran(nuts):
     from bayes_loco.bayes import fit as fit_module
 
     strict = dataclasses.replace(bb.NUTS(**nuts.settings["nuts"]), ess_min=1e9, rhat_max=1.0)
-    monkeypatch.setattr(fit_module, "available_samplers", lambda: ("pymc",))
-    alone = fit_module._nuts_diagnostics(nuts.tree, strict, 1.0).warnings
-    assert len(alone) == 2 and not any("nutpie" in m for m in alone)
-    assert "max R-hat" in alone[0] and f"at {D.THETA}" in alone[0]
-    monkeypatch.setattr(fit_module, "available_samplers", lambda: ("pymc", "nutpie"))
-    both = fit_module._nuts_diagnostics(nuts.tree, strict, 1.0).warnings
-    assert all("nuts={'sampler': 'nutpie'}" in m for m in both)
-    ran_nutpie = dataclasses.replace(strict, sampler="nutpie")
-    assert not any("nutpie" in m for m in fit_module._nuts_diagnostics(nuts.tree, ran_nutpie, 1.0).warnings)
-    # No advice to start at the frequentist fit: every fit already does.
-    assert not any("start" in m for m in both)
+    diagnostics, advice = fit_module._nuts_diagnostics(nuts.tree, strict, 1.0)
+    assert len(diagnostics.warnings) == 2
+    assert "max R-hat" in diagnostics.warnings[0] and f"at {D.THETA}" in diagnostics.warnings[0]
+    # R-hat and ESS short: twice the draws and twice the tuning, written as the exact nuts= to pass.
+    assert advice == {"draws": 2 * strict.draws, "tune": 2 * max(strict.tune, strict.draws)}
+    assert all(f"re-run with nuts={advice}" in m for m in diagnostics.warnings)
+    # Nothing that every fit already does, and no other sampler (not shown to help).
+    assert not any("start" in m or "sampler" in m for m in diagnostics.warnings)
 
 
 def test_warning_marks_a_worst_coordinate_the_data_do_not_reach(nuts):
@@ -560,25 +556,26 @@ def test_build_model_takes_the_prior_group(problem):
 @pytest.mark.parametrize(("sampler", "blas_threads", "expected"), [
     ("nutpie", 1, 1), ("nutpie", None, "library"), ("pymc", 1, "library")])
 def test_in_process_samplers_run_under_the_blas_limit(monkeypatch, sampler, blas_threads, expected):
-    """nutpie's chains are threads of this process: BLAS gets nuts.blas_threads, and PyMC's own limiter
-    (which would set as many as cores) is turned off; PyMC's sampler keeps its per-process limiter."""
+    """nutpie's chains are threads of this process: BLAS gets nuts.blas_threads (nutpie runs through
+    samplers.sample_nutpie, not pm.sample); PyMC's sampler keeps its per-process limiter."""
     from threadpoolctl import threadpool_info
 
     from bayes_loco.bayes import fit as fit_module
 
     seen = {}
 
-    def fake_sample(**kwargs):
+    def fake_sample(*args, **kwargs):
         seen["threads"] = {info["num_threads"] for info in threadpool_info()}
         seen["blas_cores"] = kwargs.get("blas_cores", "auto")
         return "tree"
 
     monkeypatch.setattr(fit_module.pm, "sample", fake_sample)
+    monkeypatch.setattr(fit_module, "sample_nutpie", fake_sample)
     library = {info["num_threads"] for info in threadpool_info()}
     nuts = bb.NUTS(sampler=sampler, blas_threads=blas_threads, chains=2)
     assert fit_module._sample_nuts(None, nuts, lambda rng: {}, 0, False) == "tree"
     assert seen["threads"] == (library if expected == "library" else {expected})
-    assert seen["blas_cores"] == ("auto" if sampler == "pymc" or blas_threads is None else None)
+    assert seen["blas_cores"] == "auto"
     assert {info["num_threads"] for info in threadpool_info()} == library  # restored afterwards
 
 
@@ -606,6 +603,7 @@ def test_cores_default_to_one_per_usable_cpu_and_chain(monkeypatch, cpus, chains
     assert resolved.cores == expected
     seen = {}
     monkeypatch.setattr(fit_module.pm, "sample", lambda **kwargs: seen.update(kwargs))
+    monkeypatch.setattr(fit_module, "sample_nutpie", lambda *args, **kwargs: seen.update(kwargs))
     fit_module._sample_nuts(None, resolved, lambda rng: {}, 0, False)
     assert seen["cores"] == expected
 

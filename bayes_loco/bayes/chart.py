@@ -90,6 +90,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pymc as pm
+import pytensor
 import pytensor.tensor as pt
 from pytensor.tensor.linalg import solve_triangular
 from scipy.linalg import cho_factor
@@ -364,10 +365,11 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     if rw:
         coords |= {D.WEAK_RANK: np.arange(rw), D.CONTEXT_REST: np.arange(dx - r1),
                    D.FEATURE_REST: np.arange(m - r1)}
+    inputs = frame_inputs(frame)
     with pm.Model(coords=coords) as model:
         s_u, s_v = prior_scales(prior)
         z = pm.Flat(D.CHART_Z, dims=D.CHART_COORD)
-        a, c, b = frame.unpack(frame.center + pt.dot(frame.whitening, z))
+        a, c, b = frame.unpack(inputs["chart_center"] + pt.dot(inputs["chart_whitening"], z))
         log_diag = pm.Flat(D.CHART_LOG_DIAG, dims=D.CHART_RANK)
         t = pt.diag(pt.exp(log_diag))
         if r1 > 1:
@@ -395,16 +397,31 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
         if prior.hyper:  # the Normal densities' normalising constants, which depend on s_U, s_V
             log_prior = log_prior - dx * r * pt.log(s_u) - m * r * pt.log(s_v)
         pm.Potential(D.CHART_PRIOR, log_prior)
-        u = pt.dot(frame.left, u_s)
-        v = pt.dot(frame.right, v_s)
+        u = pt.dot(inputs["chart_left"], u_s)
+        v = pt.dot(inputs["chart_right"], v_s)
         if frame.left_null.shape[1]:
-            u = u + pt.dot(frame.left_null, pm.Normal(D.LEFT_NULL, 0.0, s_u, dims=(D.CONTEXT_NULL, D.RANK)))
+            u = u + pt.dot(inputs["chart_left_null"],
+                           pm.Normal(D.LEFT_NULL, 0.0, s_u, dims=(D.CONTEXT_NULL, D.RANK)))
         if frame.right_null.shape[1]:
-            v = v + pt.dot(frame.right_null, pm.Normal(D.RIGHT_NULL, 0.0, s_v, dims=(D.FEATURE_NULL, D.RANK)))
+            v = v + pt.dot(inputs["chart_right_null"],
+                           pm.Normal(D.RIGHT_NULL, 0.0, s_v, dims=(D.FEATURE_NULL, D.RANK)))
         u = pm.Deterministic(D.LEFT, u, dims=(D.CONTEXT, D.RANK))
         v = pm.Deterministic(D.RIGHT, v, dims=(D.FEATURE, D.RANK))
         add_likelihood(data, u, v, prior, store_margins)
     return model
+
+
+def frame_inputs(frame: ChartFrame) -> dict:
+    """The frame's arrays as named shared inputs of the model graph (:data:`FRAME_INPUTS`).
+
+    Not constants: a compiled model of one shape then serves every data set of that
+    shape, its frame swapped in with the data (:mod:`.samplers`).
+    """
+    arrays = {"chart_center": frame.center, "chart_whitening": frame.whitening, "chart_left": frame.left,
+              "chart_right": frame.right, "chart_left_null": frame.left_null,
+              "chart_right_null": frame.right_null}
+    return {name: pytensor.shared(np.ascontiguousarray(value, dtype=float), name=name)
+            for name, value in arrays.items()}
 
 
 def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scale: float = 1.0) -> dict:

@@ -70,6 +70,7 @@ from .geometry import choose_geometry, default_start, ranking, troubled
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
 from .reduced import draws_moments, stacked_draws
+from .samplers import sample_nutpie
 
 METHODS = ("nuts", "map", "vi")
 NUTS_SAMPLERS = ("pymc", "nutpie", "numpyro")
@@ -724,32 +725,52 @@ def _usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def _sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool) -> xr.DataTree:
-    """``pm.sample`` from ``draw_start(rng)`` (one start per chain for PyMC's sampler, one shared otherwise).
+def _sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key=None) -> xr.DataTree:
+    """NUTS from ``draw_start(rng)`` (one start per chain for PyMC's sampler, one shared otherwise).
 
-    The sampler adds no jitter of its own on top of the start's.
+    nutpie runs through :func:`~.samplers.sample_nutpie`, which compiles a model of
+    the structure ``key`` once per process; the others through ``pm.sample``. The
+    sampler adds no jitter of its own on top of the start's.
     """
     rng = np.random.default_rng(seed)
     per_chain = nuts.sampler == "pymc"
     starts = [draw_start(rng) for _ in range(nuts.chains if per_chain else 1)]
+    limit = contextlib.nullcontext()
+    if not per_chain and nuts.blas_threads is not None:
+        limit = threadpool_limits(limits=nuts.blas_threads)
+    if nuts.sampler == "nutpie":
+        with limit:
+            return sample_nutpie(model, key, starts[0], draws=nuts.draws, tune=nuts.tune, chains=nuts.chains,
+                                 cores=nuts.cores, seed=seed, target_accept=nuts.target_accept,
+                                 progressbar=progressbar)
     kwargs = dict(draws=nuts.draws, tune=nuts.tune, chains=nuts.chains, cores=nuts.cores, random_seed=seed,
                   progressbar=progressbar, quiet=not progressbar, nuts_sampler=nuts.sampler,
                   initvals=starts if per_chain else starts[0], target_accept=nuts.target_accept,
                   compute_convergence_checks=False, model=model)
-    if nuts.sampler == "pymc":
+    if per_chain:
         kwargs["init"] = "adapt_diag"  # no jitter on top of ours
-    elif nuts.sampler == "nutpie":
-        kwargs["compile_kwargs"] = {"jitter_rvs": set()}
     else:
         kwargs["nuts"] = {"jitter": False, "chain_method": _jax_chain_method(nuts.chains)}
-    limit = contextlib.nullcontext()
-    if not per_chain and nuts.blas_threads is not None:
-        # PyMC's own limiter ("auto": as many threads as cores) would replace ours.
-        kwargs["blas_cores"] = None
-        limit = threadpool_limits(limits=nuts.blas_threads)
+        if nuts.blas_threads is not None:
+            # PyMC's own limiter ("auto": as many threads as cores) would replace ours.
+            kwargs["blas_cores"] = None
     with warnings.catch_warnings(), limit:
         warnings.filterwarnings("ignore", category=FutureWarning)
         return pm.sample(**kwargs)
+
+
+def _model_key(model: pm.Model, frame, prior: Prior) -> tuple:
+    """What fixes the compiled log density of a model (:mod:`.samplers`): everything but the shared inputs.
+
+    The parametrisation and its ranks and span dimensions, the prior's settings
+    (constants of the graph), and the coordinates (the names nutpie labels draws
+    with; the comparisons by their count).
+    """
+    shape = None if frame is None else (frame.rank, frame.chart_rank, frame.left.shape, frame.right.shape,
+                                         frame.left_null.shape, frame.right_null.shape)
+    coords = tuple((name, len(values) if name == D.COMPARISON else tuple(map(str, values)))
+                   for name, values in model.coords.items())
+    return (shape, dataclasses.astuple(prior), coords)
 
 
 def _find_map(model, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
@@ -1097,8 +1118,7 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
                                    nuts.chart_rank)
         post, advice = run.nuts(geometry, nuts)
         first = post
-        if geometry.automatic and geometry.frame is not None and troubled(
-                post.diagnostics, nuts.rhat_max, nuts.ess_min):
+        if geometry.automatic and geometry.frame is not None and troubled(post.diagnostics, nuts.rhat_max):
             factored, factored_advice = run.nuts(dataclasses.replace(geometry, frame=None), nuts)
             if ranking(factored.diagnostics, nuts.rhat_max) > ranking(post.diagnostics, nuts.rhat_max):
                 post, advice = factored, factored_advice
@@ -1140,7 +1160,8 @@ def _geometry_record(geometry, post: Posterior, first: Posterior, start_note: st
         d = first.diagnostics
         record["first"] = {"parametrization": first.settings["nuts"]["parametrization"],
                            "chart_rank": first.settings["nuts"]["chart_rank"], "divergences": d.divergences,
-                           "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk, "seconds": d.seconds}
+                           "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk,
+                           "min_ess_tail": d.min_ess_tail, "seconds": d.seconds}
         record["reason"] += (f"; the chart gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS "
                              f"{d.min_ess_bulk:.0f} in {d.seconds:.0f} s, so the factored model ran too and "
                              "was kept")
@@ -1197,7 +1218,8 @@ class _Run:
                 return _factor_start(u0, v0, nuts.init_jitter, rng)
         with _quiet(not self.progressbar):
             t0 = time.perf_counter()
-            raw = _sample_nuts(model, nuts, draw_start, self.seed, self.progressbar)
+            raw = _sample_nuts(model, nuts, draw_start, self.seed, self.progressbar,
+                               _model_key(model, frame, prior))
             seconds = time.perf_counter() - t0
         tree = self._arrange(raw, "nuts", nuts, (nuts.sampler, nuts.chains, nuts.draws, "NUTS draws (MCMC)"))
         diagnostics, advice = _nuts_diagnostics(tree, nuts, seconds)

@@ -23,7 +23,7 @@ default start is then the ridge fit with λ = 1/s² (:data:`START_RIDGE` over th
 scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 
 **Fall-back.** A chart chosen by ``"auto"`` that still shows trouble after sampling
-(a divergence, R-hat above ``nuts.rhat_max`` or ESS below ``nuts.ess_min``) is
+(a divergence, or R-hat above ``nuts.rhat_max``) is
 followed by the factored model on the same data and settings, and the fit keeps
 whichever :func:`ranking` prefers; the fit's ``settings["geometry"]`` and ``summary()``
 say what ran, why, and what the first attempt showed. A parametrisation the user named
@@ -150,9 +150,13 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
                            "determined", True)
 
 
-def troubled(d: Diagnostics, rhat_max: float, ess_min: float) -> bool:
-    """Whether a NUTS fit diverged, or its R-hat or ESS missed the bars."""
-    return bool(d.divergences or d.max_rhat > rhat_max or min(d.min_ess_bulk, d.min_ess_tail) < ess_min)
+def troubled(d: Diagnostics, rhat_max: float) -> bool:
+    """Whether a NUTS fit diverged or its chains disagree (R-hat above ``rhat_max``).
+
+    A short ESS alone is no sign of a bad geometry (too few draws give it too), so it
+    does not make the default run the factored model as well.
+    """
+    return bool(d.divergences or not d.max_rhat <= rhat_max)
 
 
 def ranking(d: Diagnostics, rhat_max: float) -> tuple:
