@@ -8,7 +8,9 @@
   study name to its :class:`Study` (a grid of settings on one problem).
 - :func:`run_study` runs a study resumably on any executor (each task is
   :func:`task_inputs`, the simulated data and populations, then :func:`run_task`'s
-  methods); :func:`summarise`,
+  methods) under a lock on its folder (:func:`output_lock`), refusing settings the
+  study does not use (:func:`check_overrides`); :func:`read_results` reads its CSV
+  (mending a torn last line), :func:`summarise`,
   :func:`plot_results` and :func:`plot_calibration` report it.
 """
 
@@ -28,10 +30,26 @@ from .methods import (
     run_methods,
 )
 from .problems import PROBLEMS, build_problem
-from .runner import TaskInputs, run_study, run_task, summarise, task_inputs, task_seed
+from .runner import (
+    OutputBusyError,
+    OutputFolderError,
+    SettingError,
+    TaskInputs,
+    check_overrides,
+    output_lock,
+    read_results,
+    run_study,
+    run_task,
+    study_settings,
+    summarise,
+    task_inputs,
+    task_seed,
+)
 from .studies import STUDIES, Study
 
 __all__ = ["COLUMNS", "COMPARE_METHODS", "DEFAULT_METHODS", "FITTERS", "METHODS", "POSTERIOR_DEFAULTS",
-           "PROBLEMS", "STUDIES", "Fits", "Fitter", "MethodSpec", "Study", "TaskInputs", "build_problem",
-           "calibration", "compare_policies", "plot_calibration", "plot_results", "posterior_settings",
-           "run_methods", "run_study", "run_task", "summarise", "task_inputs", "task_seed"]
+           "PROBLEMS", "STUDIES", "Fits", "Fitter", "MethodSpec", "OutputBusyError", "OutputFolderError",
+           "SettingError", "Study", "TaskInputs", "build_problem", "calibration", "check_overrides",
+           "compare_policies", "output_lock", "plot_calibration", "plot_results", "posterior_settings",
+           "read_results", "run_methods", "run_study", "run_task", "study_settings", "summarise",
+           "task_inputs", "task_seed"]
