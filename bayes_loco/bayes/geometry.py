@@ -44,9 +44,11 @@ from ..model import margins
 from ..results import Diagnostics
 from .chart import AUTO, CHART, FACTORED, ChartFrame, chart_frame, partial_frame
 
-# Charted by "auto" only from this leading signal-to-noise ratio on (bench_robustness.py: below it
-# the factored model took at most about 5 x this many leapfrog steps per draw and never diverged).
-SNR_CHART = 10.0
+# Charted by "auto" only from this leading signal-to-noise ratio on. Below it the factored model took
+# 23-35 leapfrog steps per draw (the chart 15, at a higher cost per step and 20-30 s more compilation):
+# §5.1 at N = 1,000 (ratio 12) gave the factored model 2x the chart's ESS per second, at N = 3,000
+# (ratio 23) the chart 1.3x the factored model's (docs/results.md, "Posterior geometry").
+SNR_CHART = 20.0
 # A start whose largest margin |η_t| exceeds this predicts some label with probability 1 − 1e-21 or more:
 # separated in effect, whether or not its MLE was flagged (a §5.1 problem at N = 600 gave |η| ~ 1e6; the
 # fits of the paper's cells that converge stay below 20).

@@ -27,7 +27,6 @@ import nutpie
 import pymc as pm
 import xarray as xr
 from pymc.backends.arviz import patch_nutpie_idata
-from pymc.initial_point import make_initial_point_fn
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.traversal import graph_inputs
 
@@ -42,36 +41,49 @@ def clear_cache() -> None:
 
 
 def _shared_inputs(model: pm.Model, compiled) -> dict[str, np.ndarray] | None:
-    """The new model's values of the compiled model's shared inputs, by name; None if one is missing."""
-    values = {}
+    """The new model's values of the compiled model's shared inputs, by name; None if one is missing.
+
+    The data containers are the model's data variables; the chart's frame inputs
+    are found among the inputs of its Deterministics (U and V read every one), which
+    is cheaper than building the log density's graph.
+    """
     named = {var.name: var for var in model.data_vars}
+    named |= {var.name: var for var in graph_inputs(model.deterministics) if isinstance(var, SharedVariable)}
+    values = {}
     for var in compiled.shared_var_keys:
-        source = named.get(var.name)
-        if source is None:
-            source = next((v for v in _graph_shared(model) if v.name == var.name), None)
-        if source is None:
+        if var.name not in named:
             return None
-        values[var.name] = source.get_value(borrow=True)
+        values[var.name] = named[var.name].get_value(borrow=True)
     return values
 
 
-def _graph_shared(model: pm.Model):
-    """The shared variables of the model's log density (the chart's frame inputs among them)."""
-    return [v for v in graph_inputs([model.logp()]) if isinstance(v, SharedVariable)]
-
-
 def _initial_point(model: pm.Model, start: dict, compiled):
-    """The flat initial point function nutpie calls, for ``start`` on ``model`` (no jitter)."""
-    names = [model.rvs_to_values[rv].name for rv in model.free_RVs]
-    shapes = [compiled.shapes[name] for name in names]
-    point = make_initial_point_fn(model=model, overrides=start, jitter_rvs=set(), return_transformed=True)
+    """The flat initial point nutpie calls for, at ``start`` on ``model``, or None if it cannot be spliced.
+
+    The cached model's own function gives the point of its first start; the
+    variables ``start`` names are replaced in it (they are untransformed, so their
+    values are the point's). Compiling PyMC's initial point function again would
+    cost about a second.
+    """
+    layout, offset = {}, 0
+    for rv in model.free_RVs:
+        name = model.rvs_to_values[rv].name
+        size = int(np.prod(compiled.shapes[name], dtype=int))
+        layout[name] = (slice(offset, offset + size), rv)
+        offset += size
+    for name, value in start.items():
+        if name not in layout or model.rvs_to_transforms.get(layout[name][1]) is not None:
+            return None
+        if np.size(value) != layout[name][0].stop - layout[name][0].start:
+            return None
+    previous = compiled.initial_point_func
 
     def flat(seed=None):
-        values = point(seed)
-        return np.concatenate([np.asarray(values[name], dtype=np.float64).reshape(-1) for name in names])
+        point = np.array(previous(seed), dtype=np.float64)
+        for name, value in start.items():
+            point[layout[name][0]] = np.asarray(value, dtype=np.float64).reshape(-1)
+        return point
 
-    if [tuple(np.shape(point(0)[name])) for name in names] != [tuple(s) for s in shapes]:
-        raise ValueError("the start does not match the compiled model's shapes")
     return flat
 
 
@@ -85,10 +97,10 @@ def compiled_model(model: pm.Model, key: Hashable, start: dict) -> tuple[object,
     cached = _CACHE.get(key)
     if cached is not None:
         inputs = _shared_inputs(model, cached)
-        if inputs is not None:
+        initial = None if inputs is None else _initial_point(model, start, cached)
+        if initial is not None:
             _CACHE.move_to_end(key)
-            reused = dataclasses.replace(cached.with_data(**inputs),
-                                         initial_point_func=_initial_point(model, start, cached))
+            reused = dataclasses.replace(cached.with_data(**inputs), initial_point_func=initial)
             return reused, time.perf_counter() - t0, True
     compiled = nutpie.compile_pymc_model(model, initial_points=start, jitter_rvs=set(), backend="numba")
     _CACHE[key] = compiled
