@@ -81,27 +81,28 @@ def test_a_usable_start_is_the_plain_fit():
 # ------------------------------------------------------------------------------- the coordinates
 
 
-@pytest.mark.parametrize("n", [150, 600, 5000])
+@pytest.mark.parametrize("n", [150, 600, 3000, 5000])
 def test_auto_charts_only_where_the_ridge_is_long(n):
     data = strong_data(n, seed=2)
     start = bl.fit_low_rank(data, 1)
     frame = chart_frame(data, start.theta, 1)
     chosen = geometry.choose_geometry(data, 1, start.theta, 1.0, "auto", None)
     assert chosen.automatic
-    if frame.leading_snr >= geometry.SNR_CHART and frame.determined_rank:
+    if (frame.leading_snr >= geometry.SNR_CHART or n >= geometry.N_CHART) and frame.determined_rank:
         assert (chosen.parametrization, chosen.chart_rank) == ("chart", frame.determined_rank)
         assert "determined" in chosen.reason
     else:
         assert (chosen.parametrization, chosen.chart_rank) == ("factored", None)
-        assert f"{frame.leading_snr:.1f} < {geometry.SNR_CHART:g}" in chosen.reason
+        assert f"{frame.leading_snr:.1f} < {geometry.SNR_CHART:g} and N = {n}" in chosen.reason
 
 
 def test_the_leading_snr_grows_like_root_n_across_the_threshold():
-    # The three sizes above straddle the threshold, so both branches are exercised.
+    # The sizes above straddle both thresholds (3,000: a ratio above SNR_CHART below N_CHART), so
+    # every branch is exercised.
     snrs = [chart_frame(d, bl.fit_low_rank(d, 1).theta, 1).leading_snr
-            for d in (strong_data(n, seed=2) for n in (150, 5000))]
-    assert snrs[0] < geometry.SNR_CHART <= snrs[1]
-    assert 0.5 * np.sqrt(5000 / 150) < snrs[1] / snrs[0] < 2 * np.sqrt(5000 / 150)
+            for d in (strong_data(n, seed=2) for n in (150, 3000, 5000))]
+    assert snrs[0] < geometry.SNR_CHART <= snrs[1] and 3000 < geometry.N_CHART <= 5000
+    assert 0.5 * np.sqrt(5000 / 150) < snrs[2] / snrs[0] < 2 * np.sqrt(5000 / 150)
 
 
 def test_named_parametrizations_are_taken_as_named(issue_data):

@@ -12,8 +12,9 @@ like √N), and NUTS's leapfrog steps per draw grow with it; the chart's do not.
 :data:`SNR_CHART` the ridge is short, the factored model needs few steps, and the chart
 only adds risk: its coordinates B = Θ₂₁A⁻¹ are ratios whose denominator (A, the leading
 block) is within a few standard deviations of singular, which is where NUTS diverged.
-So ``"auto"`` charts only where ``leading_snr ≥ SNR_CHART`` (and then only the
-components the data determine, ``determined_rank``).
+So ``"auto"`` charts only where ``leading_snr ≥ SNR_CHART`` or N ≥ :data:`N_CHART`
+(at q = 10 the weak components' ridges are long too), and then only the components the
+data determine (``determined_rank``).
 
 **A separated start is no start.** With imbalanced data a rarely compared action can be
 separable and the unpenalised MLE runs off (singular values of 10⁴ were seen at
@@ -49,6 +50,10 @@ from .chart import AUTO, CHART, FACTORED, ChartFrame, chart_frame, partial_frame
 # §5.1 at N = 1,000 (ratio 12) gave the factored model 2x the chart's ESS per second, at N = 3,000
 # (ratio 23) the chart 1.3x the factored model's (docs/results.md, "Posterior geometry").
 SNR_CHART = 20.0
+# ... or from this many comparisons on, whatever the ratio: at q = 10 the weak components' ridges are
+# long too (§5.1, q = 10, N = 10,000: ratio 12.6, the factored model 211 steps per draw, the partial
+# chart 124).
+N_CHART = 5000
 # A start whose largest margin |η_t| exceeds this predicts some label with probability 1 − 1e-21 or more:
 # separated in effect, whether or not its MLE was flagged (a §5.1 problem at N = 600 gave |η| ~ 1e6; the
 # fits of the paper's cells that converge stay below 20).
@@ -121,8 +126,8 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     ``"factored"`` and ``"chart"`` are taken as named. ``"auto"`` charts the
     components the data determine (``ChartFrame.determined_rank``, or
     ``chart_rank`` if given) where the leading signal-to-noise ratio reaches
-    :data:`SNR_CHART`, and is factored otherwise or where no chart exists (r above a
-    span's dimension).
+    :data:`SNR_CHART` or N reaches :data:`N_CHART`, and is factored otherwise or where
+    no chart exists (r above a span's dimension).
     """
     if chart_rank is not None and chart_rank > rank:
         raise ValueError(f"nuts.chart_rank must be at most the rank {rank}, got {chart_rank}")
@@ -139,17 +144,18 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
         return Geometry(None, f"no chart of rank {rank} exists: the contexts or the differences span fewer "
                               "dimensions", True)
     snr = frame.leading_snr
-    if snr < SNR_CHART:
-        return Geometry(None, f"the leading component's signal-to-noise ratio {snr:.1f} < {SNR_CHART:g}: "
-                              "the factored model's ridge is short here", True)
+    if snr < SNR_CHART and data.n < N_CHART:
+        return Geometry(None, f"the leading component's signal-to-noise ratio {snr:.1f} < {SNR_CHART:g} "
+                              f"and N = {data.n} < {N_CHART}: the factored model's ridge is short here", True)
     r1 = frame.determined_rank if chart_rank is None else chart_rank
     if r1 == 0:
         return Geometry(None, f"no component's column space is determined (angles "
                               f"{np.array2string(frame.angles, precision=2)} rad)", True)
     if r1 < rank:
         frame = partial_frame(frame, data, r1, scale)
-    return Geometry(frame, f"signal-to-noise ratio {snr:.1f} >= {SNR_CHART:g}; {r1} of {rank} components "
-                           "determined", True)
+    why = (f"signal-to-noise ratio {snr:.1f} >= {SNR_CHART:g}" if snr >= SNR_CHART
+           else f"N = {data.n} >= {N_CHART}")
+    return Geometry(frame, f"{why}; {r1} of {rank} components determined", True)
 
 
 def troubled(d: Diagnostics, rhat_max: float) -> bool:
