@@ -879,8 +879,13 @@ def _fit_vi(model, vi: VI, u0, v0, seed: int, progressbar: bool) -> tuple[xr.Dat
     """Fit ADVI with Adam and draw from it (one chain); returns the draws and the loss of every iteration."""
     inference = _vi_inference(model, vi, u0, v0, seed)
     with model:
-        approx = inference.fit(n=vi.iterations, progressbar=progressbar,
-                               obj_optimizer=pm.adam(learning_rate=vi.learning_rate))
+        try:
+            approx = inference.fit(n=vi.iterations, progressbar=progressbar,
+                                   obj_optimizer=pm.adam(learning_rate=vi.learning_rate))
+        except FloatingPointError as exc:
+            raise ValueError(f"ADVI diverged: its parameters became NaN with vi.learning_rate="
+                             f"{vi.learning_rate:g}; lower vi.learning_rate (the default is "
+                             f"{VI.learning_rate}) or use method='nuts'") from exc
         tree = approx.sample(vi.draws, random_seed=seed + 1)
     return tree, np.asarray(approx.hist, dtype=float)
 
@@ -979,7 +984,10 @@ def _nuts_diagnostics(tree, nuts: NUTS, seconds: float) -> tuple[Diagnostics, di
     if rhat_bad:
         messages.append(f"max R-hat {max_rhat:.4f} at {at_rhat}{_unidentified_note(at_rhat, tree)} > "
                         f"{nuts.rhat_max} (over Θ and θ_rtv): the chains disagree{rerun}")
-    if ess_bad:
+    if ess_bad and not np.isfinite(min(min_bulk, min_tail)):
+        messages.append(f"ESS cannot be estimated from {chains} chain(s) × {nuts.draws} draw(s), so this fit "
+                        f"is not checked{rerun}")
+    elif ess_bad:
         worst = (f"bulk {min_bulk:.0f} at {at_bulk}{_unidentified_note(at_bulk, tree)}, "
                  f"tail {min_tail:.0f} at {at_tail}{_unidentified_note(at_tail, tree)}")
         messages.append(f"min ESS over Θ and θ_rtv is {worst} < {nuts.ess_min}{rerun}")
