@@ -10,8 +10,10 @@ compilation included), the smallest bulk and tail ESS over the identified coordi
 and the identified entries of Θ, ESS per second (θ_rtv's alone beside it), the largest R-hat
 over the same and over θ_rtv alone, the divergences and the seconds of the frequentist start
 (not in ``secs``); ``sample`` is the sampler's own time (no compilation) and ``sampled`` θ_rtv's
-ESS per second of it. Then, per cell, the ratios to the factored model of steps and of ESS per
-second. ``angle`` is the start's largest ``ChartFrame.angles``.
+ESS per second of it; ``compile`` the seconds nutpie's compilation took (``--repeat 2`` fits each
+cell twice: the second reuses the compiled model, :mod:`bayes_loco.bayes.samplers`). Then, per
+cell, the ratios to the factored model of steps and of ESS per second. ``angle`` is the start's
+largest ``ChartFrame.angles``.
 A CSV of every row goes to ``--out``.
 
     .venv/bin/python benchmarks/bench_posterior.py                       # the grid below, ~1 h on 2 cores
@@ -69,6 +71,8 @@ def run_cell(data, start, rank: int, model: str, args) -> dict:
            "steps": float(stats["n_steps"].mean()), "step_size": float(stats["step_size"].mean()),
            "seconds": seconds,
            "sampling_seconds": float(post.tree["posterior"].attrs.get("sampling_time", np.nan)),
+           "compile_seconds": float(post.tree["posterior"].attrs.get("compile_time", np.nan)),
+           "reused": int(post.tree["posterior"].attrs.get("compiled_model_reused", 0)),
            "divergences": int(stats["diverging"].sum())}
     row |= identified_ess(post)
     row["ess_per_s"] = row["ess_bulk"] / seconds
@@ -89,12 +93,14 @@ def main():
     parser.add_argument("--only", nargs="+", choices=MODELS, default=MODELS)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--out", default="posterior_geometry.csv")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="fits per cell; the second and later reuse nutpie's compiled model")
     args = parser.parse_args()
     which = [m for m in MODELS if m in args.only]
     rows = []
     header = (f"{'kind':>8} {'N':>7} {'model':>9} {'r1':>2} {'steps':>6} {'step':>6} {'secs':>7} "
               f"{'sample':>7} {'ESS bulk':>8} {'tail':>6} {'ESS/s':>7} {'θ_rtv/s':>7} {'sampled':>7} "
-              f"{'R-hat':>6} {'θ_rtv':>6} {'div':>4} {'angle':>6} {'start s':>7}")
+              f"{'R-hat':>6} {'θ_rtv':>6} {'div':>4} {'angle':>6} {'start s':>7} {'compile':>7}")
     print(header, flush=True)
     for kind in args.kinds:
         problem = bl.simulate.paper_problem(rank=args.rank, imbalance=1, theta_kind=kind)
@@ -104,7 +110,7 @@ def main():
             start = bl.fit_low_rank(data, args.rank, ridge=1.0)
             start_seconds = time.perf_counter() - t0
             frame = chart.chart_frame(data, start.theta, args.rank)
-            for model in which:
+            for model in [m for m in which for _ in range(args.repeat)]:
                 row = {"kind": kind, "n": n, "max_angle": float(frame.angles.max()),
                        "start_seconds": start_seconds}
                 row |= run_cell(data, start, args.rank, model, args)
@@ -114,7 +120,7 @@ def main():
                       f"{row['ess_bulk']:8.0f} {row['ess_tail']:6.0f} {row['ess_per_s']:7.2f} "
                       f"{row['rtv_ess_per_s']:7.2f} {row['rtv_ess_per_sampling_s']:7.2f} {row['r_hat']:6.3f} "
                       f"{row['rtv_r_hat']:6.3f} {row['divergences']:4d} {row['max_angle']:6.2f} "
-                      f"{start_seconds:7.1f}", flush=True)
+                      f"{start_seconds:7.1f} {row['compile_seconds']:7.2f}", flush=True)
                 pd.DataFrame(rows).to_csv(args.out, index=False)
     table = pd.DataFrame(rows)
     if "factored" in which and len(which) > 1:
