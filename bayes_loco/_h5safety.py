@@ -20,7 +20,9 @@ too: the scan reads them a few at a time and adds them up.
 
 from __future__ import annotations
 
+import mmap
 import re
+import struct
 from pathlib import Path
 
 import h5py
@@ -45,6 +47,9 @@ _DTYPE = re.compile(r"[<>|=]?(b1|[iu][1248]|f[248]|c8|c16|U[1-9][0-9]{0,5})")
 _FILTERS = frozenset({h5py.h5z.FILTER_DEFLATE, h5py.h5z.FILTER_SHUFFLE, h5py.h5z.FILTER_FLETCHER32,
                       h5py.h5z.FILTER_SZIP, h5py.h5z.FILTER_NBIT, h5py.h5z.FILTER_SCALEOFFSET,
                       h5py.h5z.FILTER_LZF})
+
+# The signature and version 1 of a global heap collection.
+_GCOL = b"GCOL\x01\x00\x00\x00"
 
 # Variable-length strings read at once while their lengths are added up.
 _BLOCK = 64
@@ -108,8 +113,47 @@ def scan(path: Path) -> None:
         walker.attributes(root, "/")
         walker.group(root, "/")
         # Only once the whole structure passed: these reads are of the file's own heap.
+        if walker.strings:
+            _check_global_heaps(path, root.id.get_create_plist().get_sizes()[1])
         for count_strings in walker.strings:
             count_strings()
+
+
+def _check_global_heaps(path: Path, length_size: int) -> None:
+    """Refuse a damaged global heap, where HDF5 keeps variable-length strings, before HDF5 reads it.
+
+    HDF5 itself loops forever on some damaged collections (two flipped bits in
+    an object's size were enough), so each collection (``GCOL``, version 1) is
+    walked here: its objects must tile it, ending in a free-space object (index
+    0) that fills the rest, or less than an object's header short of its end.
+    """
+    header = struct.Struct("<4sB3x" + {4: "I", 8: "Q"}[length_size])
+    item = struct.Struct("<HH4x" + {4: "I", 8: "Q"}[length_size])
+    with path.open("rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as data:
+        start = data.find(_GCOL)
+        while start >= 0:
+            if not _collection_is_whole(data, start, header, item):
+                raise Refusal(f"the global heap at byte {start} (where HDF5 keeps the variable-length "
+                              "strings) is damaged; HDF5 could hang reading it")
+            start = data.find(_GCOL, start + 1)
+
+
+def _collection_is_whole(data, start: int, header: struct.Struct, item: struct.Struct) -> bool:
+    """Whether the objects of the global heap collection at ``start`` tile it exactly."""
+    if start + header.size > len(data):
+        return False
+    size = header.unpack_from(data, start)[-1]
+    end, at = start + size, start + header.size
+    if size < 4096 or end > len(data):  # HDF5 makes no smaller collection
+        return False
+    while at < end:
+        if at + item.size > end:  # too little left for a free-space object: HDF5 leaves it as slack
+            return True
+        index, _, length = item.unpack_from(data, at)
+        if index == 0:  # free space: the rest of the collection
+            return length == end - at
+        at += item.size + -(-length // 8) * 8
+    return at == end
 
 
 class _Walker:
