@@ -22,7 +22,7 @@ from scipy.special import expit
 
 import bayes_loco as bl
 from bayes_loco import bayes as bb
-from bayes_loco.bayes import chart
+from bayes_loco.bayes import chart, geometry
 from bayes_loco.bayes import dims as D
 
 
@@ -98,8 +98,12 @@ def test_auto_charts_the_components_the_data_determine_and_factors_the_rest():
         assert frame.determined_rank == expected, frame.angles
         assert frame.determined == (expected == 2)
         post = _fit(data, 2, start, "auto", draws=5)
-        assert post.settings["nuts"]["parametrization"] == ("chart" if expected else "factored")
-        assert post.settings["nuts"]["chart_rank"] == (expected or None)
+        # auto charts the determined components only where the factored model's ridge is long
+        # (bayes.geometry: a leading signal-to-noise ratio of SNR_CHART or N_CHART comparisons).
+        long_ridge = frame.leading_snr >= geometry.SNR_CHART or data.n >= geometry.N_CHART
+        charted = expected if long_ridge else 0
+        assert post.settings["nuts"]["parametrization"] == ("chart" if charted else "factored")
+        assert post.settings["nuts"]["chart_rank"] == (charted or None)
         # auto never charts a loose component, so its warnings (5 draws: small ESS) do not name one
         assert not [w for w in post.diagnostics.warnings if "loose" in w]
     # Charting the weak component anyway: the warning says which one and what to try.
@@ -222,7 +226,7 @@ def weak_fits():
     """
     data, _ = strong_data(4, 6, 1500, seed=5, unreached=2, singular_values=(3.0, 0.1))
     start = bl.fit_low_rank(data, 2, ridge=1.0)
-    return {"chart": _fit(data, 2, start, "auto", draws=1000, seed=3, target_accept=0.98),
+    return {"chart": _fit(data, 2, start, "chart", draws=1000, seed=3, target_accept=0.98, chart_rank=1),
             "factored": _fit(data, 2, start, "factored", seed=3, target_accept=0.95)}
 
 
