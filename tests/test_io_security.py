@@ -605,7 +605,6 @@ def test_flipped_bytes_never_escape_as_a_raw_error(tmp_path):
             assert str(path) in str(err)
             outcomes["refused"] += 1
     assert outcomes["refused"] > 0, outcomes
-    print(outcomes)
 
 
 def test_damaged_global_heap_is_refused_before_hdf5_reads_it(tmp_path):
