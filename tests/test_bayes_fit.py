@@ -616,9 +616,14 @@ def test_usable_cores_is_the_process_affinity():
 
 def test_settings_are_recorded_typed_and_json_able(nuts):
     settings = nuts.settings
-    assert list(settings) == ["rank", "method", "prior", "ridge", "random_seed", "predictive_draws", "nuts"]
+    assert list(settings)[:8] == ["rank", "method", "prior", "ridge", "random_seed", "predictive_draws",
+                                  "nuts", "geometry"]
+    assert set(list(settings)[8:]) <= {"advice"}
+    assert settings["geometry"] == {"parametrization": "chart", "chart_rank": 1, "fell_back": False,
+                                    "reason": "nuts.parametrization='chart'"}
+    assert settings.get("advice", {}) == nuts.advice
     assert settings["predictive_draws"] == 500
-    # What "auto" chose on these data (N = 800): the leading component charted, the second factored.
+    # The partial chart the fixture names: the leading component charted, the second factored.
     assert settings["nuts"] == {"draws": 300, "tune": 300, "chains": 2, "cores": 1, "sampler": "pymc",
                                 "target_accept": 0.9, "init_jitter": 0.01, "rhat_max": 1.01, "ess_min": 400.0,
                                 "parametrization": "chart", "chart_rank": 1, "blas_threads": 1}

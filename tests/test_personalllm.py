@@ -128,9 +128,9 @@ def test_problem_draws_its_data_with_the_model_functions(files):
 
 def test_cli_needs_both_split_files(tmp_path, files, capsys):
     code = cli.main(["run", "personalllm", "--train", str(files[0]), "--out", str(tmp_path), "--quiet"])
-    assert code == cli.EXIT_INPUT
-    assert "both --train and --test" in capsys.readouterr().err
+    assert code == cli.EXIT_USAGE  # a missing argument, not a bad file
+    assert "--train and --test: give both" in capsys.readouterr().err
     code = cli.main(["run", "demo", "--train", str(files[0]), "--test", str(files[1]), "--out",
                      str(tmp_path), "--quiet"])
-    assert code == cli.EXIT_INPUT
+    assert code == cli.EXIT_USAGE  # options the study does not take are argument errors
     assert "'paper' problem" in capsys.readouterr().err
