@@ -164,13 +164,25 @@ def test_advice_for_short_chains_doubles_what_ran_and_never_repeats():
 # ------------------------------------------------------------------------------------ end to end
 
 
-def test_the_issue_case_converges_by_default_and_says_why(issue_data):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", bl.SamplerWarning)
-        post = bb.fit_posterior(issue_data, 2, nuts={"draws": 500, "tune": 500}, progressbar=False,
-                                predictive_draws=0)
+def test_the_issue_case_converges_and_its_advice_works(issue_data):
+    # Half the default length first: where that falls short, the warning's advice (computed from what ran)
+    # must give a fit without warnings and with more ESS; the fit it leads to is the default length.
+    short_nuts = {"draws": 500, "tune": 500}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        short = bb.fit_posterior(issue_data, 2, nuts=short_nuts, progressbar=False, predictive_draws=0)
+    assert bool(short.advice) == any(issubclass(w.category, bl.SamplerWarning) for w in caught)
+    post = short
+    if short.advice:
+        assert all(f"re-run with nuts={short.advice}" in m for m in short.diagnostics.warnings)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", bl.SamplerWarning)
+            post = bb.fit_posterior(issue_data, 2, nuts=short_nuts | short.advice, progressbar=False,
+                                    predictive_draws=0)
+        assert post.diagnostics.min_ess_bulk > short.diagnostics.min_ess_bulk
+        assert post.diagnostics.divergences <= short.diagnostics.divergences
     d = post.diagnostics
-    assert d.converged and d.divergences == 0 and d.max_rhat <= 1.01
+    assert d.converged and d.divergences == 0 and d.max_rhat <= 1.01 and not post.advice
     record = post.settings["geometry"]
     assert record["parametrization"] == "factored" and not record["fell_back"]
     assert "signal-to-noise ratio" in record["reason"]
