@@ -27,7 +27,8 @@ def _fit(data, parametrization):
     return bb.fit_posterior(data, 1, nuts=nuts, progressbar=False, predictive_draws=0, random_seed=5)
 
 
-@pytest.mark.parametrize("parametrization", ["factored", "chart"])
+# The chart compiles in 20-30 s against the factored model's 10: its case runs with the slow tests.
+@pytest.mark.parametrize("parametrization", ["factored", pytest.param("chart", marks=pytest.mark.slow)])
 def test_a_second_fit_of_the_same_shape_reuses_the_compiled_model(two_data_sets, parametrization):
     first_data, second_data, longer = two_data_sets
     samplers.clear_cache()
