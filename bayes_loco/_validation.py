@@ -99,29 +99,49 @@ def as_float_array(value, name: str, ndim: int | None) -> np.ndarray:
 
 
 def as_labels(value, name: str = "labels") -> np.ndarray:
-    """Return ``value`` as a 1-d int8 array of 0/1 labels (bool accepted), or one error naming ``name``.
+    """Return ``value`` as a 1-d array of labels in {0, ½, 1} (bool accepted), or one error naming ``name``.
 
-    Strings such as ``'0'``/``'1'`` or ``'yes'``/``'no'`` and missing values are refused
-    with the conversion to make, never parsed.
+    ½ is a tie. Labels without a tie come back as int8 (the encoding of files written before
+    ties existed); labels with one as float64. Strings such as ``'0'``/``'1'`` or
+    ``'yes'``/``'no'`` and missing values are refused with the conversion to make, never parsed.
     """
     raw = np.asarray(value)
     strings = [v for v in raw.flat if isinstance(v, str | bytes)] if raw.dtype.kind in "OUSV" else []
     if strings:
         first = str(strings[0]) if isinstance(strings[0], str) else bytes(strings[0])
         raise TypeError(f"{name} must be 0/1 numbers, got strings (e.g. {first!r}); convert them first, e.g. "
-                        f"{name}.astype(int) for '0'/'1' or ({name} == 'yes').astype(int) for 'yes'/'no'")
+                        f"{name}.astype(int) for '0'/'1' or ({name} == 'yes').astype(int) for 'yes'/'no' "
+                        "(PreferenceData.from_frame maps tie strings such as 'tie' to 0.5)")
     _check_dtype(raw, name, "0/1 numbers")
     if raw.ndim != 1:
         raise ValueError(f"{name} must be 1-dimensional, got shape {raw.shape}")
     arr = raw.astype(np.float64) if raw.dtype.kind == "O" else raw
     if arr.dtype.kind == "f" and not np.isfinite(arr).all():
         i = int(np.flatnonzero(~np.isfinite(arr))[0])
-        raise ValueError(f"{name}[{i}] is {arr[i]}; labels must be 0 or 1 (drop or impute missing labels)")
-    bad = ~np.isin(arr, (0, 1))
+        raise ValueError(f"{name}[{i}] is {arr[i]}; labels must be 0, 0.5 (a tie) or 1 "
+                         "(drop or impute missing labels)")
+    bad = ~np.isin(arr, (0, 0.5, 1))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        raise ValueError(f"{name}[{i}] = {arr[i].item()!r}, expected 0 or 1")
-    return arr.astype(np.int8)
+        raise ValueError(f"{name}[{i}] = {arr[i].item()!r}, expected 0, 0.5 (a tie) or 1")
+    if np.isin(arr, (0, 1)).all():
+        return arr.astype(np.int8)
+    return arr.astype(np.float64)
+
+
+def as_weights(value, n: int, name: str = "weights") -> np.ndarray:
+    """Return ``value`` as a read-only 1-d float64 array of ``n`` positive finite weights, or one error."""
+    arr = as_float_array(value, name, 1)
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries, expected one per comparison ({n})")
+    bad = ~(arr > 0)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}[{i}] = {arr[i].item()!r}; weights must be positive "
+                         "(drop comparisons of weight 0)")
+    arr = arr.copy()
+    arr.setflags(write=False)
+    return arr
 
 
 def fingerprint(*arrays: np.ndarray) -> str:

@@ -2,7 +2,7 @@
 
 The contextual Bradley–Terry–Luce model sees the features of the two answers only
 through their difference Δφ_t = φ(s_t, a_t1) − φ(s_t, a_t0), so that is what
-``PreferenceData`` stores; ``y_t = 1`` means answer ``a_t1`` was preferred.
+``PreferenceData`` stores; ``y_t = 1`` means answer ``a_t1`` was preferred, ``y_t = ½`` a tie.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from ._validation import as_float_array, as_labels, check_int, check_option, fingerprint
+from ._validation import as_float_array, as_labels, as_weights, check_int, check_option, fingerprint
 from .exceptions import DataWarning
+
+# Label strings that mean a tie in Chatbot Arena's files (``winner``).
+TIE_VALUES = ("tie", "tie (bothbad)")
 
 
 @dataclass(frozen=True, eq=False)
@@ -34,10 +37,14 @@ class PreferenceData:
         Person contexts x_t.
     differences : ndarray, shape (N, d_φ)
         Feature differences Δφ_t = φ(s_t, a_t1) − φ(s_t, a_t0).
-    labels : ndarray of int8, shape (N,)
-        y_t ∈ {0, 1}; 1 means a_t1 was preferred.
+    labels : ndarray, shape (N,)
+        y_t ∈ {0, ½, 1}; 1 means a_t1 was preferred, ½ is a tie. int8 without ties,
+        float64 with them. How a fit reads a tie is its ``ties=`` argument.
     actions : ndarray of int, shape (N, 2), optional
         Action ids (a_t0, a_t1), kept for diagnostics (coverage of actions).
+    weights : ndarray of float, shape (N,), optional
+        Positive per-comparison weights w_t (each comparison's log-likelihood term is
+        multiplied by w_t); None means all 1.
     copy : bool, init only
         Copy float64 ``contexts`` and ``differences`` before making them read-only
         (default); False makes the caller's arrays themselves read-only instead, so a
@@ -49,6 +56,7 @@ class PreferenceData:
     labels: np.ndarray
     actions: np.ndarray | None = field(default=None)
     copy: InitVar[bool] = True
+    weights: np.ndarray | None = field(default=None, kw_only=True)
 
     def __post_init__(self, copy: bool):
         contexts = as_float_array(self.contexts, "contexts", 2)
@@ -76,22 +84,27 @@ class PreferenceData:
         labels.setflags(write=False)  # as_labels returned a copy: the caller's array stays writable
         object.__setattr__(self, "labels", labels)
         object.__setattr__(self, "actions", actions)
+        if self.weights is not None:
+            object.__setattr__(self, "weights", as_weights(self.weights, n))
 
     @classmethod
     def from_arrays(cls, contexts, labels, *, features_1=None, features_0=None,
-                    differences=None, actions=None, copy: bool = True) -> PreferenceData:
+                    differences=None, actions=None, weights=None, copy: bool = True) -> PreferenceData:
         """Build from arrays: either ``differences`` or both ``features_1`` and ``features_0``.
 
         Parameters
         ----------
         contexts : array_like, shape (N, d_x)
         labels : array_like, shape (N,)
-            1 where the answer with ``features_1`` was preferred.
+            1 where the answer with ``features_1`` was preferred, 0 where the other was,
+            0.5 for a tie.
         features_1, features_0 : array_like, shape (N, d_φ)
             φ(s_t, a_t1) and φ(s_t, a_t0).
         differences : array_like, shape (N, d_φ)
             Δφ_t directly, instead of the two feature arrays.
         actions : array_like of int, shape (N, 2), optional
+        weights : array_like, shape (N,), optional
+            Positive per-comparison weights.
         copy : bool
             False: float64 arrays that own their memory are made read-only in place
             instead of copied (the caller must not need to write to them again).
@@ -101,7 +114,7 @@ class PreferenceData:
         if differences is not None:
             if features_1 is not None or features_0 is not None:
                 raise ValueError("give either differences or features_1 and features_0, not both")
-            return cls(contexts, differences, labels, actions, copy)
+            return cls(contexts, differences, labels, actions, copy, weights=weights)
         if features_1 is None or features_0 is None:
             raise ValueError("features_1 and features_0 are both required when differences is not given")
         f1 = as_float_array(features_1, "features_1", 2)
@@ -111,11 +124,12 @@ class PreferenceData:
         n = np.shape(contexts)[0] if np.ndim(contexts) else 0
         if f1.shape[0] != n:
             raise ValueError(f"contexts has {n} rows, features_1 has {f1.shape[0]}")
-        return cls(contexts, f1 - f0, labels, actions, copy)
+        return cls(contexts, f1 - f0, labels, actions, copy, weights=weights)
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, *, context_columns, difference_columns,
-                   label_column: str = "y") -> PreferenceData:
+                   label_column: str = "y", weight_column: str | None = None,
+                   tie_values=TIE_VALUES) -> PreferenceData:
         """Build from a tidy DataFrame with one row per comparison.
 
         Parameters
@@ -124,7 +138,12 @@ class PreferenceData:
         context_columns, difference_columns : sequence of str
             Columns holding x_t and Δφ_t, in order.
         label_column : str
-            Column holding y_t.
+            Column holding y_t: 0, 1, 0.5 (a tie) or one of ``tie_values``.
+        weight_column : str, optional
+            Column holding positive per-comparison weights.
+        tie_values : sequence of str
+            Label strings that mean a tie (mapped to 0.5); by default Chatbot Arena's
+            ``"tie"`` and ``"tie (bothbad)"``.
         """
         if not isinstance(frame, pd.DataFrame):
             raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
@@ -142,15 +161,30 @@ class PreferenceData:
             if len(set(given)) != len(given):
                 raise ValueError(f"{name} names a column twice: {given}")
             columns[name] = given
-        if not isinstance(label_column, str):
-            raise TypeError(f"label_column must be a column name (str), got {label_column!r}")
+        for name, given in (("label_column", label_column), ("weight_column", weight_column)):
+            if not isinstance(given, str) and not (name == "weight_column" and given is None):
+                raise TypeError(f"{name} must be a column name (str), got {given!r}")
+        if isinstance(tie_values, str) or not all(isinstance(v, str) for v in tie_values):
+            raise TypeError(f"tie_values must be a sequence of str, got {tie_values!r}")
         wanted = [*columns["context_columns"], *columns["difference_columns"], label_column]
+        wanted += [] if weight_column is None else [weight_column]
         missing = [c for c in wanted if c not in frame.columns]
         if missing:
             raise ValueError(f"frame is missing columns {missing}")
+        labels = frame[label_column].to_numpy()
+        if labels.dtype.kind in "OUS":
+            labels = np.where(np.isin(labels, list(tie_values)), 0.5, labels)
+            strings = [v for v in labels if isinstance(v, str | bytes)]
+            if strings:
+                col = f"frame[{label_column!r}]"
+                raise ValueError(
+                    f"label_column {label_column!r} holds strings (e.g. {strings[0]!r}); labels must be 0/1 "
+                    f"numbers, 0.5 or one of tie_values {tuple(tie_values)}: convert them first, e.g. "
+                    f"{col}.astype(int) for '0'/'1' or ({col} == 'yes').astype(int) for 'yes'/'no', "
+                    "or name a string in tie_values if it means a tie")
         return cls(frame[columns["context_columns"]].to_numpy(),
-                   frame[columns["difference_columns"]].to_numpy(),
-                   frame[label_column].to_numpy())
+                   frame[columns["difference_columns"]].to_numpy(), labels,
+                   weights=None if weight_column is None else frame[weight_column].to_numpy())
 
     @property
     def n(self) -> int:
@@ -168,10 +202,31 @@ class PreferenceData:
     def __len__(self) -> int:
         return self.n
 
+    @property
+    def ties(self) -> np.ndarray:
+        """Boolean mask of the tied comparisons (y_t = ½)."""
+        return self.labels == 0.5
+
+    @property
+    def has_ties(self) -> bool:
+        return bool(self.labels.dtype.kind == "f" and self.ties.any())
+
+    @property
+    def weighted(self) -> bool:
+        """True when some comparison carries a weight other than 1."""
+        return self.weights is not None and bool((self.weights != 1).any())
+
+    @property
+    def sample_weights(self) -> np.ndarray:
+        """w_t for every comparison (ones when the data carry no weights)."""
+        return np.ones(self.n) if self.weights is None else self.weights
+
     @functools.cached_property
     def fingerprint(self) -> str:
         """A hash of the comparisons (:func:`~bayes_loco._validation.fingerprint`): which data a fit saw."""
-        return fingerprint(self.contexts, self.differences, self.labels)
+        if self.weights is None:
+            return fingerprint(self.contexts, self.differences, self.labels)
+        return fingerprint(self.contexts, self.differences, self.labels, self.weights)
 
     @functools.cached_property
     def support(self) -> tuple[np.ndarray, np.ndarray]:
@@ -186,8 +241,10 @@ class PreferenceData:
                 np.flatnonzero(np.any(self.differences != 0, axis=0)))
 
     def __repr__(self) -> str:
+        extra = f", ties={int(self.ties.sum())}" if self.has_ties else ""
+        extra += ", weighted" if self.weights is not None else ""
         return (f"PreferenceData(N={self.n}, d_x={self.d_x}, d_phi={self.d_phi}, "
-                f"mean(y)={self.labels.mean():.3f})")
+                f"mean(y)={self.labels.mean():.3f}{extra})")
 
     def subset(self, index) -> PreferenceData:
         """Rows ``index`` (slice, integer or boolean array) as a new ``PreferenceData``."""
@@ -200,7 +257,9 @@ class PreferenceData:
         if np.ndim(idx) == 0:
             idx = np.atleast_1d(idx)
         actions = None if self.actions is None else self.actions[idx]
-        return PreferenceData(self.contexts[idx], self.differences[idx], self.labels[idx], actions)
+        weights = None if self.weights is None else self.weights[idx]
+        return PreferenceData(self.contexts[idx], self.differences[idx], self.labels[idx], actions,
+                              weights=weights)
 
     def split(self, n_initial: int | None) -> tuple[PreferenceData, PreferenceData]:
         """Split into the first N₀ rows and the rest (the paper's data split).
@@ -214,10 +273,12 @@ class PreferenceData:
         return self.subset(slice(0, n0)), self.subset(slice(n0, None))
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per comparison: ``x0..``, ``dphi0..``, ``y``."""
+        """One row per comparison: ``x0..``, ``dphi0..``, ``y`` and, with weights, ``weight``."""
         cols = {f"x{j}": self.contexts[:, j] for j in range(self.d_x)}
         cols |= {f"dphi{j}": self.differences[:, j] for j in range(self.d_phi)}
         cols["y"] = self.labels
+        if self.weights is not None:
+            cols["weight"] = self.weights
         return pd.DataFrame(cols)
 
 

@@ -80,12 +80,12 @@ def test_mismatched_rows_name_both_arrays():
         PreferenceData(x, d, np.r_[y, 1])
 
 
-@pytest.mark.parametrize("bad", [2, -1, 0.5])
-def test_labels_outside_zero_one_are_rejected_with_index(bad):
+@pytest.mark.parametrize("bad", [2, -1, 0.25])
+def test_labels_outside_zero_half_one_are_rejected_with_index(bad):
     x, d, y = _arrays()
     y = y.astype(float)
     y[17] = bad
-    with pytest.raises(ValueError, match=r"labels\[17\] = .*expected 0 or 1"):
+    with pytest.raises(ValueError, match=r"labels\[17\] = .*expected 0, 0.5 \(a tie\) or 1"):
         PreferenceData(x, d, y)
 
 
@@ -93,7 +93,7 @@ def test_bad_label_message_shows_the_plain_value():
     x, d, y = _arrays()
     y = y.copy()
     y[17] = 2
-    with pytest.raises(ValueError, match=re.escape("labels[17] = 2, expected 0 or 1")):
+    with pytest.raises(ValueError, match=re.escape("labels[17] = 2, expected 0, 0.5 (a tie) or 1")):
         PreferenceData(x, d, y)
 
 
@@ -334,3 +334,44 @@ def test_population_validation_names_the_argument():
         Population(x, bad, groups)
     with pytest.raises(ValueError, match="contexts is empty"):
         Population(np.zeros((0, 2)), f[:0], groups[:0])
+
+
+def test_ties_and_weights_are_kept_through_subset_frame_and_fingerprint():
+    x, d, y = _arrays()
+    y = y.astype(float)
+    y[[3, 5]] = 0.5
+    w = np.linspace(0.5, 2.0, y.size)
+    data = PreferenceData(x, d, y, weights=w)
+    assert data.has_ties and data.labels.dtype == np.float64
+    np.testing.assert_array_equal(np.flatnonzero(data.ties), [3, 5])
+    part = data.subset([3, 4])
+    np.testing.assert_array_equal(part.labels, [0.5, y[4]])
+    np.testing.assert_array_equal(part.weights, w[[3, 4]])
+    frame = data.to_frame()
+    back = PreferenceData.from_frame(frame, context_columns=[c for c in frame if c.startswith("x")],
+                                     difference_columns=[c for c in frame if c.startswith("dphi")],
+                                     weight_column="weight")
+    assert back.fingerprint == data.fingerprint
+    assert PreferenceData(x, d, y).fingerprint != data.fingerprint  # the weights are part of the data
+    assert PreferenceData(x, d, y.astype(int).clip(0, 1)).labels.dtype == np.int8
+
+
+def test_from_frame_maps_arena_tie_strings_to_one_half():
+    frame = pd.DataFrame({"x": [1.0, 1.0, 1.0, 1.0], "d": [1.0, -1.0, 2.0, 0.5],
+                          "y": np.array([1, 0, "tie", "tie (bothbad)"], dtype=object)})
+    data = PreferenceData.from_frame(frame, context_columns=["x"], difference_columns=["d"])
+    np.testing.assert_array_equal(data.labels, [1, 0, 0.5, 0.5])
+    with pytest.raises(ValueError, match=r"label_column 'y' holds strings \(e.g. 'draw'\).*tie_values"):
+        PreferenceData.from_frame(frame.assign(y=np.array([1, 0, "draw", "tie"], dtype=object)),
+                                  context_columns=["x"], difference_columns=["d"])
+
+
+@pytest.mark.parametrize("bad, message", [
+    (np.r_[-1.0, np.ones(19)], r"weights\[0\] = -1.0; weights must be positive"),
+    (np.zeros(20), r"weights\[0\] = 0.0; weights must be positive"),
+    (np.ones(3), r"weights has 3 entries, expected one per comparison \(20\)"),
+    (np.r_[np.nan, np.ones(19)], r"weights.*(NaN|nan|finite)")])
+def test_bad_weights_are_refused_naming_the_argument(bad, message):
+    x, d, y = _arrays()
+    with pytest.raises(ValueError, match=message):
+        PreferenceData(x, d, y, weights=bad)
