@@ -8,7 +8,7 @@ Kronecker design (docs/design.md, convention 7).
 from __future__ import annotations
 
 import numpy as np
-from scipy.special import expit, log_expit
+from scipy.special import expit, log_expit, softmax
 
 # XΘ (N × d_φ) is formed at most this many bytes at a time.
 MARGIN_BLOCK_BYTES = 2**27
@@ -49,6 +49,28 @@ def neg_log_likelihood(eta: np.ndarray, labels: np.ndarray) -> float:
     """Σ_t −log P(y_t | η_t) for the Bernoulli-logit likelihood, computed stably."""
     signed = np.where(labels == 1, eta, -eta)
     return float(-log_expit(signed).sum())
+
+
+def outcome_probabilities(eta: np.ndarray, nu: float | None = None) -> np.ndarray:
+    """P(y_t = 0), P(tie), P(y_t = 1) of each comparison, shape (N, 3).
+
+    ``nu`` None is the Bradley–Terry model (no tie: (1 − σ(η), 0, σ(η))); ``nu`` = ν ≥ 0 is
+    Davidson's (1970) model, P(y = 1) : P(tie) : P(y = 0) = e^{η/2} : ν : e^{−η/2}.
+    """
+    eta = np.asarray(eta, dtype=float)
+    if nu is None:
+        p = expit(eta)
+        return np.stack([1 - p, np.zeros_like(p), p], axis=-1)
+    with np.errstate(divide="ignore"):
+        log_nu = np.log(nu)
+    logits = np.stack([-eta / 2, np.full_like(eta, log_nu), eta / 2], axis=-1)
+    return softmax(logits, axis=-1)
+
+
+def expected_label(eta: np.ndarray, nu: float | None = None) -> np.ndarray:
+    """E[y_t] = P(y_t = 1) + ½ P(tie): the probability that a_t1 is preferred, a tie counting half."""
+    probs = outcome_probabilities(eta, nu)
+    return probs[..., 2] + 0.5 * probs[..., 1]
 
 
 def residuals(eta: np.ndarray, labels: np.ndarray) -> np.ndarray:

@@ -41,6 +41,7 @@ from ._validation import (
 )
 from .coordinates import Coordinates, RTVBasis
 from .data import PreferenceData
+from .predict import Predictive
 from .sets import EllipsoidSet, UncertaintySet, wald_set
 from .trees import fit_tree
 
@@ -143,7 +144,7 @@ class SummaryHTML:
         return self.summary()._repr_html_()
 
 
-class WaldFit(SummaryHTML):
+class WaldFit(Predictive, SummaryHTML):
     """The calibrated set and the DataTree export that the frequentist fits share.
 
     A subclass provides ``estimate``, ``coordinates`` and ``_information()``, the

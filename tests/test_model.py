@@ -7,6 +7,7 @@ import pytest
 from scipy.optimize import approx_fprime
 
 from bayes_loco import model
+from bayes_loco.model import expected_label, outcome_probabilities
 
 
 def _random(seed=0, n=50, d_x=4, d_phi=6, scale=1.0):
@@ -131,3 +132,18 @@ def test_fisher_information_is_the_logit_hessian_of_statsmodels():
     y = (rng.random(80) < 0.5).astype(float)
     np.testing.assert_allclose(model.fisher_information(z, z @ beta), -sm.Logit(y, z).hessian(beta),
                                rtol=1e-10, atol=1e-12)
+
+
+def test_outcome_probabilities_follow_davidson_and_reduce_to_bradley_terry():
+    eta = np.array([-40.0, -1.3, 0.0, 0.7, 40.0])
+    bt = outcome_probabilities(eta)
+    np.testing.assert_allclose(bt[:, 2], 1 / (1 + np.exp(-eta)), rtol=1e-12)
+    np.testing.assert_array_equal(bt[:, 1], 0)
+    np.testing.assert_allclose(outcome_probabilities(eta, 0.0), bt, atol=1e-15)
+    nu = 0.8
+    win, lose = np.exp(eta / 2), np.exp(-eta / 2)  # Davidson's π_1^{1/2} π_0^{-1/2} form, direct
+    total = win + lose + nu
+    expected = np.stack([lose / total, nu / total, win / total], axis=1)
+    np.testing.assert_allclose(outcome_probabilities(eta, nu), expected, rtol=1e-12)
+    np.testing.assert_allclose(expected_label(eta, nu), (win + nu / 2) / total, rtol=1e-12)
+    np.testing.assert_allclose(expected_label(eta), bt[:, 2], rtol=1e-15)

@@ -41,6 +41,7 @@ from ..data import PreferenceData, checks_data
 from ..exceptions import ConvergenceWarning, SamplerWarning
 from ..frequentist.fgd import LowRankResult
 from ..model import fisher_information, margins
+from ..predict import Predictive
 from ..results import (
     Diagnostics,
     FitStatus,
@@ -312,7 +313,7 @@ def settings_group(value, cls, name: str):
 
 
 @dataclass(frozen=True, eq=False)
-class Posterior(InRTVCoordinates, SummaryHTML):
+class Posterior(Predictive, InRTVCoordinates, SummaryHTML):
     """A posterior fit of the factored model and its reduced coordinates.
 
     It follows the :class:`~bayes_loco.results.Fit` protocol in the RTV
