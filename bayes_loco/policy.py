@@ -19,6 +19,11 @@ Two objectives:
     is greedy under the minimiser, mixed over ties, and comes with a certificate:
     V at the returned θ bounds the optimum from above, the policy's own
     pessimistic value from below.
+
+Either way a policy's ``pessimistic_value`` L is a lower bound on its true value
+relative to always playing a_ref, holding whenever θ* lies in the set: with
+probability ≥ the set's level (``Policy.level``; None for the paper's C₂ penalty
+ball, whose bound is not calibrated). :meth:`Policy.bound` states it in words.
 """
 
 from __future__ import annotations
@@ -33,7 +38,16 @@ from ._validation import as_float_array, check_int, check_memory, check_option, 
 from .data import SCOPES, Population, Units
 from .exceptions import ConvergenceWarning
 from .model import rewards
-from .sets.base import Certificate, ConvexSet, ExactProblem, FeatureBlocks, PolicyStatus, UncertaintySet
+from .sets.base import (
+    Certificate,
+    ConvexSet,
+    ExactProblem,
+    FeatureBlocks,
+    PolicyStatus,
+    UncertaintySet,
+    check_set_level,
+    guarantee,
+)
 
 OBJECTIVES = ("relaxed", "exact")
 POLICY_OBJECTIVES = ("greedy", *OBJECTIVES)
@@ -62,8 +76,10 @@ class Policy:
     objective : {"greedy", "relaxed", "exact"}
     reference_action : int
     pessimistic_value : float
-        min_{θ ∈ set} θᵀ m(π): the policy's worst-case value over the set,
-        relative to always playing the reference action (NaN for greedy).
+        L = min_{θ ∈ set} θᵀ m(π): the policy's worst-case value over the set,
+        relative to always playing the reference action (NaN for greedy). With
+        probability ≥ ``level`` the policy's true value relative to always playing
+        a_ref is at least L (:meth:`bound` says it in words).
     objective_value : float
         The value of the objective that was maximised (relaxed: the mean of
         pointwise lower bounds; exact: equals ``pessimistic_value``; Nash welfare:
@@ -83,6 +99,14 @@ class Policy:
     population : str or None
         The fingerprint of the population it was solved on (:attr:`Population.fingerprint`);
         evaluation refuses another population. None: not recorded (a hand-built policy).
+    level : float or None
+        The probability with which ``pessimistic_value`` bounds the policy's value relative to
+        a_ref: the set's level. None where no level backs it: a greedy or hand-built policy, a
+        set with no level (the paper's C₂ penalty ball, kind ``"gram"``), or an ellipsoid sized
+        for another scope's values. (Policies saved before this field load with None.)
+    level_meaning : str or None
+        In what sense ``level`` holds, or why there is none
+        (:func:`~bayes_loco.sets.base.guarantee`); None for a greedy or hand-built policy.
     """
 
     probabilities: np.ndarray
@@ -99,6 +123,8 @@ class Policy:
     status: PolicyStatus = PolicyStatus.SOLVED
     message: str = ""
     population: str | None = None
+    level: float | None = None
+    level_meaning: str | None = None
 
     def __post_init__(self):
         probabilities = check_probabilities(self.probabilities, "probabilities")
@@ -134,6 +160,9 @@ class Policy:
         if self.population is not None and not isinstance(self.population, str):
             raise TypeError(f"population must be a population's fingerprint (str) or None, got "
                             f"{type(self.population).__name__}")
+        check_set_level(self.level, allow_none=True)
+        if self.level_meaning is not None and not isinstance(self.level_meaning, str):
+            raise TypeError(f"level_meaning must be a str or None, got {type(self.level_meaning).__name__}")
         for name, arr in (("probabilities", probabilities), ("unit_of_row", unit_of_row)):
             if arr is getattr(self, name) and arr.flags.writeable:
                 arr = arr.copy()  # never freeze the caller's array
@@ -155,12 +184,54 @@ class Policy:
         """Units whose action is random (largest probability below 1 − 1e-9)."""
         return int((self.probabilities.max(axis=1) < 1 - 1e-9).sum())
 
+    def bound(self) -> ValueBound:
+        """The policy's guarantee: its value relative to always playing a_ref is at least
+        ``pessimistic_value``, with probability ≥ ``level`` (``str()`` of it says so in words)."""
+        return ValueBound(self.pessimistic_value, self.level, self.reference_action, self.level_meaning)
+
     def __repr__(self) -> str:
         cert = "" if self.certificate is None else f", relative gap={self.certificate.relative_gap:.2e}"
+        level = "no level" if self.level is None else f"level={self.level:g}"
         return (f"Policy(scope={self.scope!r}, objective={self.objective!r}, "
                 f"units={len(self.probabilities)}, "
-                f"mixed={self.n_mixed}, pessimistic_value={self.pessimistic_value:.4g}{cert}, "
+                f"mixed={self.n_mixed}, pessimistic_value={self.pessimistic_value:.4g} ({level}){cert}, "
                 f"status={self.status.value})")
+
+
+@dataclass(frozen=True)
+class ValueBound:
+    """A policy's pessimistic value read as a lower bound on its value relative to the reference action.
+
+    With probability ≥ ``level``, V(π) − V(a_ref) ≥ ``lower``, where V(π) = E_ρ Σ_a π(a) r*(x, s, a)
+    is the true value and V(a_ref) that of always playing a_ref. A ``level`` of None: ``lower`` is
+    the worst case over a set that no probability backs (not a calibrated bound), or, NaN, no bound
+    at all (a greedy policy). ``meaning`` says in what sense the level holds.
+    """
+
+    lower: float
+    level: float | None
+    reference_action: int
+    meaning: str | None = None
+
+    @property
+    def calibrated(self) -> bool:
+        """Whether a probability backs the bound."""
+        return self.level is not None and not np.isnan(self.lower)
+
+    def __str__(self) -> str:
+        relative = (f"the value of this policy relative to always choosing the reference action "
+                    f"a_ref = {self.reference_action}")
+        if np.isnan(self.lower):
+            return f"no bound on {relative}: a greedy policy has no uncertainty set"
+        if self.level is None:
+            why = self.meaning or "no level recorded"
+            return (f"{relative[0].upper()}{relative[1:]} is at least {self.lower:.6g} for every θ in the "
+                    f"set it was solved under; this is not a calibrated bound ({why})")
+        why = f" ({self.meaning})" if self.meaning else ""
+        return f"With probability >= {self.level:g}{why}, {relative} is at least {self.lower:.6g}"
+
+    def __repr__(self) -> str:
+        return f"ValueBound({self})"
 
 
 def check_probabilities(probabilities, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:
@@ -335,7 +406,7 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
     _check_set(uncertainty_set)
     units = population.units(scope)
     common = dict(unit_of_row=units.of_row, scope=scope, reference_action=reference_action, welfare=welfare,
-                  population=population.fingerprint)
+                  population=population.fingerprint, **_bound_level(uncertainty_set, scope))
     if objective == "relaxed":
         return _relaxed(uncertainty_set, population, units, reference_action, welfare, floor, common)
     if not isinstance(uncertainty_set, ConvexSet):
@@ -357,6 +428,15 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
                   rounded_value=(problem.worst_case(uncertainty_set, rounded)
                                  if solution.rounded_value is None else solution.rounded_value),
                   status=solution.status, message=solution.message, **common)
+
+
+def _bound_level(uncertainty_set, scope: str) -> dict:
+    """The ``level`` and ``level_meaning`` of a ``scope`` policy's pessimistic value under the set."""
+    found = guarantee(uncertainty_set)
+    if found.sized_for not in (None, scope):
+        return dict(level=None, level_meaning=f"the {found.kind} set is sized for the values of "
+                    f"{found.sized_for} policies, so it gives no level for a {scope} policy's value")
+    return dict(level=None if found.level is None else float(found.level), level_meaning=found.meaning)
 
 
 def _relaxed(uncertainty_set, population, units, reference_action, welfare, floor, common) -> Policy:

@@ -823,3 +823,118 @@ def check_paper_simulation():
     assert glob.certificate.relative_gap <= 1e-3
     assert glob.probabilities.shape == (40, pop_g.n_actions)
     assert 0.0 <= bl.suboptimality(glob, problem, pop_g) <= bl.optimal_value(problem, pop_g, "global")
+
+
+# ============================================================================ the stated bound
+
+
+def bound_instance():
+    """A small paper simulation fitted by the MLE: its Wald set, penalty ball and a population."""
+    problem = bl.simulate.paper_problem(d_s=2, d_a=4, d_x=3, rank=2, seed=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bl.BayesLocoWarning)
+        fit = bl.fit_mle(problem.sample(800, seed=5))
+    return problem, fit, problem.population(30, seed=6)
+
+
+@pytest.mark.parametrize("objective", ["relaxed", "exact"])
+def test_bound_states_the_level_of_a_calibrated_set(objective):
+    _, fit, pop = bound_instance()
+    policy = pessimistic_policy(fit.calibrated_set(0.9), pop, objective=objective, reference_action=2)
+    assert policy.level == 0.9 and "Wald" in policy.level_meaning
+    bound = policy.bound()
+    assert bound.calibrated and bound.lower == policy.pessimistic_value and bound.reference_action == 2
+    assert str(bound) == (f"With probability >= 0.9 ({policy.level_meaning}), the value of this policy "
+                          f"relative to always choosing the reference action a_ref = 2 is at least "
+                          f"{policy.pessimistic_value:.6g}")
+    assert f"pessimistic_value={policy.pessimistic_value:.4g} (level=0.9)" in repr(policy)
+
+
+def test_bound_of_the_penalty_ball_is_not_calibrated():
+    _, fit, pop = bound_instance()
+    policy = pessimistic_policy(fit.penalty_set(5.0), pop)
+    assert policy.level is None and not policy.bound().calibrated
+    text = str(policy.bound())
+    assert "this is not a calibrated bound" in text and "C₂ penalty ball" in text
+    assert f"is at least {policy.pessimistic_value:.6g} for every θ in the set it was solved under" in text
+    assert "(no level)" in repr(policy)
+
+
+def test_bound_of_greedy_and_hand_built_policies():
+    _, fit, pop = bound_instance()
+    greedy = greedy_policy(fit.theta, pop)
+    assert greedy.level is None and greedy.level_meaning is None
+    assert str(greedy.bound()).startswith("no bound on the value of this policy")
+    assert not greedy.bound().calibrated
+    hand = Policy(np.eye(4)[np.zeros(pop.n, dtype=int)], np.arange(pop.n), "personalised", "relaxed", 0, 0.0,
+                  0.0)
+    assert hand.level is None and "not a calibrated bound (no level recorded)" in str(hand.bound())
+
+
+def test_bound_of_pointwise_and_value_sized_sets():
+    """A quantile set's level holds for each bound separately; a set sized for global policies' values backs a
+    global policy at its level and a personalised one at none."""
+    problem, fit, pop = bound_instance()
+    rng = np.random.default_rng(7)
+    draws = fit.estimate + 0.1 * rng.standard_normal((200, fit.estimate.size))
+    quantile = pessimistic_policy(bl.QuantileSet(draws, fit.coordinates, 0.8), pop)
+    assert quantile.level == 0.8 and "for each bound separately" in str(quantile.bound())
+    grouped = problem.population(8, seed=8, contexts_per_state=4, context_law="target")
+    sized = bl.sets.size_for_values(fit.calibrated_set(0.9), grouped, scope="global", draws=50)
+    glob = pessimistic_policy(sized, grouped, scope="global")
+    assert glob.level == 0.9 and "sized on" in glob.level_meaning
+    personal = pessimistic_policy(sized, grouped, scope="personalised")
+    assert personal.level is None
+    assert "sized for the values of global policies, so it gives no level for a personalised" in str(
+        personal.bound())
+
+
+@pytest.mark.parametrize(("field", "value", "error", "match"), [
+    ("level", 1.5, ValueError, r"level must be in \(0, 1\) or None, got 1.5"),
+    ("level", "high", TypeError, r"level must be a real number"),
+    ("level_meaning", 3, TypeError, r"level_meaning must be a str or None, got int"),
+])
+def test_bad_bound_fields(field, value, error, match):
+    with pytest.raises(error, match=match):
+        Policy(np.eye(2)[[0, 1]], np.arange(2), "personalised", "relaxed", 0, 0.0, 0.0, **{field: value})
+
+
+def bound_runs(reps: int, n: int, n_units: int, seed0: int, level: float = 0.9):
+    """For each seeded data set of the paper's simulation: whether the MLE's Wald set covers θ*, and whether
+    each pessimistic policy's true value relative to a_ref is at least its stated bound."""
+    problem = bl.simulate.paper_problem(d_s=2, d_a=4, d_x=3, rank=2, seed=0)
+    pop = problem.population(n_units, seed=2)
+    rows = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bl.BayesLocoWarning)
+        for i in range(reps):
+            fit = bl.fit_mle(problem.sample(n, seed=seed0 + i))
+            wald = fit.calibrated_set(level)
+            row = [bool(wald.contains(fit.coordinates.to_coordinates(problem.theta)))]
+            for objective in ("relaxed", "exact"):
+                policy = pessimistic_policy(wald, pop, objective=objective)
+                assert policy.level == level
+                row += [bl.relative_value(policy, problem, pop) >= policy.bound().lower, policy.bound().lower]
+            rows.append(row)
+    return np.array(rows, dtype=float)
+
+
+def check_bound_runs(rows, level):
+    covered, tolerance = rows[:, 0] > 0, 3 * np.sqrt(level * (1 - level) / len(rows))
+    for held in (rows[:, 1] > 0, rows[:, 3] > 0):
+        # The bound is read off the set: wherever it covers θ* (vec coordinates hold Θ* exactly), it holds.
+        assert held[covered].all()
+        assert held.mean() >= level - tolerance, held.mean()
+    assert covered.mean() >= level - tolerance, covered.mean()
+    assert np.all(rows[:, [2, 4]] > 0)  # not vacuous: every policy beats the reference for sure
+
+
+def test_stated_bound_holds_against_the_truth():
+    """60 seeded data sets (N = 800, 30 units): the stated lower bound on the value relative to a_ref holds
+    whenever the 90% Wald set covers θ*, and so in at least 90% (less 3 binomial s.e.) of them."""
+    check_bound_runs(bound_runs(60, 800, 30, seed0=100), 0.9)
+
+
+@pytest.mark.slow
+def test_stated_bound_holds_against_the_truth_many_repetitions():
+    check_bound_runs(bound_runs(400, 2000, 200, seed0=2000), 0.9)

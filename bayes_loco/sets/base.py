@@ -118,6 +118,67 @@ def check_set_level(level, allow_none: bool) -> float | None:
     return level
 
 
+# The sense in which each kind's level holds (docs/design.md, "What each set's level means").
+LEVEL_MEANINGS = {
+    "wald": "asymptotic frequentist coverage of θ by the Wald set",
+    "sandwich": "approximate frequentist coverage of θ by the sandwich set, centred at the posterior mean",
+    "credible": "posterior probability of the credible set, exact if the posterior of the identified "
+                "coordinates is Gaussian",
+    "draws": "nominal: the share of posterior draws kept; their hull holds less posterior mass than that",
+    "cvar": "posterior probability, for each bound separately (CVaR at tail 1 − level)",
+    "quantile": "posterior probability, for each bound separately (a pointwise quantile of the draws, "
+                "not a set)",
+}
+# Kinds whose bounds hold at their level one at a time: a pointwise quantile is no set, and a CVaR set's level
+# is each value's posterior probability of exceeding its bound, not the probability that θ lies in the set.
+SEPARATE_KINDS = ("quantile", "cvar")
+
+
+@dataclass(frozen=True)
+class Guarantee:
+    """What a bound read off a set, min_{θ ∈ set} θᵀz ≤ θ*ᵀz, promises.
+
+    Attributes
+    ----------
+    kind : str
+        The set's kind (``"wald"``, ``"gram"``, ``"draws"``, …; the class name for a kind of your own).
+    level : float or None
+        The probability with which a bound holds; None for a set with no level (the paper's C₂
+        penalty ball, kind ``"gram"``), whose bounds are not calibrated.
+    meaning : str
+        In what sense ``level`` holds, or why there is none.
+    joint : bool
+        Whether the bounds read off the set hold together, all of them at once with probability
+        ``level`` (they all hold whenever θ lies in the set), rather than each one separately.
+    sized_for : str or None
+        The scope whose policies' values alone the set guards (an ellipsoid sized by
+        :func:`~bayes_loco.sets.size_for_values`), or None.
+    """
+
+    kind: str
+    level: float | None
+    meaning: str
+    joint: bool
+    sized_for: str | None = None
+
+
+def guarantee(uncertainty_set) -> Guarantee:
+    """The level of ``uncertainty_set``'s bounds and what it means (docs/design.md's table of levels)."""
+    kind = getattr(uncertainty_set, "kind", type(uncertainty_set).__name__)
+    level = getattr(uncertainty_set, "level", None)
+    sized_for = getattr(uncertainty_set, "sized_for", None)
+    if level is None:
+        meaning = ("the paper's C₂ penalty ball (kind 'gram') is a tuned penalty with no level"
+                   if kind == "gram" else f"the {kind!r} set has no level")
+        return Guarantee(kind, None, meaning, True, sized_for)
+    if sized_for is not None:
+        return Guarantee(kind, level, f"every {sized_for} policy's value on the population the {kind} set "
+                         "was sized on is above its bound with that probability (asymptotic); the set does "
+                         "not cover θ", False, sized_for)
+    return Guarantee(kind, level, LEVEL_MEANINGS.get(kind, f"the {kind!r} set's nominal coverage of θ"),
+                     kind not in SEPARATE_KINDS)
+
+
 @runtime_checkable
 class UncertaintySet(Protocol):
     """What the relaxed objective needs of a set: coordinates and a support function from below."""
