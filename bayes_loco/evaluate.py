@@ -1,11 +1,20 @@
-"""Policy value and sub-optimality against the truth Θ*."""
+"""Evaluation: policy value and sub-optimality against the truth Θ*, and held-out metrics without one.
+
+With a truth (simulations): :func:`policy_value`, :func:`relative_value`, :func:`optimal_value`,
+:func:`suboptimality`. Without one (your own data): :func:`log_loss`, :func:`accuracy`,
+:func:`brier`, :func:`calibration_curve` and :func:`score` of predicted probabilities on held-out
+comparisons; :func:`bayes_loco.validation.cross_validate` runs them fold by fold.
+"""
 
 from __future__ import annotations
 
-import numpy as np
+import numbers
 
-from ._validation import as_float_array, check_option
-from .data import SCOPES, Population
+import numpy as np
+import pandas as pd
+
+from ._validation import as_float_array, as_labels, as_weights, check_instance, check_int, check_option
+from .data import SCOPES, Population, PreferenceData
 from .model import rewards
 from .policy import Policy
 
@@ -77,3 +86,123 @@ def suboptimality(policy: Policy, truth, population: Population) -> float:
     """Optimal value minus the policy's value, for the policy's own scope (≥ 0)."""
     check_policy(policy, population)
     return optimal_value(truth, population, policy.scope) - policy_value(policy, truth, population)
+
+
+# ------------------------------------------------------------------ held-out metrics (no truth needed)
+
+#: Probabilities are clipped to [EPS, 1 − EPS] in :func:`log_loss`, so a confident miss costs at most
+#: −log EPS ≈ 34.5 instead of infinity (scikit-learn's long-standing choice for float64).
+EPS = 1e-15
+#: The metrics :func:`score` computes, in order.
+METRICS = ("log_loss", "accuracy", "brier")
+
+
+def _labels_and_weights(labels, p, weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """y (float, in {0, ½, 1}), p (in [0, 1]) and normalised weights w (Σ w = 1), or one error.
+
+    ``labels`` may be a :class:`~bayes_loco.PreferenceData`: its labels, and its weights
+    unless ``weights`` is given too.
+    """
+    if isinstance(labels, PreferenceData):
+        if weights is not None and labels.weights is not None:
+            raise ValueError("weights were given twice: labels is a PreferenceData that carries weights; "
+                             "leave weights out (or pass data.labels)")
+        weights = labels.weights if weights is None else weights
+        labels = labels.labels
+    y = as_labels(labels).astype(float)
+    p = as_float_array(p, "p", 1)
+    if p.shape != y.shape:
+        raise ValueError(f"p has {p.shape[0]} entries, labels {y.shape[0]}: one probability per comparison")
+    bad = (p < 0) | (p > 1)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"p[{i}] = {p[i].item()!r} is not a probability (expected 0 <= p <= 1)")
+    w = np.ones(y.shape[0]) if weights is None else as_weights(weights, y.shape[0])
+    return y, p, w / w.sum()
+
+
+def log_loss(labels, p, weights=None) -> float:
+    """Mean negative log-likelihood −[y_t log p_t + (1 − y_t) log(1 − p_t)] of held-out labels.
+
+    Parameters
+    ----------
+    labels : array_like of {0, ½, 1}, or PreferenceData
+        y_t; a tie (½) scores −½[log p_t + log(1 − p_t)], the "half" tie convention
+        (a tie counts half a win each way). A PreferenceData brings its weights.
+    p : array_like, shape (N,)
+        Predicted P(a_t1 preferred) (``fit.predict_proba(data)``), clipped to
+        [:data:`EPS`, 1 − EPS] (p_t and 1 − p_t each at least EPS).
+    weights : array_like, shape (N,), optional
+        Positive w_t; the result is Σ w_t ℓ_t / Σ w_t.
+    """
+    y, p, w = _labels_and_weights(labels, p, weights)
+    # 1 − p clipped on its own: 1 − (1 − EPS) is not EPS in floating point
+    return float(-w @ (y * np.log(np.clip(p, EPS, 1)) + (1 - y) * np.log(np.clip(1 - p, EPS, 1))))
+
+
+def accuracy(labels, p, weights=None) -> float:
+    """Weighted share of comparisons whose preferred answer p_t picks: 1 if right, 0 if wrong.
+
+    A tie (y_t = ½) scores ½ whatever is predicted, and so does p_t = ½ exactly (no pick):
+    both are what a coin would score. Arguments as in :func:`log_loss`.
+    """
+    y, p, w = _labels_and_weights(labels, p, weights)
+    hit = np.where((p > 0.5) == (y == 1), 1.0, 0.0)
+    return float(w @ np.where((y == 0.5) | (p == 0.5), 0.5, hit))
+
+
+def brier(labels, p, weights=None) -> float:
+    """Weighted mean squared error Σ w_t (p_t − y_t)² / Σ w_t (a tie's y_t = ½).
+
+    Arguments as in :func:`log_loss`.
+    """
+    y, p, w = _labels_and_weights(labels, p, weights)
+    return float(w @ (p - y) ** 2)
+
+
+def calibration_curve(labels, p, bins=10, weights=None) -> pd.DataFrame:
+    """Observed mean label against mean predicted probability, bin by bin (a reliability diagram's data).
+
+    Parameters
+    ----------
+    labels, p, weights
+        As in :func:`log_loss` (weights weight both means).
+    bins : int or array_like
+        Equal-width bins on [0, 1], or the increasing bin edges (first 0, last 1).
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per non-empty bin: ``bin`` (its index), ``lower``, ``upper`` (edges),
+        ``predicted`` (weighted mean p), ``observed`` (weighted mean y, ties ½),
+        ``count`` (comparisons), ``std_err`` of ``observed``:
+        sqrt(n/(n − 1) · Σ w_t² (y_t − ȳ)²) / Σ w_t, which is s/√n without weights (NaN for
+        a bin of one). A calibrated model has ``observed`` ≈ ``predicted`` within a few s.e.
+    """
+    y, p, w = _labels_and_weights(labels, p, weights)
+    if isinstance(bins, numbers.Integral) and not isinstance(bins, bool):
+        edges = np.linspace(0.0, 1.0, check_int(bins, "bins", 1) + 1)
+    else:
+        edges = as_float_array(bins, "bins", 1)
+        if edges.size < 2 or np.any(np.diff(edges) <= 0) or edges[0] != 0 or edges[-1] != 1:
+            raise ValueError(f"bins must be a number of bins or increasing edges from 0 to 1, got {edges}")
+    index = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, edges.size - 2)
+    rows = []
+    for b in np.unique(index):
+        mask = index == b
+        wb, yb, n = w[mask], y[mask], int(mask.sum())
+        total = wb.sum()
+        observed = float(wb @ yb / total)
+        spread = np.sqrt(n / (n - 1) * np.sum(wb**2 * (yb - observed) ** 2)) / total if n > 1 else np.nan
+        rows.append((int(b), edges[b], edges[b + 1], float(wb @ p[mask] / total), observed, n, float(spread)))
+    return pd.DataFrame(rows, columns=["bin", "lower", "upper", "predicted", "observed", "count", "std_err"])
+
+
+def score(fit, data: PreferenceData) -> dict[str, float]:
+    """Held-out :data:`METRICS` of ``fit`` on ``data``: log-loss, accuracy and Brier score.
+
+    Weighted by the data's weights when it carries them.
+    """
+    check_instance(data, "data", PreferenceData)
+    p = fit.predict_proba(data)
+    return {"log_loss": log_loss(data, p), "accuracy": accuracy(data, p), "brier": brier(data, p)}

@@ -1,32 +1,316 @@
 """Predictions of a fit on comparisons it has not seen: probabilities, intervals and rewards.
 
 Every fit (the frequentist ones through :class:`~bayes_loco.results.WaldFit`, the
-posterior) inherits :class:`Predictive`, so ``fit.predict_proba(data)`` works on a fit
-just made and on one read back with :func:`bayes_loco.load`.
+posterior) inherits :class:`Predictive`, so ``fit.predict_proba(data)``,
+``fit.predict_interval(data, level)`` and ``fit.reward(contexts, features, level)`` work
+on a fit just made and on one read back with :func:`bayes_loco.load`.
+
+Two roads, one answer shape:
+
+- a frequentist fit (Wald) predicts at its estimate: η̂_t = x_tᵀ Θ̂ Δφ_t, and its
+  intervals are the delta method on the identified coordinates, η̂_t ± z_{(1+level)/2}
+  ‖z_t‖_Σ with Σ the covariance of the fit's own Wald set (``fit.calibrated_set``), so
+  the interval follows whatever covariance that set uses;
+- a posterior (anything with ``theta_draws``, e.g. :class:`bayes_loco.bayes.Posterior`)
+  averages over its draws Θ_j (and, for Davidson's model, ν_j): the posterior mean of
+  the probability, not the probability at the posterior mean, and equal-tailed
+  posterior quantiles for intervals.
+
+Intervals are pointwise: each holds at ``level`` for its own comparison or action, not
+simultaneously over all of them.
 """
 
 from __future__ import annotations
 
-import numpy as np
-from scipy.special import expit
+from dataclasses import dataclass
 
-from .data import PreferenceData, check_data
-from .model import margins
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from ._validation import as_float_array, check_instance, check_int, check_real
+from .coordinates import DESIGN_BLOCK_BYTES
+from .data import Population, PreferenceData
+from .model import MARGIN_BLOCK_BYTES, expected_label, margins
+
+# The sample dims of a posterior's draws, in the order Posterior.theta_draws stacks them.
+SAMPLE_DIMS = ("chain", "draw")
+
+
+@dataclass(frozen=True, eq=False)
+class Prediction:
+    """Point predictions with (optionally) pointwise intervals.
+
+    Attributes
+    ----------
+    estimate : ndarray
+        Per comparison (N,) for probabilities; per row and candidate action (n, A) for rewards.
+    lower, upper : ndarray or None
+        The interval's ends, same shape as ``estimate``; None when no level was asked for.
+    level : float or None
+        Pointwise level of each interval.
+    quantity : {"probability", "reward"}
+        What is predicted: the probability that a_t1 is preferred (a tie counting half),
+        or the reward r(x, s, a) − r(x, s, a_ref) relative to the reference action.
+    method : str
+        ``"plug-in"``/``"wald delta method"`` (frequentist fits) or ``"posterior mean"``/
+        ``"posterior quantiles"`` (posteriors).
+    reference : int or None
+        Rewards only: the index of the reference action a_ref (its column is 0).
+    """
+
+    estimate: np.ndarray
+    lower: np.ndarray | None = None
+    upper: np.ndarray | None = None
+    level: float | None = None
+    quantity: str = "probability"
+    method: str = ""
+    reference: int | None = None
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per comparison (``comparison``), or per row and action (``row``, ``action``)."""
+        columns = {"estimate": self.estimate}
+        if self.lower is not None:
+            columns |= {"lower": self.lower, "upper": self.upper}
+        if self.estimate.ndim == 1:
+            frame = pd.DataFrame(columns)
+            frame.index.name = "comparison"
+            return frame
+        n, a = self.estimate.shape
+        index = pd.MultiIndex.from_product([range(n), range(a)], names=["row", "action"])
+        return pd.DataFrame({k: v.ravel() for k, v in columns.items()}, index=index)
+
+    def __repr__(self) -> str:
+        level = "" if self.level is None else f", level={self.level:g}"
+        ref = "" if self.reference is None else f", reference={self.reference}"
+        return (f"Prediction({self.quantity}, shape={self.estimate.shape}{level}{ref}, "
+                f"method={self.method!r})")
+
+
+def _is_posterior(fit) -> bool:
+    """A fit with draws of Θ (a posterior) predicts by averaging over them."""
+    return hasattr(fit, "theta_draws")
+
+
+def _check_sizes(fit, d_x: int, d_phi: int, what: str) -> np.ndarray:
+    theta = np.asarray(fit.theta)
+    if theta.shape != (d_x, d_phi):
+        raise ValueError(f"{what} has d_x = {d_x}, d_phi = {d_phi}; the fit's Θ is "
+                         f"{theta.shape[0]} × {theta.shape[1]}")
+    return theta
+
+
+def _check_level(level) -> float:
+    return check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+
+
+def _nu_draws(fit) -> np.ndarray | None:
+    """Davidson's ν per draw (chains concatenated as for Θ), from the tree's ``posterior.nu``, or None."""
+    tree = getattr(fit, "tree", None)
+    if tree is None or "posterior" not in tree.children or "nu" not in tree["posterior"].data_vars:
+        return None
+    da = tree["posterior"]["nu"]
+    sample = [d for d in SAMPLE_DIMS if d in da.dims]
+    return np.asarray(da.transpose(*sample).values, dtype=float).reshape(-1)
+
+
+def _draw_blocks(draws: np.ndarray, n: int, width: int):
+    """Row blocks [lo, hi) of ``n`` rows: all draws × a block × ``width`` within a margin block."""
+    rows = max(1, MARGIN_BLOCK_BYTES // (8 * draws.shape[0] * max(1, width)))
+    return ((lo, min(lo + rows, n)) for lo in range(0, n, rows))
+
+
+def _posterior_probabilities(fit, data: PreferenceData, level: float | None):
+    """Posterior mean (and ``level`` equal-tailed quantiles) of E[y_t] = P(y_t = 1) + ½ P(tie) over draws."""
+    draws = np.asarray(fit.theta_draws, dtype=float)
+    nu = _nu_draws(fit)
+    if nu is None:
+        nu = getattr(fit, "nu", None)
+    elif nu.shape[0] != draws.shape[0]:
+        raise ValueError(f"the posterior has {draws.shape[0]} draws of Θ but {nu.shape[0]} of ν")
+    else:
+        nu = nu[:, None]
+    mean = np.empty(data.n)
+    lower = upper = None
+    if level is not None:
+        lower, upper = np.empty(data.n), np.empty(data.n)
+    for lo, hi in _draw_blocks(draws, data.n, data.d_phi):
+        eta = np.einsum("jtb,tb->jt", np.matmul(data.contexts[lo:hi], draws), data.differences[lo:hi])
+        p = expected_label(eta, nu)
+        mean[lo:hi] = p.mean(axis=0)
+        if level is not None:
+            lower[lo:hi], upper[lo:hi] = np.quantile(p, [(1 - level) / 2, (1 + level) / 2], axis=0)
+    return mean, lower, upper
 
 
 def predict_proba(fit, data: PreferenceData) -> np.ndarray:
-    """P(y_t = 1) = σ(x_tᵀ Θ̂ Δφ_t) for every comparison of ``data`` under ``fit``'s Θ̂."""
-    data = check_data(data)
-    theta = np.asarray(fit.theta)
-    if theta.shape != (data.d_x, data.d_phi):
-        raise ValueError(f"data has d_x = {data.d_x}, d_phi = {data.d_phi}; the fit's Θ is "
-                         f"{theta.shape[0]} × {theta.shape[1]}")
-    return expit(margins(theta, data.contexts, data.differences))
+    """The probability that a_t1 is preferred, a tie counting half, for every comparison of ``data``.
+
+    That is E[y_t] = P(y_t = 1) + ½ P(tie) (:func:`bayes_loco.model.expected_label`), which
+    is P(y_t = 1) = σ(η_t) without a tie model. A frequentist fit gives it at η̂_t =
+    x_tᵀ Θ̂ Δφ_t and its ν̂ (``fit.nu``; None for Bradley–Terry and ``ties="half"``); a
+    posterior gives its posterior mean over the draws of Θ (and of ν, when the tree's
+    ``posterior`` holds ``nu``). The labels of ``data`` are not read.
+
+    Returns
+    -------
+    ndarray, shape (N,)
+    """
+    check_instance(data, "data", PreferenceData)
+    theta = _check_sizes(fit, data.d_x, data.d_phi, "data")
+    if _is_posterior(fit):
+        return _posterior_probabilities(fit, data, None)[0]
+    return expected_label(margins(theta, data.contexts, data.differences), getattr(fit, "nu", None))
+
+
+def _wald_widths(fit, rows_of, n: int, level: float) -> np.ndarray:
+    """‖z‖_Σ of each of ``n`` rows z (from ``rows_of(lo, hi)``, shape (hi − lo, k)) under the fit's Wald set.
+
+    inf where z leaves the identified range. The set's ``lower_bound`` is θ̂ᵀz − R‖z‖_Σ,
+    so ‖z‖_Σ = (θ̂ᵀz − lower_bound)/R: one product with the set's factor per block,
+    whatever form (eigenvectors or Cholesky factor) the set holds it in.
+    """
+    wald = fit.calibrated_set(level)
+    k = wald.dim
+    widths = np.empty(n)
+    rows = max(1, DESIGN_BLOCK_BYTES // (8 * k))
+    for lo in range(0, n, rows):
+        hi = min(lo + rows, n)
+        z = rows_of(lo, hi)
+        bound = wald.lower_bound(z)
+        with np.errstate(invalid="ignore"):
+            widths[lo:hi] = np.where(np.isfinite(bound), (z @ wald.center - bound) / wald.radius, np.inf)
+    return widths
+
+
+def predict_interval(fit, data: PreferenceData, level: float = 0.9) -> Prediction:
+    """Pointwise ``level`` intervals for the probabilities of :func:`predict_proba`.
+
+    Frequentist fits: the delta method on the identified coordinates. With z_t the
+    comparison's coordinates in the fit's (``fit.coordinates``), η̂_t = x_tᵀ Θ̂ Δφ_t and
+    var(η̂_t) = z_tᵀ Σ z_t, Σ the covariance of the fit's Wald set (the pseudo-inverse of
+    its information on the identified range), the interval η̂_t ± z_{(1+level)/2} sd(η̂_t)
+    is mapped through the (increasing) link η ↦ E[y | η, ν̂]; ν̂ is plugged in, its own
+    uncertainty left out. A comparison outside the identified range gets (0, 1) (or
+    Davidson's limits): the data say nothing about it. The design is formed a block
+    of rows at a time (:data:`~bayes_loco.coordinates.DESIGN_BLOCK_BYTES`).
+
+    Posteriors: equal-tailed posterior quantiles of the per-draw probability.
+
+    Returns
+    -------
+    Prediction
+        ``estimate`` is :func:`predict_proba`; ``lower``, ``upper`` shape (N,).
+    """
+    check_instance(data, "data", PreferenceData)
+    level = _check_level(level)
+    theta = _check_sizes(fit, data.d_x, data.d_phi, "data")
+    if _is_posterior(fit):
+        mean, lower, upper = _posterior_probabilities(fit, data, level)
+        return Prediction(mean, lower, upper, level, "probability", "posterior quantiles")
+    nu = getattr(fit, "nu", None)
+    eta = margins(theta, data.contexts, data.differences)
+    coordinates = fit.coordinates
+    sd = _wald_widths(fit, lambda lo, hi: coordinates.transform(data.contexts[lo:hi],
+                                                                data.differences[lo:hi]), data.n, level)
+    half = stats.norm.ppf(0.5 + level / 2) * sd
+    known = np.isfinite(half)
+    # E[y | η] runs from 0 to 1 as η does (Davidson's too): the limits where η is not identified
+    lower = np.where(known, expected_label(eta - np.where(known, half, 0.0), nu), 0.0)
+    upper = np.where(known, expected_label(eta + np.where(known, half, 0.0), nu), 1.0)
+    return Prediction(expected_label(eta, nu), lower, upper, level, "probability", "wald delta method")
+
+
+def _reward_inputs(contexts, features, reference) -> tuple[np.ndarray, np.ndarray, int]:
+    if isinstance(contexts, Population):
+        if features is not None:
+            raise ValueError("features must be left out when contexts is a Population (it holds them)")
+        contexts, features = contexts.contexts, contexts.features
+    contexts = as_float_array(contexts, "contexts", 2)
+    if features is None:
+        raise TypeError("features (n, A, d_phi) are required: φ(s_i, a) of each row's candidate actions")
+    features = as_float_array(features, "features", 3)
+    if features.shape[0] != contexts.shape[0]:
+        raise ValueError(f"contexts has {contexts.shape[0]} rows, features has {features.shape[0]}")
+    reference = check_int(reference, "reference", 0, features.shape[1] - 1)
+    return contexts, features - features[:, reference: reference + 1], reference
+
+
+def reward(fit, contexts, features=None, level: float | None = None, *, reference: int = 0) -> Prediction:
+    """Rewards of candidate actions relative to a reference action: r(x_i, s_i, a) − r(x_i, s_i, a_ref).
+
+    r(x, s, a) = xᵀ Θ φ(s, a) is the paper's reward; only differences of rewards are
+    identified (the likelihood sees Θ through Δφ), so each is stated against a_ref,
+    whose own column is 0.
+
+    Parameters
+    ----------
+    fit : a fit of either road
+    contexts : ndarray, shape (n, d_x), or Population
+        x_i; a :class:`~bayes_loco.Population` brings its contexts and features (leave
+        ``features`` out then).
+    features : ndarray, shape (n, A, d_φ)
+        φ(s_i, a) of the A candidate actions of row i.
+    level : float, optional
+        Pointwise level of the intervals (per row and action): the Wald delta method on
+        the fit's identified coordinates (z of x_i (φ(s_i, a) − φ(s_i, a_ref))ᵀ) for a
+        frequentist fit, equal-tailed posterior quantiles for a posterior. None: estimates only.
+    reference : int
+        The index a_ref among the candidates (default the first).
+
+    Returns
+    -------
+    Prediction
+        ``estimate`` (and ``lower``, ``upper``) of shape (n, A): the fit's point estimate
+        (Θ̂; the posterior mean of the reward for a posterior, which is the reward at Θ̄).
+    """
+    contexts, relative, reference = _reward_inputs(contexts, features, reference)
+    theta = _check_sizes(fit, contexts.shape[1], relative.shape[2], "contexts/features")
+    if level is not None:
+        level = _check_level(level)
+    n, a, d_phi = relative.shape
+    if _is_posterior(fit):
+        draws = np.asarray(fit.theta_draws, dtype=float)
+        estimate = np.empty((n, a))
+        lower = upper = None
+        if level is not None:
+            lower, upper = np.empty((n, a)), np.empty((n, a))
+        for lo, hi in _draw_blocks(draws, n, a * d_phi):
+            r = np.einsum("jib,iab->jia", np.matmul(contexts[lo:hi], draws), relative[lo:hi])
+            estimate[lo:hi] = r.mean(axis=0)
+            if level is not None:
+                lower[lo:hi], upper[lo:hi] = np.quantile(r, [(1 - level) / 2, (1 + level) / 2], axis=0)
+        method = "posterior mean" if level is None else "posterior quantiles"
+        return Prediction(estimate, lower, upper, level, "reward", method, reference)
+    estimate = np.einsum("ib,iab->ia", contexts @ theta, relative)
+    if level is None:
+        return Prediction(estimate, None, None, None, "reward", "plug-in", reference)
+    coordinates = fit.coordinates
+
+    def rows_of(lo, hi):
+        # rows (i, a) of the flattened candidates; each block spans whole rows i where it can
+        first, last = lo // a, -(-hi // a)
+        z = coordinates.transform(contexts[first:last], relative[first:last]).reshape(-1, coordinates.dim)
+        return z[lo - first * a: hi - first * a]
+
+    sd = _wald_widths(fit, rows_of, n * a, level).reshape(n, a)
+    half = stats.norm.ppf(0.5 + level / 2) * sd
+    return Prediction(estimate, estimate - half, estimate + half, level, "reward", "wald delta method",
+                      reference)
 
 
 class Predictive:
     """The prediction methods every fit has; each calls this module's function of the same name."""
 
     def predict_proba(self, data: PreferenceData) -> np.ndarray:
-        """P(y_t = 1) for every comparison of ``data`` (:func:`bayes_loco.predict.predict_proba`)."""
+        """P(a_t1 preferred), a tie counting half (:func:`bayes_loco.predict.predict_proba`)."""
         return predict_proba(self, data)
+
+    def predict_interval(self, data: PreferenceData, level: float = 0.9) -> Prediction:
+        """Pointwise ``level`` intervals of them (:func:`bayes_loco.predict.predict_interval`)."""
+        return predict_interval(self, data, level)
+
+    def reward(self, contexts, features=None, level: float | None = None, *,
+               reference: int = 0) -> Prediction:
+        """Rewards relative to the reference action, with intervals (:func:`bayes_loco.predict.reward`)."""
+        return reward(self, contexts, features, level, reference=reference)

@@ -1,13 +1,16 @@
-"""Policy value, optimal value and sub-optimality against explicit loops and brute force."""
+"""Policy value, optimal value and sub-optimality, and the held-out metrics, against loops and brute force."""
 
 from __future__ import annotations
 
 import itertools
+import math
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+import statsmodels.api as sm
 
+import bayes_loco as bl
 from bayes_loco import (
     EllipsoidSet,
     Policy,
@@ -20,6 +23,7 @@ from bayes_loco import (
     relative_value,
     suboptimality,
 )
+from bayes_loco.evaluate import EPS, accuracy, brier, calibration_curve, log_loss, score
 
 SCOPES = ("personalised", "global")
 
@@ -200,3 +204,135 @@ def test_policy_from_another_population_raises():
         policy_value(policy, theta, pop)
     with pytest.raises(ValueError, match="rows"):
         suboptimality(policy, theta, pop)
+
+
+# ---------------------------------------------------------------- held-out metrics without a truth
+
+
+
+def labelled(seed, n=500, ties=0.2):
+    """Labels in {0, ½, 1} (a share ``ties`` of ties), p in (0, 1) with some exactly ½, and weights."""
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 2, n).astype(float)
+    y[rng.random(n) < ties] = 0.5
+    p = rng.uniform(0.01, 0.99, n)
+    p[rng.random(n) < 0.05] = 0.5
+    return y, p, rng.uniform(0.5, 2.0, n)
+
+
+def test_log_loss_of_binary_labels_is_statsmodels_binomial_loglike():
+    y, p, w = labelled(0, ties=0.0)
+    obs = sm.families.Binomial().loglike_obs(y, p)
+    assert log_loss(y, p) == pytest.approx(-np.mean(obs), rel=1e-12)
+    assert log_loss(y, p, w) == pytest.approx(-np.sum(w * obs) / np.sum(w), rel=1e-12)
+
+
+def test_log_loss_with_ties_counts_a_tie_half_each_way():
+    y, p, w = labelled(1)
+    def term(yt, pt):
+        return -(yt * math.log(pt) + (1 - yt) * math.log(1 - pt))
+    loop = [term(a, b) for a, b in zip(y, p, strict=True)]
+    assert log_loss(y, p) == pytest.approx(sum(loop) / len(loop), rel=1e-12)
+    weighted = sum(a * b for a, b in zip(w, loop, strict=True)) / sum(w)
+    assert log_loss(y, p, w) == pytest.approx(weighted, rel=1e-12)
+    # a tie costs at least log 2 whatever is predicted, reached at p = ½
+    assert log_loss([0.5], [0.5]) == pytest.approx(math.log(2))
+    assert log_loss([0.5], [0.9]) > math.log(2)
+
+
+def test_log_loss_clips_certain_misses():
+    assert log_loss([1, 0], [0.0, 1.0]) == pytest.approx(-math.log(EPS))
+    assert np.isfinite(log_loss([1], [0.0]))
+
+
+def test_accuracy_and_brier_against_loops():
+    y, p, w = labelled(2)
+
+    def hit(yt, pt):
+        if yt == 0.5 or pt == 0.5:
+            return 0.5
+        return 1.0 if (pt > 0.5 and yt == 1) or (pt < 0.5 and yt == 0) else 0.0
+
+    hits = [hit(a, b) for a, b in zip(y, p, strict=True)]
+    assert accuracy(y, p) == pytest.approx(np.mean(hits), rel=1e-12)
+    assert accuracy(y, p, w) == pytest.approx(np.dot(w, hits) / w.sum(), rel=1e-12)
+    squares = [(b - a) ** 2 for a, b in zip(y, p, strict=True)]
+    assert brier(y, p) == pytest.approx(np.mean(squares), rel=1e-12)
+    assert brier(y, p, w) == pytest.approx(np.dot(w, squares) / w.sum(), rel=1e-12)
+    assert accuracy([0.5, 1, 0, 1], [0.9, 0.5, 0.2, 0.3]) == pytest.approx((0.5 + 0.5 + 1 + 0) / 4)
+
+
+def test_metrics_read_labels_and_weights_from_preference_data():
+    y, p, w = labelled(3, n=50)
+    data = bl.PreferenceData(np.ones((50, 1)), np.ones((50, 1)), y, weights=w)
+    for metric in (log_loss, accuracy, brier):
+        assert metric(data, p) == pytest.approx(metric(y, p, w), rel=1e-14)
+    with pytest.raises(ValueError, match="weights were given twice"):
+        log_loss(data, p, w)
+
+
+@pytest.mark.parametrize(("args", "error", "match"), [
+    (([0, 1], [0.5]), ValueError, "p has 1 entries"),
+    (([0, 1], [0.5, 1.2]), ValueError, r"p\[1\] = 1.2"),
+    (([0, 2], [0.5, 0.5]), ValueError, r"labels\[1\] = 2"),
+    (([0, 1], [0.5, np.nan]), ValueError, "NaN"),
+    (([0, 1], [0.5, 0.5], [1.0, -1.0]), ValueError, r"weights\[1\]"),
+])
+def test_bad_metric_arguments_name_themselves(args, error, match):
+    for metric in (log_loss, accuracy, brier, calibration_curve):
+        with pytest.raises(error, match=match):
+            metric(*args[:2], weights=args[2] if len(args) > 2 else None)
+
+
+def test_calibration_curve_against_a_loop():
+    y, p, w = labelled(4)
+    curve = calibration_curve(y, p, bins=5, weights=w)
+    for row in curve.itertuples():
+        inside = (p >= row.lower) & ((p < row.upper) if row.upper < 1 else (p <= 1))
+        wb, yb = w[inside], y[inside]
+        mean = np.dot(wb, yb) / wb.sum()
+        assert row.count == inside.sum()
+        assert row.predicted == pytest.approx(np.dot(wb, p[inside]) / wb.sum(), rel=1e-12)
+        assert row.observed == pytest.approx(mean, rel=1e-12)
+        n = inside.sum()
+        spread = math.sqrt(n / (n - 1) * np.sum(wb**2 * (yb - mean) ** 2)) / wb.sum()
+        assert row.std_err == pytest.approx(spread, rel=1e-12)
+    # without weights the standard error is s / √n
+    plain = calibration_curve(y, p, bins=[0, 0.3, 1.0])
+    first = y[p < 0.3]
+    assert plain["std_err"].iloc[0] == pytest.approx(first.std(ddof=1) / math.sqrt(first.size), rel=1e-12)
+
+
+def test_calibrated_probabilities_give_observed_near_predicted_within_standard_errors():
+    """y ~ Bernoulli(p) with p ~ U(0, 1), N = 20,000: each bin's observed mean is within 3 s.e. of its
+    predicted mean, and Σ z² over the 10 bins is below χ²₁₀'s 0.999 quantile (29.6); p² as the
+    prediction (miscalibrated) fails both by far."""
+    rng = np.random.default_rng(5)
+    p = rng.random(20_000)
+    y = (rng.random(p.size) < p).astype(int)
+    curve = calibration_curve(y, p, bins=10)
+    z = (curve["observed"] - curve["predicted"]) / curve["std_err"]
+    assert len(curve) == 10 and curve["count"].sum() == p.size
+    assert np.all(np.abs(z) < 3) and np.sum(z**2) < 29.6
+    wrong = calibration_curve(y, p**2, bins=10)
+    z = (wrong["observed"] - wrong["predicted"]) / wrong["std_err"]
+    assert np.sum(z**2) > 1000
+
+
+def test_calibration_curve_drops_empty_bins_and_checks_edges():
+    curve = calibration_curve([0, 1, 1], [0.05, 0.95, 1.0], bins=10)
+    assert curve["bin"].tolist() == [0, 9] and curve["count"].tolist() == [1, 2]
+    assert np.isnan(curve["std_err"].iloc[0])
+    with pytest.raises(ValueError, match="bins"):
+        calibration_curve([0, 1], [0.2, 0.8], bins=[0.0, 0.5])
+    with pytest.raises(ValueError, match="bins"):
+        calibration_curve([0, 1], [0.2, 0.8], bins=0)
+
+
+def test_score_is_the_metrics_of_predict_proba(random_problem):
+    data = random_problem.data
+    fit = bl.fit_mle(data.subset(slice(0, 3000)))
+    held_out = data.subset(slice(3000, None))
+    p = fit.predict_proba(held_out)
+    assert score(fit, held_out) == {"log_loss": log_loss(held_out, p), "accuracy": accuracy(held_out, p),
+                                    "brier": brier(held_out, p)}
