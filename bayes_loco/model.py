@@ -7,8 +7,13 @@ Kronecker design (docs/design.md, convention 7).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 import numpy as np
-from scipy.special import expit, log_expit, softmax
+from scipy.special import expit, log_expit, logsumexp, softmax
+
+from .coordinates import RANGE_RTOL
 
 # XΘ (N × d_φ) is formed at most this many bytes at a time.
 MARGIN_BLOCK_BYTES = 2**27
@@ -45,10 +50,25 @@ def rewards(theta: np.ndarray, contexts: np.ndarray, features: np.ndarray) -> np
     return np.einsum("ik,iak->ia", contexts @ theta, features)
 
 
-def neg_log_likelihood(eta: np.ndarray, labels: np.ndarray) -> float:
-    """Σ_t −log P(y_t | η_t) for the Bernoulli-logit likelihood, computed stably."""
-    signed = np.where(labels == 1, eta, -eta)
-    return float(-log_expit(signed).sum())
+def neg_log_likelihood(eta: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """Σ_t w_t ℓ_t, ℓ_t = −[y_t log σ(η_t) + (1 − y_t) log σ(−η_t)], computed stably.
+
+    For y_t ∈ {0, 1} this is −log P(y_t | η_t) of the Bernoulli-logit model; a tie y_t = ½
+    counts half a win each way (arena-rank's convention), which makes the sum a
+    quasi-likelihood. ``weights`` None means w_t = 1.
+    """
+    if has_ties(labels):
+        terms = labels * log_expit(eta) + (1 - labels) * log_expit(-eta)
+    else:
+        terms = log_expit(np.where(labels == 1, eta, -eta))
+    if weights is None:
+        return float(-terms.sum())
+    return float(-(weights * terms).sum())
+
+
+def has_ties(labels: np.ndarray) -> bool:
+    """True when some label is ½ (only float labels can hold one)."""
+    return labels.dtype.kind == "f" and bool((labels == 0.5).any())
 
 
 def outcome_probabilities(eta: np.ndarray, nu: float | None = None) -> np.ndarray:
@@ -73,9 +93,100 @@ def expected_label(eta: np.ndarray, nu: float | None = None) -> np.ndarray:
     return probs[..., 2] + 0.5 * probs[..., 1]
 
 
-def residuals(eta: np.ndarray, labels: np.ndarray) -> np.ndarray:
-    """∂NLL/∂η_t = σ(η_t) − y_t."""
-    return expit(eta) - labels
+# How a fit reads a tie (its ``ties=`` argument): half a win each way, or Davidson's model with ν.
+TIE_MODELS = ("half", "davidson")
+
+
+@dataclass(frozen=True, eq=False)
+class Likelihood:
+    """The loss Σ_t w_t ℓ_t that a frequentist fit minimises, and its derivatives in η_t and λ = log ν.
+
+    ``ties="half"``: ℓ_t of :func:`neg_log_likelihood` (a tie half a win each way).
+    ``ties="davidson"``: ℓ_t = −log P(y_t | η_t, ν) in Davidson's model
+    (:func:`outcome_probabilities`), with one more parameter λ = log ν, fitted jointly;
+    in (η/2, λ) it is an exponential family with statistics (2y − 1, [y = ½]), so ℓ_t is
+    convex in (η_t, λ) and its curvature is their covariance.
+
+    Attributes
+    ----------
+    labels : ndarray, shape (N,)
+        y_t ∈ {0, ½, 1}.
+    weights : ndarray, shape (N,), or None
+        w_t; None means all 1 (and then every sum is computed as before weights existed).
+    ties : {"half", "davidson"}
+    """
+
+    labels: np.ndarray
+    weights: np.ndarray | None = None
+    ties: str = "half"
+
+    @classmethod
+    def of(cls, data, ties: str = "half") -> Likelihood:
+        """The loss of ``data`` (a :class:`~bayes_loco.PreferenceData`); unit weights count as none."""
+        return cls(data.labels, data.weights if data.weighted else None, ties)
+
+    @property
+    def n_extra(self) -> int:
+        """Parameters besides θ: λ = log ν for Davidson's model, none for "half"."""
+        return int(self.ties == "davidson")
+
+    @property
+    def quasi(self) -> bool:
+        """True when Σ_t w_t ℓ_t is not a log-likelihood (half ties, or weights other than 1): the Wald set
+        then needs the sandwich. Weights are read as sampling weights (statsmodels' ``var_weights``)."""
+        return self.weights is not None or (self.ties == "half" and has_ties(self.labels))
+
+    def rows(self, lo: int, hi: int) -> Likelihood:
+        """The loss of comparisons lo … hi − 1."""
+        weights = None if self.weights is None else self.weights[lo:hi]
+        return Likelihood(self.labels[lo:hi], weights, self.ties)
+
+    def _weighted(self, values: np.ndarray) -> np.ndarray:
+        return values if self.weights is None else self.weights * values
+
+    def _davidson(self, eta: np.ndarray, log_nu: float) -> tuple[np.ndarray, np.ndarray]:
+        """log P(y_t | η_t, ν) and (P(y = 0), P(tie), P(y = 1)) of each comparison."""
+        logits = np.stack([-eta / 2, np.full_like(eta, log_nu), eta / 2], axis=-1)
+        log_probs = logits - logsumexp(logits, axis=-1, keepdims=True)
+        observed = np.take_along_axis(log_probs, (2 * self.labels).astype(np.intp)[:, None], axis=-1)[:, 0]
+        return observed, np.exp(log_probs)
+
+    def value(self, eta: np.ndarray, log_nu: float | None = None) -> float:
+        """Σ_t w_t ℓ_t at margins η (and λ = ``log_nu`` for Davidson's model)."""
+        if self.ties == "half":
+            return neg_log_likelihood(eta, self.labels, self.weights)
+        return float(-self._weighted(self._davidson(eta, log_nu)[0]).sum())
+
+    def derivatives(self, eta: np.ndarray, log_nu: float | None = None
+                    ) -> tuple[float, np.ndarray, np.ndarray | None]:
+        """The loss, w_t ∂ℓ_t/∂η_t and w_t ∂ℓ_t/∂λ of each comparison (the last None for "half")."""
+        if self.ties == "half":
+            return self.value(eta), residuals(eta, self.labels, self.weights), None
+        observed, probs = self._davidson(eta, log_nu)
+        d_eta = 0.5 * (probs[:, 2] - probs[:, 0]) - (self.labels - 0.5)
+        d_log_nu = probs[:, 1] - (self.labels == 0.5)
+        return float(-self._weighted(observed).sum()), self._weighted(d_eta), self._weighted(d_log_nu)
+
+    def curvature(self, eta: np.ndarray, log_nu: float | None = None
+                  ) -> tuple[np.ndarray, np.ndarray | None, float]:
+        """w_t ∂²ℓ_t/∂η_t², w_t ∂²ℓ_t/∂η_t∂λ (None for "half") and Σ_t w_t ∂²ℓ_t/∂λ² (0 for "half").
+
+        Neither depends on the labels: for Davidson's model they are ¼ Var(2y − 1),
+        ½ Cov(2y − 1, [tie]) = −½ (P₁ − P₀) P_tie and Var([tie]) under the model.
+        """
+        if self.ties == "half":
+            return fisher_weights(eta, self.weights), None, 0.0
+        probs = self._davidson(eta, log_nu)[1]
+        p0, tie, p1 = probs[:, 0], probs[:, 1], probs[:, 2]
+        c_eta = 0.25 * (p1 + p0 - (p1 - p0) ** 2)
+        c_cross = -0.5 * (p1 - p0) * tie
+        return self._weighted(c_eta), self._weighted(c_cross), float(self._weighted(tie * (1 - tie)).sum())
+
+
+def residuals(eta: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """∂NLL/∂η_t = w_t (σ(η_t) − y_t)."""
+    res = expit(eta) - labels
+    return res if weights is None else weights * res
 
 
 def score_matrix(weights: np.ndarray, contexts: np.ndarray, differences: np.ndarray) -> np.ndarray:
@@ -97,12 +208,64 @@ def nll_and_gradient(theta: np.ndarray, contexts: np.ndarray, differences: np.nd
             score_matrix(residuals(eta, labels), contexts, differences))
 
 
-def fisher_weights(eta: np.ndarray) -> np.ndarray:
-    """p(1 − p) at η: the Bernoulli-logit curvature, the weights of the Fisher information."""
+def fisher_weights(eta: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """w_t p_t(1 − p_t) at η: the Bernoulli-logit curvature, the weights of the Fisher information."""
     p = expit(eta)
-    return p * (1.0 - p)
+    curvature = p * (1.0 - p)
+    return curvature if weights is None else weights * curvature
 
 
 def fisher_information(design: np.ndarray, eta: np.ndarray) -> np.ndarray:
     """Σ_t p_t(1 − p_t) z_t z_tᵀ: the Fisher information of a linear logit with rows z_t of ``design``."""
     return design.T @ (fisher_weights(eta)[:, None] * design)
+
+
+def wald_precision(likelihood: Likelihood, eta: np.ndarray, log_nu: float | None,
+                   gram: Callable[[np.ndarray], np.ndarray],
+                   score: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """The precision (inverse covariance) of θ̂ that a Wald set uses, k × k, at the estimate's margins η.
+
+    ``gram(c)`` is Σ_t c_t z_t z_tᵀ and ``score(g)`` is Σ_t g_t z_t, z_t the comparisons'
+    rows in the fit's coordinates.
+
+    - "half" without ties or weights (a log-likelihood): the Fisher information
+      H = Σ_t p_t(1 − p_t) z_t z_tᵀ, computed exactly as before ties existed.
+    - "half" with ties or weights (a quasi-likelihood): the inverse H J⁺ H of the sandwich
+      covariance H⁻¹ J H⁻¹, with H = Σ_t w_t p_t(1 − p_t) z_t z_tᵀ and
+      J = Σ_t w_t² (y_t − p_t)² z_t z_tᵀ (statsmodels' HC0).
+    - Davidson's model: the information of (θ, λ = log ν) — or, with weights, its
+      sandwich — and then the precision of θ with λ profiled out: the inverse of the θ-block
+      of the joint inverse, i.e. the Schur complement I_θθ − I_θλ I_λλ⁻¹ I_λθ.
+    """
+    if likelihood.ties == "half":
+        bread = gram(likelihood.curvature(eta)[0])
+        if not likelihood.quasi:
+            return bread
+        return sandwich_precision(bread, gram(likelihood.derivatives(eta)[1] ** 2))
+    c_eta, c_cross, c_nu = likelihood.curvature(eta, log_nu)
+    joint = _bordered(gram(c_eta), score(c_cross), c_nu)
+    if likelihood.quasi:
+        _, d_eta, d_nu = likelihood.derivatives(eta, log_nu)
+        joint = sandwich_precision(joint, _bordered(gram(d_eta**2), score(d_eta * d_nu), float(d_nu @ d_nu)))
+    cross, corner = joint[:-1, -1], joint[-1, -1]
+    return joint[:-1, :-1] - np.outer(cross, cross) / corner
+
+
+def _bordered(block: np.ndarray, border: np.ndarray, corner: float) -> np.ndarray:
+    """[[block, border], [borderᵀ, corner]]: a (θ, λ) matrix from its θ-block, cross terms and λ entry."""
+    return np.block([[block, border[:, None]], [border[None, :], np.array([[corner]])]])
+
+
+def sandwich_precision(bread: np.ndarray, meat: np.ndarray) -> np.ndarray:
+    """H J⁺ H, the inverse of the sandwich covariance H⁺ J H⁺ on the identified directions.
+
+    ``bread`` H and ``meat`` J are sums of c_t z_t z_tᵀ over the same rows with c_t > 0, so
+    they share their range, along which (H⁺ J H⁺)(H J⁺ H) is the identity; outside it the
+    precision is 0 (a cylinder, as for the information). J⁺ keeps J's eigenvalues above
+    RANGE_RTOL of the largest, on the coordinates that some comparison reaches.
+    """
+    live = np.flatnonzero(np.diag(meat) > 0)
+    vals, vecs = np.linalg.eigh(meat[np.ix_(live, live)])
+    keep = vals > RANGE_RTOL * max(float(vals.max(initial=0.0)), np.finfo(float).tiny)
+    half = bread[:, live] @ (vecs[:, keep] / np.sqrt(vals[keep]))
+    return half @ half.T

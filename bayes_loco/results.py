@@ -41,6 +41,7 @@ from ._validation import (
 )
 from .coordinates import Coordinates, RTVBasis
 from .data import PreferenceData
+from .model import TIE_MODELS, Likelihood, score_matrix, wald_precision
 from .predict import Predictive
 from .sets import EllipsoidSet, UncertaintySet, wald_set
 from .trees import fit_tree
@@ -147,17 +148,38 @@ class SummaryHTML:
 class WaldFit(Predictive, SummaryHTML):
     """The calibrated set and the DataTree export that the frequentist fits share.
 
-    A subclass provides ``estimate``, ``coordinates`` and ``_information()``, the
-    Fisher information Σ_t p̂_t(1 − p̂_t) z_t z_tᵀ at its estimate.
+    A subclass provides ``estimate``, ``coordinates``, the fields ``ties`` and ``nu``, and
+    ``_fitted()``: the data its estimate was fitted on, the margins η_t at the estimate
+    and the map c ↦ Σ_t c_t z_t z_tᵀ in its coordinates.
     """
 
     calibrated_kinds = ("wald",)
 
-    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> EllipsoidSet:
-        """Asymptotic Wald set: Fisher information I at the estimate, radius² = χ²_{k_eff}(level).
+    def _information(self) -> np.ndarray:
+        """The Wald set's precision at the estimate (:func:`~bayes_loco.model.wald_precision`).
 
-        k_eff = rank I: directions no comparison reaches are not identified and
-        the set is a cylinder along them. ``kind`` None means ``"wald"``, the only kind.
+        The Fisher information Σ_t p̂_t(1 − p̂_t) z_t z_tᵀ without ties and weights; with them
+        under ``ties="half"`` the inverse of the sandwich covariance H⁻¹ J H⁻¹; under
+        ``ties="davidson"`` the information of (θ, log ν) with ν profiled out.
+        """
+        data, eta, gram = self._fitted()
+        nu = self.nu
+        # ν̂ = 0 (data without a tie) is the Bradley–Terry fit it was made as.
+        likelihood = Likelihood.of(data, "half" if nu == 0 else self.ties)
+
+        def score(g):
+            return self.coordinates.to_coordinates(score_matrix(g, data.contexts, data.differences))
+
+        return wald_precision(likelihood, eta, None if not nu else float(np.log(nu)), gram, score)
+
+    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> EllipsoidSet:
+        """Asymptotic Wald set: precision I at the estimate, radius² = χ²_{k_eff}(level).
+
+        I is the Fisher information, or with ties or weights under ``ties="half"`` the inverse
+        of the sandwich covariance, or under ``ties="davidson"`` the information with ν
+        profiled out (:meth:`_information`). k_eff = rank I: directions no comparison reaches
+        are not identified and the set is a cylinder along them. ``kind`` None means
+        ``"wald"``, the only kind.
         From ``sets.ellipsoid.FACTORED_MIN`` coordinates on the set holds I's Cholesky factor
         and not I (its ``precision`` is None; :meth:`EllipsoidSet.factored`).
         """
@@ -181,6 +203,26 @@ def check_fit_theta(theta, name: str, data: PreferenceData) -> np.ndarray:
     """A fit's Θ̂ (d_x × d_φ of ``data``, finite), or one error naming ``name``."""
     theta = as_float_array(theta, name, 2)
     return check_shape(theta, name, (data.d_x, data.d_phi), " (d_x, d_phi) of its data")
+
+
+def check_fit_ties(fit) -> None:
+    """A fit's ``ties`` (one of TIE_MODELS) and ``nu`` (None for "half", ν ≥ 0 for "davidson"), or error."""
+    ties = check_option(fit.ties, "ties", TIE_MODELS)
+    if ties == "half" and fit.nu is not None:
+        raise ValueError(f"nu is Davidson's tie parameter: a fit with ties='half' has nu None, got "
+                         f"{fit.nu!r}")
+    if ties == "davidson":
+        if fit.nu is None:
+            raise ValueError("a fit with ties='davidson' needs its ν̂ (nu >= 0), got None")
+        object.__setattr__(fit, "nu", check_real(fit.nu, "nu", 0.0))
+
+
+def tie_header(fit, data: PreferenceData) -> dict:
+    """How a fit read ties and whether its intervals are the sandwich's, for its summary; {} on plain data."""
+    header = {} if fit.ties == "half" else {"ties": fit.ties, "nu": fit.nu}
+    if Likelihood.of(data, "half" if fit.nu == 0 else fit.ties).quasi:
+        header = {"ties": fit.ties} | header | {"covariance": "sandwich (HC0)"}
+    return header
 
 
 def check_fit_common(fit, data_field: str = "data") -> PreferenceData:

@@ -74,14 +74,15 @@ def test_objective_read_in_cache_sized_blocks_is_the_objective(random_low_rank_p
     data = random_low_rank_problem.data
     rng = np.random.default_rng(3)
     u, v = rng.standard_normal((data.d_x, 2)), rng.standard_normal((data.d_phi, 2))
-    args = (u, v, data.contexts, data.differences, data.labels, 0.7)
+    args = (u, v, np.array([]), data.contexts, data.differences, model.Likelihood(data.labels), 0.7)
     whole = fgd._objective(*args)
     monkeypatch.setattr(fgd, "CACHE_BYTES", 0)
     monkeypatch.setattr(fgd, "FUSED_BLOCK_BYTES", 8 * data.d_phi * 7)  # 7 rows a block, a ragged last one
     assert data.n % 7
     blocked = fgd._objective(*args)
     assert blocked[0] == pytest.approx(whole[0], rel=1e-13)
-    assert blocked[3] == pytest.approx(_nll(u @ v.T, data), rel=1e-13)
+    assert blocked[4] == pytest.approx(_nll(u @ v.T, data), rel=1e-13)
+    assert blocked[3].shape == (0,)  # no log ν without Davidson's model
     np.testing.assert_allclose(blocked[1], whole[1], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(blocked[2], whole[2], rtol=1e-12, atol=1e-12)
     balance = u.T @ u - v.T @ v

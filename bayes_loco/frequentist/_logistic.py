@@ -1,8 +1,10 @@
-"""Newton (trust-region Newton-CG) for Bernoulli-logit likelihoods given as linear maps.
+"""Newton (trust-region Newton-CG) for Bradley–Terry likelihoods given as linear maps.
 
 Both the unconstrained MLE of Θ (a bilinear map, no Kronecker design) and the
-reduced MLE of θ_rtv (an explicit N × k design) are logistic regressions; they
-differ only in how η = A θ and Aᵀ w are computed, so one solver serves both.
+reduced MLE of θ_rtv (an explicit N × k design) are generalised linear models in
+η = A θ; they differ only in how η = A θ and Aᵀ w are computed, so one solver
+serves both. The loss is a :class:`~bayes_loco.model.Likelihood`: a tie half a win
+each way, or Davidson's model, whose λ = log ν joins θ as one more unknown.
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import minimize
 
-from ..exceptions import ConvergenceWarning, SeparationWarning
-from ..model import fisher_weights, neg_log_likelihood, residuals
+from .._validation import check_option
+from ..data import PreferenceData
+from ..exceptions import ConvergenceWarning, DataWarning, SeparationWarning
+from ..model import TIE_MODELS, Likelihood
 from ..results import Diagnostics, FitStatus
 
 # Separation test by recession: re-solving with a 1e4 times tighter gradient tolerance moves a
@@ -35,51 +39,73 @@ class LogisticFit:
     max_abs_margin: float
     n_extreme: int
     warning: str | None = None
+    log_nu: float | None = None
 
     @property
     def separated(self) -> bool:
         return self.n_extreme > 0
 
-    def diagnostics(self, method: str, seconds: float = np.nan) -> Diagnostics:
-        """This fit as a :class:`~bayes_loco.results.Diagnostics`."""
+    def diagnostics(self, method: str, seconds: float = np.nan, notes: tuple[str, ...] = ()) -> Diagnostics:
+        """This fit as a :class:`~bayes_loco.results.Diagnostics`; ``notes``: warnings issued before it."""
         status = (FitStatus.SEPARATED if self.separated else
                   FitStatus.CONVERGED if self.converged else FitStatus.NOT_CONVERGED)
         return Diagnostics(method, self.converged, self.n_iter, status, self.message,
-                           () if self.warning is None else (self.warning,), seconds)
+                           notes + (() if self.warning is None else (self.warning,)), seconds)
 
 
 def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
                  adjoint: Callable[[np.ndarray], np.ndarray],
-                 labels: np.ndarray, n_params: int, *, ridge: float, max_iter: int,
-                 tol: float, what: str, start: np.ndarray | None = None) -> LogisticFit:
-    """Minimise Σ_t −log p(y_t | η_t) + (ridge/2)‖θ‖² with η = forward(θ).
+                 likelihood: Likelihood, n_params: int, *, ridge: float, max_iter: int,
+                 tol: float, what: str, start: np.ndarray | None = None,
+                 log_nu: float | None = None) -> LogisticFit:
+    """Minimise Σ_t w_t ℓ(y_t | η_t) + (ridge/2)‖θ‖² with η = forward(θ).
 
     Starts at ``start``, or θ = 0. Newton steps never move θ in directions that no
     comparison reaches (a singular Fisher information), so from θ = 0 with ``ridge=0``
     the result is the minimum-norm maximiser; a start must then have no component there.
-    ``what`` names the estimate in warnings.
+    For Davidson's model (``likelihood.ties == "davidson"``) λ = log ν is one more unknown,
+    not penalised, started at ``log_nu``. ``what`` names the estimate in warnings.
     """
-    n = labels.shape[0]
+    n = likelihood.labels.shape[0]
+    # The mean loss per unit weight: the tolerance means the same with and without weights.
+    scale = n if likelihood.weights is None else float(likelihood.weights.sum())
+    extra = likelihood.n_extra
 
-    def fun(theta):
-        eta = forward(theta)
-        value = neg_log_likelihood(eta, labels) + 0.5 * ridge * theta @ theta
-        grad = adjoint(residuals(eta, labels)) + ridge * theta
-        return value / n, grad / n
+    def split(x):
+        return (x, None) if not extra else (x[:-1], x[-1])
+
+    def fun(x):
+        theta, lam = split(x)
+        value, d_eta, d_lam = likelihood.derivatives(forward(theta), lam)
+        value = value + 0.5 * ridge * theta @ theta
+        grad = adjoint(d_eta) + ridge * theta
+        if extra:
+            grad = np.append(grad, d_lam.sum())
+        return value / scale, grad / scale
 
     curvature = {}
 
-    def hessp(theta, v):
-        key = theta.tobytes()
+    def hessp(x, v):
+        key = x.tobytes()
         if key not in curvature:
             curvature.clear()
-            curvature[key] = fisher_weights(forward(theta))
-        return (adjoint(curvature[key] * forward(v)) + ridge * v) / n
+            theta, lam = split(x)
+            curvature[key] = likelihood.curvature(forward(theta), lam)
+        c_eta, c_cross, c_lam = curvature[key]
+        if not extra:
+            return (adjoint(c_eta * forward(v)) + ridge * v) / scale
+        v_theta, v_lam = split(v)
+        av = forward(v_theta)
+        h_theta = adjoint(c_eta * av + c_cross * v_lam) + ridge * v_theta
+        return np.append(h_theta, c_cross @ av + c_lam * v_lam) / scale
 
     x0 = np.zeros(n_params) if start is None else np.asarray(start, dtype=float)
+    if extra:
+        x0 = np.append(x0, log_nu)
     res = minimize(fun, x0, jac=True, hessp=hessp, method="trust-ncg",
                    options={"gtol": tol, "maxiter": max_iter})
-    eta = forward(res.x)
+    params, lam = split(res.x)
+    eta = forward(params)
     # trust-ncg reports "failure to predict improvement" once rounding dominates the model's
     # prediction; that is convergence when the gradient is already near the tolerance.
     converged = bool(res.success) or float(np.linalg.norm(res.jac)) <= 10 * tol
@@ -90,7 +116,7 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
         scale = max(1.0, float(np.linalg.norm(res.x)))
         receding = float(np.linalg.norm(tight.x - res.x)) > RECESSION_RTOL * scale
     # Large margins alone are no evidence: a strong, well-identified signal has them too.
-    n_extreme = max(int((np.abs(forward(tight.x)) > np.abs(eta) + 1.0).sum()), 1) if receding else 0
+    n_extreme = max(int((np.abs(forward(split(tight.x)[0])) > np.abs(eta) + 1.0).sum()), 1) if receding else 0
     max_abs_margin = float(np.abs(eta).max())
     warning, category = None, None
     if n_extreme:
@@ -106,5 +132,41 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
         category = ConvergenceWarning
     if warning is not None:
         warnings.warn(warning, category, stacklevel=4)
-    return LogisticFit(res.x, float(neg_log_likelihood(eta, labels)), int(res.nit), converged,
-                       str(res.message), max_abs_margin, n_extreme, warning)
+    return LogisticFit(params, likelihood.value(eta, lam), int(res.nit), converged, str(res.message),
+                       max_abs_margin, n_extreme, warning, None if lam is None else float(lam))
+
+
+def tie_likelihood(data: PreferenceData, ties: str,
+                   what: str) -> tuple[Likelihood, float | None, tuple[str, ...]]:
+    """The loss a fit of ``data`` minimises under ``ties``, the start of λ = log ν, and the warnings issued.
+
+    The start is Davidson's ν̂ at η = 0: P(tie) = ν/(2 + ν) equal to the weighted share of ties.
+    Without any tie ν̂ = 0 is on the boundary (λ runs off to −∞) and the model is
+    Bradley–Terry's: that is fitted instead, with the "half" loss (which has no tie to read),
+    λ None and a :class:`~bayes_loco.exceptions.DataWarning`; :func:`fitted_nu` then gives ν = 0.
+    Data that are all ties have ν̂ = ∞ and are refused.
+    """
+    check_option(ties, "ties", TIE_MODELS)
+    likelihood = Likelihood.of(data, ties)
+    if ties == "half":
+        return likelihood, None, ()
+    tied = data.ties
+    if not tied.any():
+        note = (f"{what}: ties='davidson', but no comparison is a tie, so Davidson's ν̂ = 0, on the "
+                "boundary (log ν runs off to -inf) where the model is Bradley-Terry's: fitted as "
+                "Bradley-Terry, nu = 0. On data without ties use ties='half' (the same fit, no ν).")
+        warnings.warn(note, DataWarning, stacklevel=4)
+        return Likelihood.of(data, "half"), None, (note,)
+    if tied.all():
+        raise ValueError(f"{what}: every comparison is a tie, so Davidson's ν̂ is infinite and Θ is not "
+                         "identified; use ties='half' (which fits Θ = 0 to them) or data with decisions")
+    weights = data.sample_weights
+    share = float(weights[tied].sum() / weights.sum())
+    return likelihood, float(np.log(2 * share / (1 - share))), ()
+
+
+def fitted_nu(ties: str, fit: LogisticFit) -> float | None:
+    """ν̂ of a fit made with :func:`tie_likelihood`'s loss: None for "half", 0 on the no-tie boundary."""
+    if ties == "half":
+        return None
+    return 0.0 if fit.log_nu is None else float(np.exp(fit.log_nu))

@@ -34,7 +34,7 @@ from .._validation import (
 from ..coordinates import RTVBasis, rtv_basis, weighted_gram
 from ..data import PreferenceData, checks_data
 from ..exceptions import ConvergenceWarning, DataWarning
-from ..model import fisher_weights, margins, neg_log_likelihood, residuals, score_matrix
+from ..model import TIE_MODELS, Likelihood, margins, score_matrix
 from ..results import (
     Diagnostics,
     FitStatus,
@@ -42,10 +42,13 @@ from ..results import (
     WaldFit,
     check_fit_common,
     check_fit_theta,
+    check_fit_ties,
     penalty_ellipsoid,
+    tie_header,
     wald_summary,
 )
 from ..sets import EllipsoidSet
+from ._logistic import tie_likelihood
 from .mle import MLEResult, fit_mle
 
 ARMIJO = 1e-4
@@ -83,9 +86,10 @@ class LowRankResult(WaldFit):
     rank : int
         r.
     nll : float
-        Negative log-likelihood at Θ̂.
+        The loss Σ_t w_t ℓ_t at Θ̂ (the negative log-likelihood, or the quasi-likelihood of
+        ``ties="half"`` with ties).
     objective : float
-        Final value of F (total NLL + ridge + balancing term).
+        Final value of F (total loss + ridge + balancing term).
     grad_norm : float
         The final ‖∇F‖.
     initial : MLEResult or None
@@ -96,6 +100,10 @@ class LowRankResult(WaldFit):
         FGD's convergence, iterations, message, and the warnings of FGD and of its start MLE.
     start : {"mle", "spectral"}
         Where FGD started (see :func:`fit_low_rank`).
+    ties : {"half", "davidson"}
+        How ties were read (:func:`~bayes_loco.fit_mle`).
+    nu : float or None
+        Davidson's ν̂, fitted with U and V (0 when the data have no tie); None for "half".
     """
 
     theta: np.ndarray
@@ -109,6 +117,8 @@ class LowRankResult(WaldFit):
     data: PreferenceData
     diagnostics: Diagnostics
     start: str = "mle"
+    ties: str = "half"
+    nu: float | None = None
 
     def __post_init__(self):
         data = check_fit_common(self)
@@ -120,6 +130,7 @@ class LowRankResult(WaldFit):
         check_finite(self.objective, "objective")
         check_finite(self.grad_norm, "grad_norm")
         check_option(self.start, "start", STARTS[1:])
+        check_fit_ties(self)
         if self.initial is not None:
             check_instance(self.initial, "initial", MLEResult)
             check_shape(self.initial.theta, "initial.theta", self.theta.shape, " (an MLE of these data)")
@@ -152,16 +163,17 @@ class LowRankResult(WaldFit):
         """The paper's Gram-W ellipsoid around Θ̂'s RTV coordinates, C = C₂·sqrt(k/N)."""
         return penalty_ellipsoid(self.estimate, self._gram, self.data.n, self.coordinates, c2)
 
-    def _information(self) -> np.ndarray:
-        """Fisher information Σ p̂(1−p̂) z zᵀ of θ_rtv at Θ̂ (its own margins, not the reduced ones)."""
+    def _fitted(self):
+        """The data, Θ̂'s own margins (not the reduced ones) and Σ_t c_t z_t z_tᵀ in its RTV coordinates."""
         eta = margins(self.theta, self.data.contexts, self.data.differences)
-        return weighted_gram(self.coordinates, self.data, fisher_weights(eta))
+        return self.data, eta, lambda c: weighted_gram(self.coordinates, self.data, c)
 
     def summary(self, level: float = 0.95) -> Summary:
         """θ̂_rtv of the FGD fit with ``level`` Wald intervals, singular values and FGD's convergence."""
         sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
         return wald_summary(f"Rank-{self.rank} fit (factored gradient descent)", self, self.data, level,
-                            {"log-likelihood": -self.nll, "singular values": sv, "‖∇F‖": self.grad_norm})
+                            {"log-likelihood": -self.nll, "singular values": sv, "‖∇F‖": self.grad_norm}
+                            | tie_header(self, self.data))
 
     def __repr__(self) -> str:
         sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
@@ -170,14 +182,15 @@ class LowRankResult(WaldFit):
                 f"converged={d.converged}, n_iter={d.n_iter}, grad_norm={self.grad_norm:.2e})")
 
 
-def _objective(u, v, x, dphi, y, ridge):
-    """F(U, V), its gradients ∇_U F and ∇_V F, and the loss part L(UVᵀ).
+def _objective(u, v, lam, x, dphi, likelihood, ridge):
+    """F(U, V, λ), its gradients ∇_U F, ∇_V F and ∇_λ F, and the loss part L(UVᵀ, λ).
 
-    Everything goes through XU (N × r) and ΔΦV (N × r): O(N (d_x + d_φ) r) a call,
-    where the gradient in Θ (Xᵀ diag(w) ΔΦ) would cost O(N d_x d_φ) and dominates
-    at LLM-width d_φ. ∇_U F = ∇L·V + λΘV + ½U(UᵀU − VᵀV), ∇_V F = ∇Lᵀ·U + λΘᵀU − ½V(UᵀU − VᵀV).
+    λ = (log ν,) for Davidson's model, empty otherwise. Everything goes through XU
+    (N × r) and ΔΦV (N × r): O(N (d_x + d_φ) r) a call, where the gradient in Θ
+    (Xᵀ diag(w) ΔΦ) would cost O(N d_x d_φ) and dominates at LLM-width d_φ.
+    ∇_U F = ∇L·V + λΘV + ½U(UᵀU − VᵀV), ∇_V F = ∇Lᵀ·U + λΘᵀU − ½V(UᵀU − VᵀV).
     """
-    nll, gu, gv = _loss(u, v, x, dphi, y)
+    nll, gu, gv, gl = _loss(u, v, lam, x, dphi, likelihood)
     gram_u, gram_v = u.T @ u, v.T @ v
     diff = gram_u - gram_v
     value = nll + 0.5 * ridge * np.sum(gram_u * gram_v) + 0.125 * np.sum(diff * diff)
@@ -185,27 +198,30 @@ def _objective(u, v, x, dphi, y, ridge):
     gu += 0.5 * (u @ diff)
     gv += ridge * (v @ gram_u)
     gv -= 0.5 * (v @ diff)
-    return value, gu, gv, nll
+    return value, gu, gv, gl, nll
 
 
-def _loss(u, v, x, dphi, y):
-    """L(UVᵀ), ∇L·V and ∇Lᵀ·U, reading ΔΦ once.
+def _loss(u, v, lam, x, dphi, likelihood):
+    """L(UVᵀ, λ), ∇L·V, ∇Lᵀ·U and ∂L/∂λ, reading ΔΦ once.
 
     ΔΦV and ΔΦᵀ(w ∘ XU) both stream ΔΦ, and w needs the first: a ΔΦ larger than the cache is
     taken :data:`FUSED_BLOCK_BYTES` of rows at a time, each block used twice while it is in
     cache (N = 100,000, d_φ = 4096: 0.23 s instead of 0.38 s a call on two cores).
     """
     rows = dphi.shape[0] if dphi.nbytes <= CACHE_BYTES else max(1, FUSED_BLOCK_BYTES // (8 * dphi.shape[1]))
-    nll, gu, gv = 0.0, np.zeros_like(u), np.zeros_like(v)
+    log_nu = lam[0] if lam.size else None
+    nll, gu, gv, gl = 0.0, np.zeros_like(u), np.zeros_like(v), np.zeros_like(lam)
     for lo in range(0, dphi.shape[0], rows):
-        xb, db, yb = x[lo: lo + rows], dphi[lo: lo + rows], y[lo: lo + rows]
+        xb, db = x[lo: lo + rows], dphi[lo: lo + rows]
         xu, dv = xb @ u, db @ v
         eta = np.einsum("ij,ij->i", xu, dv)
-        w = residuals(eta, yb)
-        nll += neg_log_likelihood(eta, yb)
+        value, w, d_lam = likelihood.rows(lo, lo + rows).derivatives(eta, log_nu)
+        nll += value
         gu += xb.T @ (w[:, None] * dv)
         gv += db.T @ (w[:, None] * xu)
-    return nll, gu, gv
+        if lam.size:
+            gl += d_lam.sum()
+    return nll, gu, gv, gl
 
 
 def _block_step(value, grad_block, step, evaluate):
@@ -222,11 +238,13 @@ def _block_step(value, grad_block, step, evaluate):
 def spectral_start(data: PreferenceData, rank: int, *, ridge: float = 0.0) -> np.ndarray:
     """Θ₀ = α S_r: the rank-r SVD truncation S_r of the score at Θ = 0, scaled along its ray.
 
-    S = Xᵀ diag(y − ½) ΔΦ is the gradient of the log-likelihood at Θ = 0 (one GEMM,
+    S = Xᵀ diag(w ∘ (y − ½)) ΔΦ is the gradient of the log-likelihood at Θ = 0 (one GEMM,
     O(N d_x d_φ)), so S_r is the rank-r direction of steepest ascent, and α > 0
-    minimises the penalised negative log-likelihood along Θ = α S_r (Brent's method on a
-    scalar: the margins of S_r are computed once). It costs one MLE gradient, where the
-    paper's start, the unconstrained MLE, costs a Newton-CG solve in d_x·d_φ unknowns.
+    minimises the penalised loss along Θ = α S_r (Brent's method on a scalar: the
+    margins of S_r are computed once). The loss is the weighted one of ``ties="half"``
+    (a tie half a win each way); at Θ = 0 Davidson's model has the same gradient
+    direction and, between decisions, the same log-odds η, so it serves both. It costs one
+    MLE gradient, where the paper's start, the unconstrained MLE, costs a Newton-CG solve in d_x·d_φ unknowns.
 
     Parameters
     ----------
@@ -244,7 +262,10 @@ def spectral_start(data: PreferenceData, rank: int, *, ridge: float = 0.0) -> np
     check_instance(data, "data", PreferenceData)
     rank = check_rank(rank, data.d_x, data.d_phi)
     ridge = check_real(ridge, "ridge", 0.0)
-    score = score_matrix(data.labels - 0.5, data.contexts, data.differences)
+    likelihood = Likelihood.of(data)
+    centred = data.labels - 0.5
+    score = score_matrix(centred if likelihood.weights is None else likelihood.weights * centred,
+                         data.contexts, data.differences)
     p, s, qt = np.linalg.svd(score, full_matrices=False)
     direction = (p[:, :rank] * s[:rank]) @ qt[:rank]
     size = float(np.sum(s[:rank] ** 2))
@@ -253,10 +274,11 @@ def spectral_start(data: PreferenceData, rank: int, *, ridge: float = 0.0) -> np
     eta = margins(direction, data.contexts, data.differences)
 
     def along(alpha):
-        return neg_log_likelihood(alpha * eta, data.labels) + 0.5 * ridge * alpha**2 * size
+        return likelihood.value(alpha * eta) + 0.5 * ridge * alpha**2 * size
 
-    # The Newton step from α = 0 (slope −‖S_r‖², curvature Σ η²/4 + λ‖S_r‖²) brackets the minimum.
-    newton = size / (0.25 * float(eta @ eta) + ridge * size)
+    # The Newton step from α = 0 (slope −‖S_r‖², curvature Σ w η²/4 + λ‖S_r‖²) brackets the minimum.
+    curvature = eta @ eta if likelihood.weights is None else eta @ (likelihood.weights * eta)
+    newton = size / (0.25 * float(curvature) + ridge * size)
     alpha = minimize_scalar(along, bracket=(0.0, newton)).x
     return max(float(alpha), 0.0) * direction
 
@@ -264,7 +286,7 @@ def spectral_start(data: PreferenceData, rank: int, *, ridge: float = 0.0) -> np
 @checks_data
 def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method: str = "lbfgs",
                  max_iter: int = 5000, tol: float = 1e-8, initial: MLEResult | None = None,
-                 start: str = "auto") -> LowRankResult:
+                 start: str = "auto", ties: str = "half") -> LowRankResult:
     """Rank-r MLE Θ̂ by factored gradient descent (Burer–Monteiro, Algorithm 1).
 
     Both methods minimise the same F(U, V) and decrease it at every step
@@ -300,6 +322,12 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
         (default): the MLE when ``initial`` is given or d_x·d_φ ≤
         :data:`MLE_START_MAX` (every size of the paper's studies), the spectral
         start above (LLM-width features).
+    ties : {"half", "davidson"}
+        How a tie enters (:func:`~bayes_loco.fit_mle`). With ``"davidson"`` FGD fits
+        log ν together with U and V (started from the MLE's ν̂, or from the share of
+        ties), and ``initial`` must have been fitted with the same ``ties``.
+
+    Weights ``data.weights`` multiply each comparison's term of L.
     """
     rank = check_rank(rank, data.d_x, data.d_phi)
     ridge = check_real(ridge, "ridge", 0.0)
@@ -307,6 +335,7 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     tol = check_real(tol, "tol", 0.0, low_open=True)
     check_option(method, "method", METHODS)
     check_option(start, "start", STARTS)
+    check_option(ties, "ties", TIE_MODELS)
     if start == "spectral" and initial is not None:
         raise ValueError("initial is an MLE start; it cannot be combined with start='spectral'")
     if initial is not None:
@@ -314,6 +343,9 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
         if initial.theta.shape != (data.d_x, data.d_phi):
             raise ValueError(f"initial was fitted on data with (d_x, d_phi) = {initial.theta.shape}, these "
                              f"data have ({data.d_x}, {data.d_phi}): pass fit_mle(data) or no initial")
+        if initial.ties != ties:
+            raise ValueError(f"initial was fitted with ties={initial.ties!r}, this fit has ties={ties!r}: "
+                             f"pass fit_mle(data, ties={ties!r}) or no initial")
         if initial.data is not data and initial.data.fingerprint != data.fingerprint:
             warnings.warn("initial was fitted on other data than these: FGD starts from it and still fits "
                           "these data, but the paper's start is their own MLE (fit_mle(data))", DataWarning,
@@ -321,13 +353,17 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     if start == "auto":
         start = "mle" if initial is not None or data.d_x * data.d_phi <= MLE_START_MAX else "spectral"
     begin = time.perf_counter()
+    likelihood, log_nu, notes = tie_likelihood(data, ties, "fit_low_rank")
     if start == "mle":
         if initial is None:
-            initial = fit_mle(data, ridge=ridge)
+            initial = fit_mle(data, ridge=ridge, ties=ties)
         theta0 = initial.theta
+        if initial.nu:
+            log_nu = float(np.log(initial.nu))
     else:
         theta0 = spectral_start(data, rank, ridge=ridge)
-    x, dphi, y = data.contexts, data.differences, data.labels
+    x, dphi = data.contexts, data.differences
+    lam = np.array([] if log_nu is None else [log_nu])
 
     p, s, qt = np.linalg.svd(theta0, full_matrices=False)
     root = np.sqrt(s[:rank])
@@ -335,10 +371,10 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     solve = _lbfgs if method == "lbfgs" else _alternating
     small = x.shape[0] * (x.shape[1] + dphi.shape[1]) * rank < ONE_THREAD_WORK
     with threadpool_limits(1) if small else contextlib.nullcontext():
-        u, v, it, converged, message = solve(u, v, x, dphi, y, ridge, max_iter, tol)
-    value, gu, gv, nll = _objective(u, v, x, dphi, y, ridge)
-    grad_norm = float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv)))
-    issued = () if initial is None else initial.diagnostics.warnings
+        u, v, lam, it, converged, message = solve(u, v, lam, x, dphi, likelihood, ridge, max_iter, tol)
+    value, gu, gv, gl, nll = _objective(u, v, lam, x, dphi, likelihood, ridge)
+    grad_norm = float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv) + np.sum(gl * gl)))
+    issued = (() if initial is None else initial.diagnostics.warnings) + notes
     if not converged:
         issued += (f"fit_low_rank: FGD stopped after {it} iterations with ‖∇F‖ = {grad_norm:.2e} "
                   f"(tol {tol:g}): {message}. Increase max_iter, or pass a small ridge if the "
@@ -348,40 +384,47 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
                               FitStatus.CONVERGED if converged else FitStatus.NOT_CONVERGED, message, issued,
                               time.perf_counter() - begin)
     return LowRankResult(u @ v.T, u, v, rank, float(nll), float(value), grad_norm, initial, data,
-                         diagnostics, start)
+                         diagnostics, start, ties, None if ties == "half" else
+                         (float(np.exp(lam[0])) if lam.size else 0.0))
 
 
-def _converged(grad_norm, u, v, y, tol):
-    """‖∇F‖ per comparison below tol·max(1, ‖Θ̂‖_F)."""
-    return grad_norm / y.shape[0] <= tol * max(1.0, float(np.linalg.norm(u @ v.T)))
+def _converged(grad_norm, u, v, likelihood, tol):
+    """‖∇F‖ per comparison (per unit of weight) below tol·max(1, ‖Θ̂‖_F)."""
+    scale = likelihood.labels.shape[0] if likelihood.weights is None else float(likelihood.weights.sum())
+    return grad_norm / scale <= tol * max(1.0, float(np.linalg.norm(u @ v.T)))
 
 
-def _lbfgs(u, v, x, dphi, y, ridge, max_iter, tol):
+def _lbfgs(u, v, lam, x, dphi, likelihood, ridge, max_iter, tol):
     dx, r = u.shape
+    n_uv = (dx + v.shape[0]) * r
+
+    def unpack(w):
+        return w[: dx * r].reshape(dx, r), w[dx * r: n_uv].reshape(-1, r), w[n_uv:]
 
     def fun(w):
-        uu, vv = w[: dx * r].reshape(dx, r), w[dx * r:].reshape(-1, r)
-        value, gu, gv, _ = _objective(uu, vv, x, dphi, y, ridge)
-        return value, np.concatenate([gu.ravel(), gv.ravel()])
+        value, gu, gv, gl, _ = _objective(*unpack(w), x, dphi, likelihood, ridge)
+        return value, np.concatenate([gu.ravel(), gv.ravel(), gl])
 
-    res = minimize(fun, np.concatenate([u.ravel(), v.ravel()]), jac=True, method="L-BFGS-B",
+    res = minimize(fun, np.concatenate([u.ravel(), v.ravel(), lam]), jac=True, method="L-BFGS-B",
                    options={"maxiter": max_iter, "gtol": 0.0, "ftol": 1e-15, "maxcor": 20})
-    u, v = res.x[: dx * r].reshape(dx, r), res.x[dx * r:].reshape(-1, r)
-    converged = _converged(float(np.linalg.norm(res.jac)), u, v, y, tol)
+    u, v, lam = unpack(res.x)
+    converged = _converged(float(np.linalg.norm(res.jac)), u, v, likelihood, tol)
     message = "gradient norm below tolerance" if converged else str(res.message)
-    return u, v, int(res.nit), converged, message
+    return u, v, lam, int(res.nit), converged, message
 
 
-def _alternating(u, v, x, dphi, y, ridge, max_iter, tol):
-    value, gu, gv, _ = _objective(u, v, x, dphi, y, ridge)
-    steps = [1.0, 1.0]
-    previous: list = [None, None]
+def _alternating(u, v, lam, x, dphi, likelihood, ridge, max_iter, tol):
+    """Algorithm 1: gradient steps on U, then V (then log ν for Davidson's model), each by Armijo from BB."""
+    value, gu, gv, gl, _ = _objective(u, v, lam, x, dphi, likelihood, ridge)
+    blocks = 2 + lam.size
+    steps = [1.0] * blocks
+    previous: list = [None] * blocks
     it = 0
     for it in range(1, max_iter + 1):
         moved = False
-        for block in (0, 1):
-            g = (gu, gv)[block]
-            point = (u, v)[block]
+        for block in range(blocks):
+            g = (gu, gv, gl)[block]
+            point = (u, v, lam)[block]
             if previous[block] is not None:
                 dp, dg = point - previous[block][0], g - previous[block][1]
                 curv = float(np.sum(dp * dg))
@@ -389,16 +432,18 @@ def _alternating(u, v, x, dphi, y, ridge, max_iter, tol):
                     steps[block] = float(np.sum(dp * dp)) / curv
             previous[block] = (point, g)
 
-            def evaluate(step, block=block, g=g, u=u, v=v):
-                uu, vv = (u - step * g, v) if block == 0 else (u, v - step * g)
-                return (*_objective(uu, vv, x, dphi, y, ridge), uu, vv)
+            def evaluate(step, block=block, g=g, u=u, v=v, lam=lam):
+                moved_point = [u, v, lam]
+                moved_point[block] = moved_point[block] - step * g
+                return (*_objective(*moved_point, x, dphi, likelihood, ridge), *moved_point)
 
             trial, steps[block] = _block_step(value, g, steps[block], evaluate)
             if trial is not None:
                 moved = True
-                value, gu, gv, _, u, v = trial
-        if _converged(float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv))), u, v, y, tol):
-            return u, v, it, True, "gradient norm below tolerance"
+                value, gu, gv, gl, _, u, v, lam = trial
+        if _converged(float(np.sqrt(np.sum(gu * gu) + np.sum(gv * gv) + np.sum(gl * gl))), u, v, likelihood,
+                      tol):
+            return u, v, lam, it, True, "gradient norm below tolerance"
         if not moved:
-            return u, v, it, False, "line search failed in both blocks"
-    return u, v, it, False, "maximum number of iterations reached"
+            return u, v, lam, it, False, f"line search failed in {'both' if blocks == 2 else 'all'} blocks"
+    return u, v, lam, it, False, "maximum number of iterations reached"

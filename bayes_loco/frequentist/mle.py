@@ -11,18 +11,20 @@ import numpy as np
 from .._validation import check_finite, check_int, check_real
 from ..coordinates import VecCoordinates
 from ..data import PreferenceData, checks_data
-from ..model import fisher_weights, margins, score_matrix
+from ..model import margins, score_matrix
 from ..results import (
     Diagnostics,
     Summary,
     WaldFit,
     check_fit_common,
     check_fit_theta,
+    check_fit_ties,
     penalty_ellipsoid,
+    tie_header,
     wald_summary,
 )
 from ..sets import EllipsoidSet
-from ._logistic import fit_logistic
+from ._logistic import fit_logistic, fitted_nu, tie_likelihood
 
 # The d_x·d_φ × d_x·d_φ information matrix of the MLE baselines is refused above this.
 MAX_FULL_W_BYTES = 2 * 1024**3
@@ -42,7 +44,8 @@ class MLEResult(WaldFit):
     data : PreferenceData
         The data it was fitted on (used by the baselines' uncertainty sets).
     nll : float
-        Negative log-likelihood at Θ̂ (without the ridge term).
+        The loss Σ_t w_t ℓ_t at Θ̂ (without the ridge term): the negative log-likelihood, or
+        the quasi-likelihood of ``ties="half"`` with ties.
     max_abs_margin : float
         max_t |x_tᵀ Θ̂ Δφ_t|; above 30 the data are (quasi-)separable.
     separated : bool
@@ -51,6 +54,10 @@ class MLEResult(WaldFit):
         The ridge λ of the penalty (λ/2)‖Θ‖²_F.
     diagnostics : Diagnostics
         Newton-CG's convergence, iterations, status, message and warnings.
+    ties : {"half", "davidson"}
+        How ties were read (:func:`fit_mle`).
+    nu : float or None
+        Davidson's ν̂ (``ties="davidson"``; 0 when the data have no tie); None for "half".
     """
 
     theta: np.ndarray
@@ -60,6 +67,8 @@ class MLEResult(WaldFit):
     separated: bool
     ridge: float
     diagnostics: Diagnostics
+    ties: str = "half"
+    nu: float | None = None
 
     rank = None
 
@@ -68,6 +77,7 @@ class MLEResult(WaldFit):
         object.__setattr__(self, "theta", check_fit_theta(self.theta, "theta", data))
         check_finite(self.max_abs_margin, "max_abs_margin")
         check_real(self.ridge, "ridge", 0.0)
+        check_fit_ties(self)
 
     @property
     def loglik(self) -> float:
@@ -112,21 +122,21 @@ class MLEResult(WaldFit):
         """MLE-Pessimistic's set: ‖vec Θ − vec Θ̂‖_W ≤ C₂ sqrt(d_x d_φ / N), W = Σ z zᵀ (Gram)."""
         return penalty_ellipsoid(self.estimate, self._gram(), self.data.n, self.coordinates, c2)
 
-    def _information(self) -> np.ndarray:
-        """Fisher information Σ p̂(1−p̂) z zᵀ of vec(Θ) at Θ̂ (refused above 2 GiB, as the Gram set)."""
-        eta = margins(self.theta, self.data.contexts, self.data.differences)
-        return self._gram(fisher_weights(eta))
+    def _fitted(self):
+        """The data, the margins at Θ̂ and Σ_t c_t z_t z_tᵀ in vec(Θ) (refused above 2 GiB, as W)."""
+        return self.data, margins(self.theta, self.data.contexts, self.data.differences), self._gram
 
     def summary(self, level: float = 0.95) -> Summary:
         """Estimates of vec(Θ) with ``level`` Wald intervals, log-likelihood, ridge and warnings."""
         return wald_summary("Unconstrained MLE (Newton-CG)", self, self.data, level,
                             {"log-likelihood": self.loglik, "ridge": self.ridge,
-                             "max |margin|": self.max_abs_margin, "separated": self.separated})
+                             "max |margin|": self.max_abs_margin, "separated": self.separated}
+                            | tie_header(self, self.data))
 
 
 @checks_data
 def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
-            tol: float = 1e-8) -> MLEResult:
+            tol: float = 1e-8, ties: str = "half") -> MLEResult:
     """Unconstrained MLE Θ̂ (d_x × d_φ) by trust-region Newton-CG.
 
     Gradient and Hessian-vector products are two GEMMs each (Xᵀ diag(w) ΔΦ), so
@@ -145,11 +155,22 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
     max_iter : int
         Newton iterations.
     tol : float
-        Gradient-norm tolerance on the mean negative log-likelihood.
+        Gradient-norm tolerance on the mean negative log-likelihood (per unit of weight).
+    ties : {"half", "davidson"}
+        How a tie (y_t = ½) enters. ``"half"``: half a win each way, the loss
+        −Σ_t w_t [y_t log σ(η_t) + (1 − y_t) log σ(−η_t)] (arena-rank's convention), a
+        quasi-likelihood once there are ties or weights, so the Wald set is then the
+        sandwich's. ``"davidson"``: Davidson's model with one tie parameter ν ≥ 0, fitted
+        jointly (log ν) and stored as ``nu``; the Wald set profiles ν out. Without ties
+        ν̂ = 0 (the boundary): a ``DataWarning``, and the Bradley–Terry fit with ν = 0.
+
+    Weights ``data.weights`` multiply each comparison's term; the Wald set reads them as
+    sampling weights (its sandwich), not as counts.
     """
     ridge = check_real(ridge, "ridge", 0.0)
     max_iter = check_int(max_iter, "max_iter", 1)
     tol = check_real(tol, "tol", 0.0, low_open=True)
+    likelihood, log_nu, notes = tie_likelihood(data, ties, "fit_mle")
     # Entries of Θ outside the support never enter a margin: fitting them would leave them at 0.
     rows, cols = data.support
     x = data.contexts if rows.size == data.d_x else data.contexts[:, rows]
@@ -163,9 +184,10 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
         return score_matrix(w, x, dphi).ravel()
 
     start = time.perf_counter()
-    fit = fit_logistic(forward, adjoint, data.labels, shape[0] * shape[1], ridge=ridge,
-                       max_iter=max_iter, tol=tol, what="fit_mle")
+    fit = fit_logistic(forward, adjoint, likelihood, shape[0] * shape[1], ridge=ridge,
+                       max_iter=max_iter, tol=tol, what="fit_mle", log_nu=log_nu)
     theta = np.zeros((data.d_x, data.d_phi))
     theta[np.ix_(rows, cols)] = fit.params.reshape(shape)
     return MLEResult(theta, data, fit.nll, fit.max_abs_margin, fit.separated, ridge,
-                     fit.diagnostics("newton-cg", time.perf_counter() - start))
+                     fit.diagnostics("newton-cg", time.perf_counter() - start, notes), ties,
+                     fitted_nu(ties, fit))

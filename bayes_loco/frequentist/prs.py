@@ -16,7 +16,15 @@ from functools import cached_property
 
 import numpy as np
 
-from .._validation import as_float_array, check_finite, check_instance, check_int, check_real, check_shape
+from .._validation import (
+    as_float_array,
+    check_finite,
+    check_instance,
+    check_int,
+    check_option,
+    check_real,
+    check_shape,
+)
 from ..coordinates import (
     DESIGN_BLOCK_BYTES,
     RTVBasis,
@@ -25,7 +33,7 @@ from ..coordinates import (
     weighted_gram,
 )
 from ..data import PreferenceData, checks_data
-from ..model import fisher_information, fisher_weights
+from ..model import TIE_MODELS
 from ..results import (
     Diagnostics,
     FitStatus,
@@ -33,11 +41,13 @@ from ..results import (
     Summary,
     WaldFit,
     check_fit_common,
+    check_fit_ties,
     penalty_ellipsoid,
+    tie_header,
     wald_summary,
 )
 from ..sets import EllipsoidSet
-from ._logistic import fit_logistic
+from ._logistic import fit_logistic, fitted_nu, tie_likelihood
 from .fgd import LowRankResult, fit_low_rank
 
 
@@ -65,7 +75,8 @@ class PRSResult(InRTVCoordinates, WaldFit):
     n_initial : int or None
         N₀; None means no split (both steps use all N comparisons).
     nll : float
-        Negative log-likelihood of the reduced model at θ̂_rtv.
+        The loss Σ_t w_t ℓ_t of the reduced model at θ̂_rtv (the negative log-likelihood, or
+        the quasi-likelihood of ``ties="half"`` with ties).
     max_abs_margin : float
         max_t |z_tᵀ θ̂_rtv| over the estimation comparisons.
     separated : bool
@@ -73,6 +84,11 @@ class PRSResult(InRTVCoordinates, WaldFit):
     diagnostics : Diagnostics
         The reduced MLE's Newton-CG; ``converged`` also requires the FGD fit's
         convergence, and ``warnings`` holds both fits' warnings.
+    ties : {"half", "davidson"}
+        How ties were read (:func:`~bayes_loco.fit_mle`).
+    nu : float or None
+        Davidson's ν̂ of the reduced MLE (0 when the estimation comparisons have no tie);
+        None for "half".
     """
 
     theta_rtv: np.ndarray
@@ -85,9 +101,12 @@ class PRSResult(InRTVCoordinates, WaldFit):
     max_abs_margin: float
     separated: bool
     diagnostics: Diagnostics
+    ties: str = "half"
+    nu: float | None = None
 
     def __post_init__(self):
         data = check_fit_common(self, "estimation_data")
+        check_fit_ties(self)
         basis = check_instance(self.basis, "basis", RTVBasis)
         if (basis.d_x, basis.d_phi) != (data.d_x, data.d_phi):
             raise ValueError(f"basis lives on (d_x, d_phi) = ({basis.d_x}, {basis.d_phi}), but "
@@ -124,17 +143,17 @@ class PRSResult(InRTVCoordinates, WaldFit):
     def _gram(self) -> np.ndarray:
         return weighted_gram(self.basis, self.estimation_data)
 
-    def _information(self) -> np.ndarray:
-        """Fisher information Σ_t p̂_t(1 − p̂_t) z_t z_tᵀ at θ̂_rtv (margins z_tᵀθ̂_rtv of the reduced model).
+    def _fitted(self):
+        """The estimation data, the reduced model's margins z_tᵀθ̂_rtv and Σ_t c_t z_t z_tᵀ.
 
         Its Wald set covers θ*_rtv below nominal because the reduced likelihood
         drops Θ'₂₂ (docs/design.md, pessimism point 5).
         """
         forward, _, z = _reduced_design(self.basis, self.estimation_data)
-        eta = forward(self.theta_rtv)
         if z is not None:  # the design fits in one block and is already formed
-            return fisher_information(z, eta)
-        return weighted_gram(self.basis, self.estimation_data, fisher_weights(eta))
+            return self.estimation_data, forward(self.theta_rtv), lambda c: z.T @ (c[:, None] * z)
+        return (self.estimation_data, forward(self.theta_rtv),
+                lambda c: weighted_gram(self.basis, self.estimation_data, c))
 
     def summary(self, level: float = 0.95) -> Summary:
         """θ̂_rtv with ``level`` Wald intervals on its identified coordinates, the split, both fits' state."""
@@ -142,7 +161,8 @@ class PRSResult(InRTVCoordinates, WaldFit):
         return wald_summary("PRS: reduced MLE in RTV coordinates", self, self.estimation_data, level,
                             {"log-likelihood": -self.nll,
                              "N0": "no split" if self.n_initial is None else self.n_initial,
-                             "FGD converged": self.low_rank.diagnostics.converged, "singular values": sv})
+                             "FGD converged": self.low_rank.diagnostics.converged, "singular values": sv}
+                            | tie_header(self, self.estimation_data))
 
     def __repr__(self) -> str:
         split = "no split" if self.n_initial is None else f"N0={self.n_initial}"
@@ -152,7 +172,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
 
 @checks_data
 def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ridge: float = 0.0,
-            low_rank: LowRankResult | None = None) -> PRSResult:
+            low_rank: LowRankResult | None = None, ties: str = "half") -> PRSResult:
     """Fit PRS: low-rank fit → RTV basis → reduced MLE θ̂_rtv and W (Gram).
 
     The paper's set is ``fit.penalty_set(c2=5.0)``, the calibrated one
@@ -171,13 +191,20 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
         λ of (λ/2)‖·‖² in the MLE, FGD and reduced MLE; set it when rarely
         compared actions are separable (imbalance q = 10 with small N).
     low_rank : LowRankResult, optional
-        A precomputed low-rank fit on the first N₀ comparisons, to reuse.
+        A precomputed low-rank fit on the first N₀ comparisons, to reuse (fitted with the
+        same ``ties``).
+    ties : {"half", "davidson"}
+        How a tie enters (:func:`~bayes_loco.fit_mle`), in the low-rank fit and the reduced
+        MLE; with ``"davidson"`` the reduced MLE fits log ν with θ_rtv.
+
+    Weights ``data.weights`` multiply each comparison's term in both fits.
     """
     ridge = check_real(ridge, "ridge", 0.0)
+    check_option(ties, "ties", TIE_MODELS)
     start = time.perf_counter()
     initial, estimation = data.split(n_initial)
     if low_rank is None:
-        low_rank = fit_low_rank(initial, rank, ridge=ridge)
+        low_rank = fit_low_rank(initial, rank, ridge=ridge, ties=ties)
     else:
         check_instance(low_rank, "low_rank", LowRankResult,
                        "LowRankResult (fit_low_rank of the first n_initial comparisons)")
@@ -188,14 +215,20 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
                            (f"the first n_initial = {n_initial} comparisons", "data.split(n_initial)[0]"))
             raise ValueError(f"low_rank was fitted on other data than {first}: its subspace would not be "
                              f"these data's. Pass fit_low_rank({call}, rank), or leave low_rank out")
+        if low_rank.ties != ties:
+            raise ValueError(f"low_rank was fitted with ties={low_rank.ties!r}, this fit has ties={ties!r}: "
+                             f"pass fit_low_rank(..., ties={ties!r}) or leave low_rank out")
     basis = low_rank.coordinates  # rtv_basis(Θ̂, r), cached on the fit
     forward, adjoint, z = _reduced_design(basis, estimation)
     # From Θ̂'s own coordinates (block 11 its singular values). Without a split that is the optimum: the
     # RTV subspace is the tangent space at Θ̂, where FGD's stationarity makes the convex reduced likelihood
     # flat. With a split it is a √N-close start. Θ̂ reaches no direction the comparisons do not.
-    reduced = fit_logistic(forward, adjoint, estimation.labels, basis.dim, ridge=ridge, max_iter=200,
-                           tol=1e-8, what="fit_prs (reduced MLE)", start=low_rank.estimate)
-    own = reduced.diagnostics("prs", time.perf_counter() - start)
+    likelihood, log_nu, notes = tie_likelihood(estimation, ties, "fit_prs (reduced MLE)")
+    if log_nu is not None and low_rank.nu:
+        log_nu = float(np.log(low_rank.nu))
+    reduced = fit_logistic(forward, adjoint, likelihood, basis.dim, ridge=ridge, max_iter=200,
+                           tol=1e-8, what="fit_prs (reduced MLE)", start=low_rank.estimate, log_nu=log_nu)
+    own = reduced.diagnostics("prs", time.perf_counter() - start, notes)
     fgd = low_rank.diagnostics
     converged = own.converged and fgd.converged
     status = own.status if own.status is not FitStatus.CONVERGED or converged else FitStatus.NOT_CONVERGED
@@ -203,7 +236,7 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
                               own.seconds)
     gram = None if z is None else z.T @ z
     return PRSResult(reduced.params, basis, gram, low_rank, estimation, n_initial, reduced.nll,
-                     reduced.max_abs_margin, reduced.separated, diagnostics)
+                     reduced.max_abs_margin, reduced.separated, diagnostics, ties, fitted_nu(ties, reduced))
 
 
 def _reduced_design(basis: RTVBasis, data: PreferenceData):
