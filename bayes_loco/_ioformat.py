@@ -67,7 +67,7 @@ TYPES: dict[str, str] = {
     "RankSelection": "bayes_loco.frequentist.rank:RankSelection",
     "Posterior": "bayes_loco.bayes.fit:Posterior",
     "PaperProblem": "bayes_loco.simulate:PaperProblem",
-    "PersonalLLMProblem": "bayes_loco.personalllm:PersonalLLMProblem",
+    "PersonalLLMProblem": "bayes_loco.datasets.personalllm:PersonalLLMProblem",
 }
 """The registry of the classes a file may hold: type tag → ``"module:QualName"`` of the class.
 

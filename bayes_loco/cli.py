@@ -18,6 +18,7 @@ from pathlib import Path
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from .datasets.personalllm import write_standin
 from .experiments import METHODS, STUDIES, run_study, summarise
 from .experiments.problems import PERSONALLLM_FILES
 from .experiments.runner import (
@@ -30,7 +31,6 @@ from .experiments.runner import (
     select_cells,
 )
 from .experiments.studies import Study
-from .personalllm import write_standin
 from .plots import plot_calibration, plot_results
 
 EXIT_USAGE = 2

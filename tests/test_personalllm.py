@@ -6,9 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+import bayes_loco as bl
+import bayes_loco.datasets.personalllm as moved
+import bayes_loco.personalllm as old
 from bayes_loco import cli
-from bayes_loco.experiments import STUDIES, run_task
-from bayes_loco.personalllm import (
+from bayes_loco.datasets import (
     N_RESPONSES,
     REWARD_MODELS,
     expected_columns,
@@ -17,6 +19,7 @@ from bayes_loco.personalllm import (
     score_tensor,
     write_standin,
 )
+from bayes_loco.experiments import STUDIES, run_task
 from bayes_loco.problems import Problem
 
 
@@ -134,3 +137,19 @@ def test_cli_needs_both_split_files(tmp_path, files, capsys):
                      str(tmp_path), "--quiet"])
     assert code == cli.EXIT_USAGE  # options the study does not take are argument errors
     assert "'paper' problem" in capsys.readouterr().err
+
+
+def test_the_old_module_names_the_moved_objects():
+    assert old.__all__ and all(getattr(old, name) is getattr(moved, name) for name in old.__all__)
+    defined = {name for name, value in vars(moved).items()
+               if getattr(value, "__module__", None) == moved.__name__ or (name.isupper() and name[0] != "_")}
+    assert set(old.__all__) == defined  # every public name of the moved module is still importable
+
+
+def test_a_saved_problem_loads_from_the_new_location(files, tmp_path):
+    problem = personalllm_problem(*files, d_x=4, rank=2, seed=0)
+    bl.save(problem, tmp_path / "problem.nc")
+    loaded = bl.load(tmp_path / "problem.nc")
+    assert type(loaded) is moved.PersonalLLMProblem is old.PersonalLLMProblem
+    assert np.array_equal(loaded.theta, problem.theta) and loaded.source == problem.source
+    assert np.array_equal(loaded.test_features, problem.test_features)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from ..personalllm import personalllm_problem
+from ..datasets.personalllm import personalllm_problem
 from ..problems import Problem
 from ..simulate import paper_problem
 

@@ -1,0 +1,38 @@
+"""Readers for the preference files users download, and generated files in their schemas.
+
+:func:`read_arena` (Chatbot Arena battles), :func:`read_prism` (the PRISM
+alignment dataset) and :func:`load_personalllm` (the PersonalLLM benchmark) read
+local files; nothing here downloads. :func:`write_prism` writes a GENERATED folder
+in the PRISM schema from a known low-rank Θ*.
+"""
+
+from ._common import Dataset
+from .arena import read_arena
+from .generate import GeneratedPrism, write_prism
+from .personalllm import (
+    N_RESPONSES,
+    REWARD_MODELS,
+    PersonalLLMProblem,
+    expected_columns,
+    load_personalllm,
+    personalllm_problem,
+    score_tensor,
+    write_standin,
+)
+from .prism import read_prism
+
+__all__ = [
+    "N_RESPONSES",
+    "REWARD_MODELS",
+    "Dataset",
+    "GeneratedPrism",
+    "PersonalLLMProblem",
+    "expected_columns",
+    "load_personalllm",
+    "personalllm_problem",
+    "read_arena",
+    "read_prism",
+    "score_tensor",
+    "write_prism",
+    "write_standin",
+]

@@ -1,0 +1,266 @@
+"""What the readers share: the :class:`Dataset` they return, reading a table, and the one-hot encodings."""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .._validation import check_int
+from ..data import Population, PreferenceData
+
+TABLE_SUFFIXES = (".parquet", ".pq", ".json", ".jsonl", ".csv")
+INTERCEPT = "intercept"
+MISSING = "(missing)"
+OTHER = "(other)"
+
+
+@dataclass(frozen=True, eq=False)
+class Dataset:
+    """Comparisons read from a downloaded file, and the tables they were built from.
+
+    Attributes
+    ----------
+    data : PreferenceData
+        x_t (``contexts``), Δφ_t = φ(a_t1) − φ(a_t0) (``differences``), y_t ∈ {0, ½, 1}
+        (1: ``action_1`` preferred, ½: a tie) and the action indices (a_t0, a_t1).
+    comparisons : pandas.DataFrame
+        One row per comparison, in the order of ``data``: ``user_id``, ``action_0``,
+        ``action_1`` (names), ``y`` and the ids of the rows of the file it came from.
+    users : pandas.DataFrame
+        One row per user (``user_id``, ``n_comparisons`` and the answers that became x).
+    actions : pandas.DataFrame
+        One row per action, indexed by its action index: ``name``, ``n_comparisons`` and
+        ``reference`` (True for the one action, index 0, whose one-hot column is dropped:
+        rewards are relative to it, as the policies' ``reference_action=0`` expects).
+    context_names, feature_names : tuple of str
+        Names of the columns of x (d_x) and of Δφ (d_φ).
+    groups : ndarray of str, shape (N,)
+        The user of each comparison: pass it as ``groups=`` to a user-grouped
+        cross-validation (unseen-user performance).
+    source : str
+        The file or folder read and its schema.
+    notes : tuple of str
+        What the reader left out or assumed (shown by ``repr``).
+    """
+
+    data: PreferenceData
+    comparisons: pd.DataFrame
+    users: pd.DataFrame
+    actions: pd.DataFrame
+    context_names: tuple[str, ...]
+    feature_names: tuple[str, ...]
+    groups: np.ndarray
+    source: str
+    notes: tuple[str, ...] = ()
+
+    @property
+    def n_actions(self) -> int:
+        return len(self.actions)
+
+    @property
+    def action_features(self) -> np.ndarray:
+        """φ(a) of every action, shape (A, d_φ): its one-hot row (the reference's is 0).
+
+        Difference columns that are not a property of the action alone (style
+        differences, response length) are 0: actions compared at equal style.
+        """
+        out = np.zeros((self.n_actions, self.data.d_phi))
+        out[np.arange(1, self.n_actions), np.arange(self.n_actions - 1)] = 1.0
+        return out
+
+    def population(self) -> Population:
+        """One row per user (in the order of ``users``) with every action as a candidate.
+
+        x is the user's context, φ is :attr:`action_features`, and all users share one
+        state, so a ``"global"`` policy picks one action for everyone and a
+        ``"personalised"`` one an action per user. Needs contexts that are constant per
+        user (PRISM's survey answers; Arena without ``language`` contexts).
+        """
+        codes = pd.Index(self.users["user_id"]).get_indexer(self.groups)
+        contexts = np.zeros((len(self.users), self.data.d_x))
+        contexts[codes] = self.data.contexts
+        varying = np.any(self.data.contexts != contexts[codes], axis=1)
+        if varying.any():
+            users = sorted(set(self.groups[varying]))
+            raise ValueError(f"population: the contexts of users {users[:5]}"
+                             f"{' and more' if len(users) > 5 else ''} vary between their comparisons "
+                             "(per-battle contexts such as language), so a user has no single x; build a "
+                             "Population from the contexts you want to score")
+        features = np.broadcast_to(self.action_features, (len(self.users), *self.action_features.shape))
+        return Population(contexts, features.copy(), np.zeros(len(self.users), dtype=np.intp))
+
+    def __repr__(self) -> str:
+        ties = float(self.data.ties.mean())
+        lines = [f"Dataset({self.source}: N={self.data.n}, users={len(self.users)}, "
+                 f"actions={self.n_actions}, ties={ties:.1%}, d_x={self.data.d_x}, d_phi={self.data.d_phi}, "
+                 f"reference={self.actions['name'].iloc[0]!r})"]
+        lines += [f"  note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+
+def schema_error(path, what: str, missing: Sequence[str], needs: str) -> ValueError:
+    """One ValueError naming the file, the columns it lacks and what the schema needs."""
+    return ValueError(f"{path} is not {what}: it lacks {', '.join(map(repr, missing))} ({needs})")
+
+
+def _json_lines(path: Path, text: str) -> list:
+    records = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path} line {number} is not JSON: {exc.msg}") from None
+        if not isinstance(record, dict):
+            raise ValueError(f"{path} line {number} is a JSON {type(record).__name__}, not an object (a row)")
+        records.append(record)
+    return records
+
+
+def read_records(path: Path) -> list[dict]:
+    """The rows of a JSON-lines file as dicts (nested fields kept), one error naming a bad line."""
+    return _json_lines(path, path.read_text(encoding="utf-8"))
+
+
+def check_file(path, what: str) -> Path:
+    """``path`` as a Path to an existing, non-empty regular file, or one error naming it."""
+    if not isinstance(path, str | Path):
+        raise TypeError(f"path must be a str or Path to the {what} file, got {type(path).__name__}")
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{what} file {path} does not exist")
+    if not path.is_file():
+        raise ValueError(f"{what} file {path} is not a regular file")
+    if path.stat().st_size == 0:
+        raise ValueError(f"{what} file {path} is empty")
+    return path
+
+
+def read_table(path, what: str) -> pd.DataFrame:
+    """A .parquet, .json (records, columns or JSON lines), .jsonl or .csv file as a DataFrame with rows."""
+    path = check_file(path, what)
+    suffix = path.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise ValueError(f"{what} file {path}: cannot read {suffix or 'files without a suffix'}; "
+                         f"give one of {', '.join(TABLE_SUFFIXES)}")
+    if suffix in (".parquet", ".pq"):
+        frame = pd.read_parquet(path)
+    elif suffix == ".csv":
+        frame = pd.read_csv(path)
+    else:
+        text = path.read_text(encoding="utf-8")
+        try:
+            obj = json.loads(text) if suffix == ".json" else None
+        except json.JSONDecodeError as exc:
+            if "Extra data" not in exc.msg:  # a JSON-lines file under .json reads as one value and more
+                raise ValueError(f"{path} is not JSON: {exc.msg} (line {exc.lineno})") from None
+            obj = None
+        if obj is None:
+            frame = pd.DataFrame.from_records(_json_lines(path, text))
+        elif isinstance(obj, list) and all(isinstance(r, dict) for r in obj):
+            frame = pd.DataFrame.from_records(obj)
+        elif isinstance(obj, dict) and all(isinstance(c, dict | list) for c in obj.values()):
+            frame = pd.DataFrame(obj)
+        else:
+            raise ValueError(f"{path} holds a JSON {type(obj).__name__} that is not a table: expected a list "
+                             "of rows (objects), an object of columns, or JSON lines")
+    if frame.empty:
+        raise ValueError(f"{what} file {path} has no rows")
+    return frame
+
+
+def parse_nested(value, where: str):
+    """A nested field as Python objects: itself, or parsed from the JSON (or Python) text a CSV holds."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError:
+        try:
+            return ast.literal_eval(value)  # a CSV written by pandas holds a dict's repr
+        except (ValueError, SyntaxError):
+            raise ValueError(f"{where} is text that is neither JSON nor a Python literal: "
+                             f"{value[:60]!r}") from None
+
+
+def as_levels(values: pd.Series) -> pd.Series:
+    """Categorical answers as strings, missing ones as ``"(missing)"``."""
+    return values.map(lambda v: MISSING if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
+
+
+def one_hot(frame: pd.DataFrame, columns: Sequence[str], *, counts_from: pd.DataFrame | None = None,
+            reference_levels: Mapping[str, str] | None = None, min_count: int = 1,
+            argument: str = "contexts") -> tuple[np.ndarray, list[str], dict[str, str]]:
+    """x = [1, one-hot of each column with its reference level dropped], its names and the references.
+
+    A column's levels are its distinct values (missing → ``"(missing)"``); levels
+    seen fewer than ``min_count`` times (in ``counts_from``, default ``frame``) are
+    pooled into ``"(other)"``. The reference level of a column is
+    ``reference_levels[column]`` or else its most frequent level (ties:
+    alphabetically first). Column names are ``"column=level"``.
+    """
+    min_count = check_int(min_count, "min_count", 1)
+    reference_levels = dict(reference_levels or {})
+    unknown = sorted(set(reference_levels) - set(columns))
+    if unknown:
+        raise ValueError(f"reference_levels names {unknown}, which are not among the {argument} "
+                         f"{list(columns)}")
+    counts_from = frame if counts_from is None else counts_from
+    blocks, names, references = [np.ones((len(frame), 1))], [INTERCEPT], {}
+    for column in columns:
+        counts = as_levels(counts_from[column]).value_counts()
+        rare = set(counts.index[counts < min_count])
+        values = as_levels(frame[column]).map(lambda v, rare=rare: OTHER if v in rare else v)
+        counts = values.value_counts()
+        levels = sorted(counts.index, key=lambda v: (-counts[v], v))
+        reference = reference_levels.get(column, levels[0])
+        if reference not in counts.index:
+            raise ValueError(f"reference_levels[{column!r}] = {reference!r} is not an answer in the data; "
+                             f"the answers are {sorted(counts.index)}")
+        kept = sorted(v for v in levels if v != reference)
+        codes = pd.Index(kept).get_indexer(values)
+        block = np.zeros((len(frame), len(kept)))
+        rows = np.flatnonzero(codes >= 0)
+        block[rows, codes[rows]] = 1.0
+        blocks.append(block)
+        names += [f"{column}={v}" for v in kept]
+        references[column] = reference
+    return np.hstack(blocks), names, references
+
+
+def encode_actions(name_0: pd.Series, name_1: pd.Series, reference: str | None, argument: str
+                   ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray]:
+    """The action table (reference first, then by name) and the indices (a_t0, a_t1) of each comparison.
+
+    The reference is ``reference`` or else the action in most comparisons
+    (ties: alphabetically first).
+    """
+    both = pd.concat([name_0, name_1], ignore_index=True)
+    counts = both.value_counts()
+    if reference is None:
+        reference = sorted(counts.index, key=lambda v: (-counts[v], v))[0]
+    elif reference not in counts.index:
+        raise ValueError(f"{argument} = {reference!r} is not an action in the data; the actions are "
+                         f"{sorted(counts.index)}")
+    names = [reference, *sorted(v for v in counts.index if v != reference)]
+    actions = pd.DataFrame({"name": names, "n_comparisons": [int(counts[v]) for v in names],
+                            "reference": [True] + [False] * (len(names) - 1)})
+    actions.index.name = "action"
+    index = pd.Index(names)
+    return actions, index.get_indexer(name_0), index.get_indexer(name_1)
+
+
+def one_hot_differences(a0: np.ndarray, a1: np.ndarray, n_actions: int) -> np.ndarray:
+    """Δφ of the action one-hots without the reference (index 0): e_{a1} − e_{a0}, shape (N, A − 1)."""
+    out = np.zeros((a0.size, n_actions - 1))
+    rows = np.arange(a0.size)
+    np.add.at(out, (rows[a1 > 0], a1[a1 > 0] - 1), 1.0)
+    np.add.at(out, (rows[a0 > 0], a0[a0 > 0] - 1), -1.0)
+    return out
