@@ -45,8 +45,9 @@ class BestActions:
         difference, or with a single action).
     best : ndarray of int, shape (units,)
         The best action under the set's point estimate (an ellipsoid's centre, the
-        mean of draws); for a set with neither, the action with the largest worst
-        case relative to the others' (the pessimistic choice, always tied).
+        mean of draws); for a set with neither, the pessimistic choice
+        argmax_a min_{θ ∈ C} [r_θ(a) − r_θ(a_0)], which is always tied (if b beat it
+        for every θ, b's worst case would be higher).
     unit_of_row : ndarray of int, shape (n,)
         The unit of each population row.
     scope : {"personalised", "global"}
@@ -119,7 +120,7 @@ class BestActions:
                 f"max {counts.max()}; a single best action in {int((counts == 1).sum())} units)")
 
 
-def best_actions(uncertainty_set, population: Population, level: float | None = None, *,
+def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, level: float | None = None, *,
                  scope: str = "personalised", action_names: Sequence[str] | None = None) -> BestActions:
     """The actions statistically tied with the best in every unit of ``population``.
 
@@ -155,6 +156,9 @@ def best_actions(uncertainty_set, population: Population, level: float | None = 
     Returns
     -------
     BestActions
+        ``best_actions(fit, population, 0.9, action_names=names).to_frame()`` is the
+        table a person reads: per unit, the point-estimate best action, how many
+        actions are tied with the best, and which.
     """
     check_option(scope, "scope", SCOPES)
     if not isinstance(population, Population):

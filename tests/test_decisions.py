@@ -187,6 +187,37 @@ def test_point_estimate_best_is_tied_and_is_the_argmax_under_the_centre(ellipsoi
                                                        pop.features).argmax(axis=1))
 
 
+class BoxSet:
+    """A kind of one's own: the box [c − r, c + r] (lower_bound only, no centre or draws)."""
+
+    def __init__(self, low, high, coordinates):
+        self.low, self.high, self.coordinates = low, high, coordinates
+
+    def lower_bound(self, z):
+        return np.minimum(z * self.low, z * self.high).sum(axis=-1)
+
+
+def test_a_set_of_ones_own_against_its_vertices():
+    """The box's minimum of θᵀd is at one of its 16 vertices; with no point estimate the best is the
+    pessimistic choice, which is tied."""
+    rng = np.random.default_rng(8)
+    pop = random_population(rng, 30, 4, 2, 2)
+    low = rng.normal(size=4)
+    high = low + rng.uniform(0.1, 0.6, size=4)
+    vertices = np.array([[high[i] if (v >> i) & 1 else low[i] for i in range(4)] for v in range(16)])
+    box = BoxSet(low, high, VecCoordinates(2, 2))
+    found = best_actions(box, pop)
+    brute = oracle_margin(unit_differences(pop, per_state=False), lambda d: float((vertices @ d).min()))
+    np.testing.assert_allclose(found.margin, brute, rtol=1e-12, atol=1e-12)
+    assert (found.n_tied == 1).any() and (found.n_tied > 1).any()
+    assert found.tied[np.arange(found.n_units), found.best].all()
+    relative = pop.features - pop.features[:, :1]
+    worst = np.array([[(vertices @ np.outer(pop.contexts[i], relative[i, a]).ravel()).min() for a in range(4)]
+                      for i in range(pop.n)])
+    np.testing.assert_array_equal(found.best, worst.argmax(axis=1))
+    assert found.level is None and "'BoxSet' set has no level" in found.level_meaning
+
+
 # ============================================================================ the known truth
 
 PROBLEM = dict(d_s=2, d_a=4, d_x=3, rank=2, seed=0)
