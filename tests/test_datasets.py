@@ -135,6 +135,19 @@ def test_arena_language_contexts_and_population():
     assert "language=(other)" in pooled.context_names
 
 
+def test_arena_140k_sessions_and_both_bad():
+    """arena-human-preference-140k: no judge, evaluation_session_id for the user, winner 'both_bad'."""
+    reference = read_arena(ARENA / "conversations.jsonl")
+    frame = pd.DataFrame(lines(ARENA / "conversations.jsonl")).drop(columns=["judge", "question_id"])
+    frame.insert(0, "id", [f"v{i}" for i in range(len(frame))])
+    frame["evaluation_session_id"] = [f"s{i // 3}" for i in range(len(frame))]
+    frame["winner"] = frame["winner"].replace({"tie (bothbad)": "both_bad"})
+    dataset = read_arena(frame)
+    assert np.array_equal(dataset.data.labels, reference.data.labels)
+    assert list(dataset.groups) == list(frame["evaluation_session_id"]) and len(dataset.users) == 20
+    assert dataset.comparisons["id"].tolist() == frame["id"].tolist() and "the frame" in dataset.source
+
+
 @pytest.mark.parametrize("suffix", [".json", ".csv", ".parquet", ".jsonl-as-json"])
 def test_arena_formats_read_alike(tmp_path, suffix):
     reference = read_arena(ARENA / "conversations.jsonl")
@@ -325,8 +338,10 @@ def test_prism_response_length_column():
 
 
 def test_prism_refusals(tmp_path):
-    with pytest.raises(FileNotFoundError, match="does not exist or is not a folder"):
+    with pytest.raises(FileNotFoundError, match=r"PRISM folder .* does not exist"):
         read_prism(tmp_path / "nowhere")
+    with pytest.raises(ValueError, match="is a file; read_prism takes the folder"):
+        read_prism(PRISM / "survey.jsonl")
     folder = tmp_path / "prism"
     folder.mkdir()
     shutil.copy(PRISM / "utterances.jsonl", folder)

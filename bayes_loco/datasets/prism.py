@@ -169,9 +169,11 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
     if not isinstance(folder, str | Path):
         raise TypeError(f"folder must be a str or Path, got {type(folder).__name__}")
     folder = Path(folder)
+    holds = f"{SURVEY} and {' or '.join(SOURCES.values())}"
+    if not folder.exists():
+        raise FileNotFoundError(f"PRISM folder {folder} does not exist; it should hold {holds}")
     if not folder.is_dir():
-        raise FileNotFoundError(f"PRISM folder {folder} does not exist or is not a folder; it should hold "
-                                f"{SURVEY} and {' or '.join(SOURCES.values())}")
+        raise ValueError(f"{folder} is a file; read_prism takes the folder that holds {holds}")
     check_option(source, "source", tuple(SOURCES))
     check_option(turns, "turns", TURNS)
     if not isinstance(response_features, bool):
