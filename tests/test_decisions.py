@@ -218,6 +218,44 @@ def test_a_set_of_ones_own_against_its_vertices():
     assert found.level is None and "'BoxSet' set has no level" in found.level_meaning
 
 
+@pytest.mark.parametrize("scope", ["personalised", "global"])
+def test_blocks_of_units_give_the_same_decisions(scope, monkeypatch):
+    """With the block size at one unit (features made, and differences compared, a unit at a time)."""
+    rng = np.random.default_rng(10)
+    pop = random_population(rng, 15, 4, 2, 3, contexts_per_state=2)
+    dset = DrawsSet(rng.normal(loc=0.4, scale=0.4, size=(25, 6)), VecCoordinates(2, 3))
+    whole = best_actions(dset, pop, scope=scope)
+    monkeypatch.setattr(bl.policy, "FEATURE_BLOCK_BYTES", 1)
+    monkeypatch.setattr(bl.decisions, "FEATURE_BLOCK_BYTES", 1)
+    blocked = best_actions(dset, pop, scope=scope)
+    np.testing.assert_array_equal(blocked.margin, whole.margin)
+    np.testing.assert_array_equal(blocked.best, whole.best)
+
+
+def test_guarantee_of_each_kind(ellipsoid_case):
+    """What each kind's level promises (docs/design.md's table): joint for sets that cover θ, separate for
+    the pointwise quantile and CVaR, none for the penalty ball, and a value-sized set guards values only."""
+    from bayes_loco.sets.base import guarantee
+
+    eset, _, pop = ellipsoid_case
+    draws = np.random.default_rng(12).normal(size=(20, 4))
+    coords = eset.coordinates
+    found = {
+        "wald": guarantee(eset),
+        "gram": guarantee(EllipsoidSet(eset.center, eset.precision, 1.0, coords)),
+        "draws": guarantee(DrawsSet(draws, coords, level=0.9)),
+        "cvar": guarantee(DrawsSet(draws, coords, kind="cvar", level=0.9, tail=0.1)),
+        "quantile": guarantee(QuantileSet(draws, coords, 0.9)),
+        "sized": guarantee(bl.sets.size_for_values(eset, pop, scope="personalised", draws=20)),
+    }
+    assert {name: (g.level, g.joint) for name, g in found.items()} == {
+        "wald": (0.9, True), "gram": (None, True), "draws": (0.9, True), "cvar": (0.9, False),
+        "quantile": (0.9, False), "sized": (0.9, False)}
+    assert found["sized"].sized_for == "personalised" and "does not cover θ" in found["sized"].meaning
+    assert "C₂ penalty ball" in found["gram"].meaning and "frequentist" in found["wald"].meaning
+    assert "hull holds less posterior mass" in found["draws"].meaning
+
+
 # ============================================================================ the known truth
 
 PROBLEM = dict(d_s=2, d_a=4, d_x=3, rank=2, seed=0)
