@@ -379,6 +379,19 @@ def test_prism_refusals(tmp_path):
         read_prism(PRISM, turns="last")
 
 
+def test_prism_first_turn_is_the_opening_turn_even_unscored(tmp_path):
+    folder = tmp_path / "prism"
+    shutil.copytree(PRISM, folder)
+    rows = lines(PRISM / "utterances.jsonl")
+    with (folder / "utterances.jsonl").open("w") as handle:
+        for row in rows:  # c0's opening responses lose their scores: c0 gives no comparison, not its turn 1
+            unscored = row["conversation_id"] == "c0" and row["turn"] == 0
+            handle.write(json.dumps({**row, "score": None} if unscored else row) + "\n")
+    dataset = read_prism(folder)
+    assert "c0" not in set(dataset.comparisons["conversation_id"]) and dataset.data.n == 102 - 6
+    assert "responses without a score left out: 5" in repr(dataset)  # c0's four and c2's one
+
+
 @pytest.mark.parametrize("reader", ["arena-100k-style", "arena-55k", "prism"])
 def test_fit_mle_runs_on_every_fixture(reader):
     dataset = {"arena-100k-style": lambda: read_arena(ARENA / "hp100k.parquet", style=True),

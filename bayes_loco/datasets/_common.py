@@ -195,16 +195,14 @@ def as_levels(values: pd.Series) -> pd.Series:
     return values.map(lambda v: MISSING if v is None or (isinstance(v, float) and np.isnan(v)) else str(v))
 
 
-def one_hot(frame: pd.DataFrame, columns: Sequence[str], *, counts_from: pd.DataFrame | None = None,
-            reference_levels: Mapping[str, str] | None = None, min_count: int = 1,
-            argument: str = "contexts") -> tuple[np.ndarray, list[str], dict[str, str]]:
-    """x = [1, one-hot of each column with its reference level dropped], its names and the references.
+def one_hot(frame: pd.DataFrame, columns: Sequence[str], *, reference_levels: Mapping[str, str] | None = None,
+            min_count: int = 1, argument: str = "contexts") -> tuple[np.ndarray, list[str]]:
+    """x = [1, one-hot of each column with its reference level dropped] and its column names.
 
     A column's levels are its distinct values (missing → ``"(missing)"``); levels
-    seen fewer than ``min_count`` times (in ``counts_from``, default ``frame``) are
-    pooled into ``"(other)"``. The reference level of a column is
-    ``reference_levels[column]`` or else its most frequent level (ties:
-    alphabetically first). Column names are ``"column=level"``.
+    seen in fewer than ``min_count`` rows are pooled into ``"(other)"``. The
+    reference level of a column is ``reference_levels[column]`` or else its most
+    frequent level (ties: alphabetically first). Column names are ``"column=level"``.
     """
     min_count = check_int(min_count, "min_count", 1)
     reference_levels = dict(reference_levels or {})
@@ -212,12 +210,12 @@ def one_hot(frame: pd.DataFrame, columns: Sequence[str], *, counts_from: pd.Data
     if unknown:
         raise ValueError(f"reference_levels names {unknown}, which are not among the {argument} "
                          f"{list(columns)}")
-    counts_from = frame if counts_from is None else counts_from
-    blocks, names, references = [np.ones((len(frame), 1))], [INTERCEPT], {}
+    blocks, names = [np.ones((len(frame), 1))], [INTERCEPT]
     for column in columns:
-        counts = as_levels(counts_from[column]).value_counts()
+        values = as_levels(frame[column])
+        counts = values.value_counts()
         rare = set(counts.index[counts < min_count])
-        values = as_levels(frame[column]).map(lambda v, rare=rare: OTHER if v in rare else v)
+        values = values.map(lambda v, rare=rare: OTHER if v in rare else v)
         counts = values.value_counts()
         levels = sorted(counts.index, key=lambda v: (-counts[v], v))
         reference = reference_levels.get(column, levels[0])
@@ -231,8 +229,7 @@ def one_hot(frame: pd.DataFrame, columns: Sequence[str], *, counts_from: pd.Data
         block[rows, codes[rows]] = 1.0
         blocks.append(block)
         names += [f"{column}={v}" for v in kept]
-        references[column] = reference
-    return np.hstack(blocks), names, references
+    return np.hstack(blocks), names
 
 
 def encode_actions(name_0: pd.Series, name_1: pd.Series, reference: str | None, argument: str

@@ -187,7 +187,7 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
         extra, names = style_differences(_style_counts(frame, where))
         differences = np.hstack([differences, extra])
         feature_names += names
-    x, context_names, _ = one_hot(frame, list(contexts), min_count=min_count)
+    x, context_names = one_hot(frame, list(contexts), min_count=min_count)
     user_column = next((c for c in USER_COLUMNS if c in frame), None)
     users = (frame[user_column].astype(str) if user_column else
              pd.Series([f"battle{i}" for i in range(len(frame))]))

@@ -144,7 +144,7 @@ def write_prism(folder, n_users: int, seed, *, n_models: int = 10, rank: int = 2
         p = np.array(list(shares.values()))
         answers[question] = [levels[i] for i in rng.choice(len(levels), size=n_users, p=p / p.sum())]
     users = pd.DataFrame({"user_id": [f"user{i}" for i in range(n_users)], **answers})
-    x, context_names, _ = one_hot(users, list(SURVEY_COLUMNS))
+    x, context_names = one_hot(users, list(SURVEY_COLUMNS))
     rank = check_int(rank, "rank", 1, min(x.shape[1], n_models - 1))
     theta = rng.normal(size=(x.shape[1], rank)) @ rng.normal(size=(n_models - 1, rank)).T
     rewards = np.hstack([np.zeros((n_users, 1)), x @ theta])

@@ -183,6 +183,11 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
     survey = _survey(folder, survey_columns)
     ratings, path = _ratings(folder, source, response_features)
     notes = []
+    if turns == "first":  # the opening turn: the first turn of its conversation, scored or not
+        later = ratings["turn"] != ratings.groupby("conversation_id")["turn"].transform("min")
+        if later.any():
+            notes.append(f"responses of later turns left out (turns='first'): {int(later.sum())}")
+        ratings = ratings[~later]
     score = pd.to_numeric(ratings["score"], errors="coerce")
     unscored = score.isna()
     if (unscored & ratings["score"].notna()).any():
@@ -191,11 +196,6 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
     if unscored.any():
         notes.append(f"responses without a score left out: {int(unscored.sum())}")
     ratings = ratings.assign(score=score)[~unscored]
-    if turns == "first":
-        later = ratings["turn"] != ratings.groupby("conversation_id")["turn"].transform("min")
-        if later.any():
-            notes.append(f"responses of later turns left out (turns='first'): {int(later.sum())}")
-        ratings = ratings[~later]
     unknown = sorted(set(ratings["user_id"]) - set(survey["user_id"]))
     if unknown:
         raise ValueError(f"{path}: users {unknown[:5]} rated responses but have no row in {SURVEY}, so "
@@ -218,7 +218,7 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
     rated = survey[survey["user_id"].isin(set(user_ids))].reset_index(drop=True)
     if len(rated) < len(survey):
         notes.append(f"surveyed users without comparisons left out: {len(survey) - len(rated)}")
-    x_users, context_names, _ = one_hot(rated, list(survey_columns), reference_levels=reference_levels,
+    x_users, context_names = one_hot(rated, list(survey_columns), reference_levels=reference_levels,
                                         min_count=min_count, argument="survey_columns")
     x = x_users[pd.Index(rated["user_id"]).get_indexer(user_ids)]
     comparisons = pd.DataFrame({
