@@ -10,7 +10,17 @@ from importlib.metadata import PackageNotFoundError, version
 from . import simulate
 from .coordinates import Coordinates, RTVBasis, VecCoordinates, identified_directions, rtv_basis
 from .data import Population, PreferenceData
-from .evaluate import optimal_value, policy_value, relative_value, suboptimality
+from .evaluate import (
+    accuracy,
+    brier,
+    calibration_curve,
+    log_loss,
+    optimal_value,
+    policy_value,
+    relative_value,
+    score,
+    suboptimality,
+)
 from .exceptions import (
     BayesLocoWarning,
     ConvergenceWarning,
@@ -32,6 +42,7 @@ from .frequentist import (
 )
 from .io import load, save
 from .policy import Policy, greedy_policy, pessimistic_policy, pessimistic_value
+from .predict import Prediction
 from .problems import Problem
 from .results import Diagnostics, Fit, FitStatus, Summary
 from .sets import (
@@ -47,6 +58,7 @@ from .sets import (
     UncertaintySet,
     wald_set,
 )
+from .validation import CrossValidation, cross_validate, fold_indices
 
 
 def __getattr__(name: str):
@@ -69,6 +81,7 @@ __all__ = [
     "ConvergenceWarning",
     "ConvexSet",
     "Coordinates",
+    "CrossValidation",
     "DataWarning",
     "Diagnostics",
     "DrawsSet",
@@ -85,6 +98,7 @@ __all__ = [
     "Policy",
     "PolicyStatus",
     "Population",
+    "Prediction",
     "PreferenceData",
     "Problem",
     "QuantileSet",
@@ -95,12 +109,18 @@ __all__ = [
     "Summary",
     "UncertaintySet",
     "VecCoordinates",
+    "accuracy",
+    "brier",
+    "calibration_curve",
+    "cross_validate",
     "fit_low_rank",
     "fit_mle",
     "fit_prs",
+    "fold_indices",
     "greedy_policy",
     "identified_directions",
     "load",
+    "log_loss",
     "optimal_value",
     "pessimistic_policy",
     "pessimistic_value",
@@ -108,6 +128,7 @@ __all__ = [
     "relative_value",
     "rtv_basis",
     "save",
+    "score",
     "select_rank",
     "simulate",
     "spectral_start",

@@ -10,7 +10,9 @@ Geometry that ArviZ does not draw, in the coordinates the sets live in:
 - :func:`plot_policies`: several methods' policies on one population, side by side;
 - :func:`plot_calibration` (with :func:`calibration`) and :func:`plot_results`: coverage against
   nominal level and study results, from a study's CSV or from
-  :func:`bayes_loco.experiments.compare_policies`.
+  :func:`bayes_loco.experiments.compare_policies`;
+- :func:`plot_reliability`: held-out reliability diagrams of predicted probabilities
+  (:func:`bayes_loco.evaluate.calibration_curve`), no truth needed.
 
 For the posterior's own marginals, pairs and traces use ArviZ on the fit's tree, e.g.
 ``arviz_plots.plot_dist(post.tree, var_names=["theta_rtv"])``: those are not re-drawn here.
@@ -45,7 +47,7 @@ from .policy import Policy, candidate_features
 from .sets import DrawsSet, EllipsoidSet, QuantileSet
 from .sets.ellipsoid import IDENTIFIED_RTOL
 
-__all__ = ["LEVELS", "calibration", "plot_calibration", "plot_policies", "plot_results",
+__all__ = ["LEVELS", "calibration", "plot_calibration", "plot_policies", "plot_reliability", "plot_results",
            "plot_reward_intervals", "plot_sets", "plot_spectrum", "value_direction"]
 
 # Points on each projected ellipse.
@@ -882,3 +884,55 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
     axes[0][0].set_ylabel("coverage of θ*_rtv")
     axes[0][-1].legend(fontsize=8, loc="best")
     return _finish(fig, title, len(panels), out)
+
+
+# ------------------------------------------------------------------------------ reliability diagram
+
+RELIABILITY_COLUMNS = ("predicted", "observed", "count", "std_err")
+
+
+def plot_reliability(curves, *, ax: Axes | None = None) -> Axes:
+    """Reliability diagram: observed mean label against mean predicted probability, bin by bin.
+
+    Each curve is a :func:`bayes_loco.evaluate.calibration_curve` table. Its points carry
+    error bars of ±1.96 s.e. of the observed mean and are labelled with the bin's count; a
+    calibrated model's points sit on the diagonal within their bars.
+
+    Parameters
+    ----------
+    curves : pandas.DataFrame or mapping name -> DataFrame
+        One curve, or several named ones (e.g. ``{"PRS r=2": ..., "plain BT": ...}``).
+    ax : Axes, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+    """
+    pairs = [("model", curves)] if isinstance(curves, pd.DataFrame) else _mapping_pairs(
+        curves, "curves", "calibration_curve DataFrame")
+    for name, curve in pairs:
+        if not isinstance(curve, pd.DataFrame):
+            raise TypeError(f"curves[{name!r}] must be a DataFrame from calibration_curve, got "
+                            f"{type(curve).__name__}")
+        missing = [c for c in RELIABILITY_COLUMNS if c not in curve]
+        if missing:
+            raise ValueError(f"curves[{name!r}] lacks the columns {missing} of a calibration_curve table")
+    ax = _new_axes(ax, (4.6, 4.4))
+    ax.plot([0, 1], [0, 1], color="0.5", lw=0.8, ls="--", label="perfect calibration")
+    for i, (name, curve) in enumerate(pairs):
+        colour = f"C{i}"
+        predicted, observed = curve["predicted"].to_numpy(float), curve["observed"].to_numpy(float)
+        bars = 1.96 * np.nan_to_num(curve["std_err"].to_numpy(float))
+        ax.errorbar(predicted, observed, yerr=bars, fmt="o-", color=colour, ms=4, lw=1.4, capsize=2,
+                    label=f"{name} (±1.96 s.e.)")
+        for x, y, n in zip(predicted, observed, curve["count"], strict=True):
+            ax.annotate(f"{int(n)}", (x, y), textcoords="offset points", xytext=(4, -9), fontsize=6,
+                        color=colour)
+    ax.set_xlim(0, 1)
+    ax.set_ylim(0, 1)
+    ax.set_aspect("equal")
+    ax.set_xlabel("mean predicted P(a₁ preferred)")
+    ax.set_ylabel("observed mean label (ties ½)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc="upper left")
+    return ax

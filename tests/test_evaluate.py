@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 from types import SimpleNamespace
 
 import numpy as np
@@ -336,3 +337,38 @@ def test_score_is_the_metrics_of_predict_proba(random_problem):
     p = fit.predict_proba(held_out)
     assert score(fit, held_out) == {"log_loss": log_loss(held_out, p), "accuracy": accuracy(held_out, p),
                                     "brier": brier(held_out, p)}
+
+
+def test_plot_reliability_draws_each_curve_with_its_error_bars_and_counts(tmp_path):
+    from matplotlib.figure import Figure
+
+    from bayes_loco.plots import plot_reliability
+
+    rng = np.random.default_rng(6)
+    p = rng.random(3000)
+    y = (rng.random(p.size) < p).astype(int)
+    curves = {"calibrated": calibration_curve(y, p, bins=8),
+              "overconfident": calibration_curve(y, p**2, bins=8)}
+    ax = Figure().subplots()
+    assert plot_reliability(curves, ax=ax) is ax
+    diagonal = ax.lines[0]
+    assert list(diagonal.get_xdata()) == [0, 1] and list(diagonal.get_ydata()) == [0, 1]
+    assert len(ax.containers) == 2
+    for container, curve in zip(ax.containers, curves.values(), strict=True):
+        line, _, (bars,) = container.lines
+        np.testing.assert_allclose(line.get_xdata(), curve["predicted"])
+        np.testing.assert_allclose(line.get_ydata(), curve["observed"])
+        lengths = np.array([seg[1, 1] - seg[0, 1] for seg in bars.get_segments()])
+        np.testing.assert_allclose(lengths, 2 * 1.96 * curve["std_err"], rtol=1e-12)
+    counts = [int(t.get_text()) for t in ax.texts]
+    assert counts == [*curves["calibrated"]["count"], *curves["overconfident"]["count"]]
+    assert [t.get_text() for t in ax.get_legend().get_texts()][1:] == ["calibrated (±1.96 s.e.)",
+                                                                     "overconfident (±1.96 s.e.)"]
+    ax.figure.savefig(os.environ.get("RELIABILITY_PNG", tmp_path / "reliability.png"))
+    one = Figure().subplots()
+    plot_reliability(curves["calibrated"], ax=one)
+    assert len(one.containers) == 1
+    with pytest.raises(ValueError, match="lacks the columns"):
+        plot_reliability({"bad": curves["calibrated"].drop(columns="std_err")}, ax=one)
+    with pytest.raises(TypeError, match="DataFrame"):
+        plot_reliability({"bad": [1, 2]}, ax=one)
