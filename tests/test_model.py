@@ -147,3 +147,91 @@ def test_outcome_probabilities_follow_davidson_and_reduce_to_bradley_terry():
     np.testing.assert_allclose(outcome_probabilities(eta, nu), expected, rtol=1e-12)
     np.testing.assert_allclose(expected_label(eta, nu), (win + nu / 2) / total, rtol=1e-12)
     np.testing.assert_allclose(expected_label(eta), bt[:, 2], rtol=1e-15)
+
+
+# ----------------------------------------------------------------------------- ties and weights
+
+
+def test_neg_log_likelihood_reads_a_tie_as_half_a_win_each_way():
+    eta = np.array([-2.0, 0.0, 0.3, 5.0])
+    tie = np.full(4, 0.5)
+    half = 0.5 * np.log1p(np.exp(-eta)) + 0.5 * np.log1p(np.exp(eta))  # ½ softplus(−η) + ½ softplus(η)
+    assert model.neg_log_likelihood(eta, tie) == pytest.approx(half.sum(), rel=1e-13)
+    assert model.neg_log_likelihood(np.zeros(3), np.full(3, 0.5)) == pytest.approx(3 * np.log(2), rel=1e-14)
+    # Not a loss (the reading of labels == 1 before ties existed), and symmetric in η.
+    assert model.neg_log_likelihood(eta, tie) != pytest.approx(model.neg_log_likelihood(eta, np.zeros(4)))
+    assert model.neg_log_likelihood(eta, tie) == pytest.approx(model.neg_log_likelihood(-eta, tie), rel=1e-13)
+    labels = np.array([1.0, 0.5, 0.0, 0.5])
+    w = np.array([0.5, 2.0, 1.0, 3.0])
+    terms = np.array([model.neg_log_likelihood(eta[i: i + 1], labels[i: i + 1]) for i in range(4)])
+    assert model.neg_log_likelihood(eta, labels, w) == pytest.approx(w @ terms, rel=1e-13)
+    np.testing.assert_allclose(model.residuals(eta, labels, w), w * (1 / (1 + np.exp(-eta)) - labels),
+                               rtol=1e-13)
+    p = 1 / (1 + np.exp(-eta))
+    np.testing.assert_allclose(model.fisher_weights(eta, w), w * p * (1 - p), rtol=1e-13)
+
+
+def _likelihoods():
+    rng = np.random.default_rng(8)
+    labels = rng.integers(0, 3, 40) / 2
+    w = rng.uniform(0.3, 3.0, 40)
+    likelihoods = [model.Likelihood(labels, w, "half"), model.Likelihood(labels, None, "davidson"),
+                   model.Likelihood(labels, w, "davidson")]
+    return rng.normal(0, 2, 40), likelihoods
+
+
+@pytest.mark.parametrize("which", [0, 1, 2])
+def test_likelihood_derivatives_and_curvature_match_finite_differences(which):
+    eta, likelihoods = _likelihoods()
+    lik = likelihoods[which]
+    lam = np.log(0.7) if lik.ties == "davidson" else None
+    w = np.ones(eta.size) if lik.weights is None else lik.weights
+    if lik.ties == "davidson":  # −log P(y_t) with P from outcome_probabilities
+        direct = -np.log(outcome_probabilities(eta, 0.7)[np.arange(eta.size), (2 * lik.labels).astype(int)])
+        assert lik.value(eta, lam) == pytest.approx(w @ direct, rel=1e-12)
+    value, d_eta, d_lam = lik.derivatives(eta, lam)
+    assert value == pytest.approx(lik.value(eta, lam), rel=1e-15)
+    c_eta, c_cross, c_lam = lik.curvature(eta, lam)
+
+    def per_comparison(e, lm):
+        return np.array([lik.rows(i, i + 1).value(e[i: i + 1], lm) for i in range(e.size)])
+
+    h = 1e-5
+    np.testing.assert_allclose(d_eta, (per_comparison(eta + h, lam) - per_comparison(eta - h, lam)) / (2 * h),
+                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(c_eta, (lik.derivatives(eta + h, lam)[1] - lik.derivatives(eta - h, lam)[1])
+                               / (2 * h), rtol=1e-6, atol=1e-9)
+    if lik.ties == "half":
+        assert d_lam is None and c_cross is None and c_lam == 0.0 and lik.n_extra == 0
+        return
+    assert lik.n_extra == 1
+    np.testing.assert_allclose(d_lam, (per_comparison(eta, lam + h) - per_comparison(eta, lam - h)) / (2 * h),
+                               rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(c_cross, (lik.derivatives(eta, lam + h)[1] - lik.derivatives(eta, lam - h)[1])
+                               / (2 * h), rtol=1e-6, atol=1e-9)
+    c_lam_t = (lik.derivatives(eta, lam + h)[2] - lik.derivatives(eta, lam - h)[2]) / (2 * h)
+    assert c_lam == pytest.approx(c_lam_t.sum(), rel=1e-6)
+    # Convex in (η_t, λ): each comparison's 2 × 2 curvature is positive semi-definite.
+    assert np.all(c_eta * c_lam_t - c_cross**2 >= -1e-8)
+
+
+def test_likelihood_knows_when_it_is_a_quasi_likelihood():
+    plain, tied = np.array([0, 1, 1], dtype=np.int8), np.array([0.0, 0.5, 1.0])
+    w = np.array([1.0, 2.0, 1.0])
+    assert not model.Likelihood(plain).quasi and not model.Likelihood(plain, ties="davidson").quasi
+    assert model.Likelihood(tied).quasi and not model.Likelihood(tied, ties="davidson").quasi
+    assert model.Likelihood(plain, w).quasi and model.Likelihood(tied, w, "davidson").quasi
+
+
+def test_sandwich_precision_inverts_the_sandwich_covariance():
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((30, 4)), rng.standard_normal((30, 4))
+    bread, meat = a.T @ a, b.T @ b
+    expected = np.linalg.inv(np.linalg.inv(bread) @ meat @ np.linalg.inv(bread))
+    np.testing.assert_allclose(model.sandwich_precision(bread, meat), expected, rtol=1e-10)
+    # A direction no row reaches (a common null space) gets precision 0: the set is a cylinder there.
+    basis = np.linalg.qr(rng.standard_normal((5, 5)))[0]
+    lift = basis[:, :4]
+    precision = model.sandwich_precision(lift @ bread @ lift.T, lift @ meat @ lift.T)
+    np.testing.assert_allclose(precision @ basis[:, 4], 0.0, atol=1e-10)
+    np.testing.assert_allclose(lift.T @ precision @ lift, expected, rtol=1e-8)
