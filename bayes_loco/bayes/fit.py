@@ -69,9 +69,12 @@ from .chart import (
 from .credible import KINDS, credible_set
 from .geometry import choose_geometry, default_start, ranking, troubled
 from .layout import arrange, root_attrs
+from .loo import PosteriorLikelihood
 from .model import balanced_factors, build_model
 from .reduced import draws_moments, stacked_draws
 from .samplers import sample_nutpie
+from .settings import Prior, _set, prior_record, settings_group
+from .ties import tie_prior, tie_record
 
 METHODS = ("nuts", "map", "vi")
 NUTS_SAMPLERS = ("pymc", "nutpie", "numpyro")
@@ -114,36 +117,6 @@ def _jax_chain_method(chains: int) -> str:
 
 
 # ------------------------------------------------------------------------------------- settings
-
-
-def _set(obj, name, value) -> None:
-    object.__setattr__(obj, name, value)
-
-
-@dataclass(frozen=True)
-class Prior:
-    """The prior of :func:`~bayes_loco.bayes.build_model` (see there for what each setting does).
-
-    Attributes
-    ----------
-    scale : float
-        s > 0: the prior standard deviation of the factor entries U_ik, V_jk,
-        or the scale of their HalfNormal hyper-prior.
-    hyper : bool
-        HalfNormal(``scale``) hyper-priors on the factor scales s_U, s_V.
-    balance : float
-        c ≥ 0 of the balancing potential −(c/8)‖UᵀU − VᵀV‖²_F (0: free factors).
-    """
-
-    scale: float = 1.0
-    hyper: bool = False
-    balance: float = 0.0
-
-    def __post_init__(self):
-        _set(self, "scale", check_real(self.scale, "prior.scale", 0.0, low_open=True))
-        if not isinstance(self.hyper, bool):
-            raise TypeError(f"prior.hyper must be a bool, got {self.hyper!r}")
-        _set(self, "balance", check_real(self.balance, "prior.balance", 0.0))
 
 
 @dataclass(frozen=True)
@@ -288,32 +261,11 @@ class MAP:
         _set(self, "draws", check_int(self.draws, "map.draws", 1))
 
 
-def settings_group(value, cls, name: str):
-    """``value`` as a ``cls`` settings group: an instance, a dict of its fields, or None (the defaults).
-
-    Raises one ValueError naming the group, the unknown keys and the known ones,
-    and ``cls``'s own errors (``"nuts.draws must be >= 1"``) for bad values.
-    """
-    if value is None:
-        return cls()
-    if isinstance(value, cls):
-        return value
-    if isinstance(value, Mapping):
-        known = [f.name for f in dataclasses.fields(cls)]
-        unknown = [key for key in value if key not in known]
-        if unknown:
-            raise ValueError(f"{name} has no setting {', '.join(map(repr, unknown))}; the {name} settings "
-                             f"are {', '.join(known)}")
-        return cls(**value)
-    raise TypeError(f"{name} must be a {cls.__name__}, a dict of its settings or None, "
-                    f"got {type(value).__name__}")
-
-
 # ------------------------------------------------------------------------------------ posterior
 
 
 @dataclass(frozen=True, eq=False)
-class Posterior(Predictive, InRTVCoordinates, SummaryHTML):
+class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
     """A posterior fit of the factored model and its reduced coordinates.
 
     It follows the :class:`~bayes_loco.results.Fit` protocol in the RTV
@@ -764,14 +716,15 @@ def _model_key(model: pm.Model, frame, prior: Prior) -> tuple:
     """What fixes the compiled log density of a model (:mod:`.samplers`): everything but the shared inputs.
 
     The parametrisation and its ranks and span dimensions, the prior's settings
-    (constants of the graph), and the coordinates (the names nutpie labels draws
-    with; the comparisons by their count).
+    (constants of the graph), the coordinates (the names nutpie labels draws
+    with; the comparisons by their count), and the data containers' names (which
+    likelihood the graph holds: Bernoulli, "half" or Davidson's, :mod:`.ties`).
     """
     shape = None if frame is None else (frame.rank, frame.chart_rank, frame.left.shape, frame.right.shape,
                                          frame.left_null.shape, frame.right_null.shape)
     coords = tuple((name, len(values) if name == D.COMPARISON else tuple(map(str, values)))
                    for name, values in model.coords.items())
-    return (shape, dataclasses.astuple(prior), coords)
+    return (shape, dataclasses.astuple(prior), coords, tuple(sorted(var.name for var in model.data_vars)))
 
 
 def _find_map(model, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
@@ -1032,7 +985,8 @@ def _diagnose(tree, method: str, vi: VI, seconds: float) -> Diagnostics:
 
 
 @checks_data
-def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prior: Prior | dict | None = None,
+def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", ties: str = "half",
+                  prior: Prior | dict | None = None,
                   nuts: NUTS | dict | None = None, map: MAP | dict | None = None,
                   vi: VI | dict | None = None, start: LowRankResult | None = None,
                   basis: RTVBasis | LowRankResult | None = None, ridge: float = 0.0, random_seed: int = 0,
@@ -1050,6 +1004,9 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
         ``"vi"``: ADVI, a fast Gaussian approximation in (U, V) whose spread is
         typically too small (mean-field ignores the posterior correlations of U
         and V).
+    ties : {"half", "davidson"}
+        The likelihood of ties and weights (:mod:`bayes_loco.bayes.ties`): a tie half
+        a win each way, or Davidson's model with ν (prior: ``prior.nu_scale``).
     prior, nuts, map, vi : Prior, NUTS, MAP, VI, a dict of their fields, or None
         The settings groups (None: the defaults): the prior of
         :func:`~bayes_loco.bayes.build_model`, and the settings of NUTS, MAP and
@@ -1105,7 +1062,7 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", prio
     """
     rank = check_rank(rank, data.d_x, data.d_phi)
     check_option(method, "method", METHODS)
-    prior = settings_group(prior, Prior, "prior")
+    prior = tie_prior(settings_group(prior, Prior, "prior"), ties)
     nuts = settings_group(nuts, NUTS, "nuts")
     map_settings = settings_group(map, MAP, "map")
     vi = settings_group(vi, VI, "vi")
@@ -1204,10 +1161,9 @@ class _Run:
     ridge: float
 
     def settings(self, method: str, group) -> dict:
-        return {"rank": self.rank, "method": method, "prior": dataclasses.asdict(self.prior),
-                "ridge": self.ridge,
+        return {"rank": self.rank, "method": method, "prior": prior_record(self.prior), "ridge": self.ridge,
                 "random_seed": self.seed, "predictive_draws": self.predictive_draws,
-                method: dataclasses.asdict(group)}
+                method: dataclasses.asdict(group), **tie_record(self.data, self.prior)}
 
     def nuts(self, geometry, nuts: NUTS) -> tuple[Posterior, dict]:
         """One NUTS run in ``geometry``'s coordinates: sample, arrange the tree, diagnose."""

@@ -11,6 +11,9 @@ of :mod:`bayes_loco.trees`):
     :mod:`bayes_loco.trees`). ``az.diagnose``, ``az.summary`` and ``az.plot_*``
     with default arguments therefore never look at U and V. For MAP these are
     the Laplace draws (below); for VI, draws from the fitted approximation.
+    Davidson's model (:mod:`bayes_loco.bayes.ties`) adds ``nu`` = ν
+    (``chain, draw``; for MAP in ``point_estimate`` only, as the Laplace draws
+    hold it at the MAP).
 ``factors``
     The factors U (``context × rank``), V (``feature × rank``) and, with
     ``prior.hyper``, the scales ``sigma_U``, ``sigma_V``: not identified
@@ -32,9 +35,17 @@ of :mod:`bayes_loco.trees`):
 ``posterior_predictive``, ``observed_data``
     Replicated labels ``y`` (``chain, draw, comparison``, Bernoulli) beside the
     observed ``y``: ``az.plot_ppc_dist``, ``az.plot_ppc_pava`` work on them.
+    Davidson's model replicates its three outcomes (y ∈ {0, ½, 1}); the "half"
+    quasi-likelihood generates no ties, so with it the replicates stay Bernoulli
+    (the group's note says so).
 ``preference_probability``
     ``p`` = σ(x_tᵀ Θ Δφ_t) for the same draws (``chain, draw, comparison``): the
-    posterior of each comparison's preference probability.
+    posterior of each comparison's preference probability. Davidson's model:
+    ``p`` = P(y = 1) + ½ P(tie) (:func:`bayes_loco.model.expected_label`) and
+    ``p_tie`` = P(tie).
+``log_likelihood``
+    Not stored: :meth:`~bayes_loco.bayes.Posterior.with_log_likelihood` returns
+    the tree with it (:mod:`bayes_loco.bayes.loo` says why).
 ``constant_data``
     The comparisons (PyMC's ``pm.Data`` containers ``contexts``, ``differences``,
     ``labels``) and what each θ_rtv coordinate is (:func:`bayes_loco.trees.rtv_chart`):
@@ -68,10 +79,14 @@ from scipy.special import expit
 
 from ..coordinates import RTVBasis
 from ..data import PreferenceData
+from ..model import outcome_probabilities
 from ..trees import CONSTANT_DATA, identified_coordinates, rtv_chart, sample_coords
 from . import dims as D
 from .reduced import theta_rtv_array
+from .ties import BERNOULLI, DAVIDSON, NU, likelihood_kind
 
+#: Davidson's P(tie) in the ``preference_probability`` group.
+P_TIE = "p_tie"
 #: The largest number of entries (N × draws) of a predictive group.
 MAX_PREDICTIVE_VALUES = 4_000_000
 
@@ -90,14 +105,18 @@ def predictive_indices(chains: int, draws: int, n: int, wanted: int) -> np.ndarr
     return np.unique(np.linspace(0, draws - 1, per_chain).round().astype(np.int64))
 
 
-def preference_probabilities(theta: np.ndarray, data: PreferenceData) -> np.ndarray:
-    """p_t = σ(x_tᵀ Θ Δφ_t) for draws of Θ of shape (…, d_x, d_φ): shape (…, N), one draw at a time."""
+def preference_probabilities(theta: np.ndarray, data: PreferenceData, link=expit) -> np.ndarray:
+    """p_t = σ(x_tᵀ Θ Δφ_t) for draws of Θ of shape (…, d_x, d_φ): shape (…, N), one draw at a time.
+
+    ``link=None`` gives the margins η_t themselves.
+    """
     lead = theta.shape[:-2]
     flat = theta.reshape(-1, *theta.shape[-2:])
     out = np.empty((flat.shape[0], data.n))
     for j, th in enumerate(flat):
         out[j] = np.einsum("tj,tj->t", data.contexts @ th, data.differences)
-    return expit(out).reshape(*lead, data.n)
+    out = out.reshape(*lead, data.n)
+    return out if link is None else link(out)
 
 
 def prior_theta(data: PreferenceData, rank: int, prior, draws: int, rng: np.random.Generator) -> np.ndarray:
@@ -137,6 +156,7 @@ def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.nd
     factors.attrs = {**source.attrs,
                      "note": "U and V are not identified (U R, V R give the same Θ): R-hat and ESS on them "
                              "mean nothing; diagnose the posterior group"}
+    nu = source[NU] if NU in source.data_vars else None
     if method == "map":
         point = theta.isel({"chain": 0, "draw": 0}, drop=True)
         groups[D.POSTERIOR] = _identified_group(laplace, basis, {
@@ -144,8 +164,12 @@ def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.nd
         groups[D.POINT_ESTIMATE] = xr.Dataset({D.THETA: point,
                                                D.THETA_RTV: theta_rtv_array(point, basis)},
                                               attrs={"description": "the MAP estimate"})
+        if nu is not None:
+            groups[D.POINT_ESTIMATE][NU] = nu.isel({"chain": 0, "draw": 0}, drop=True)
     else:
         groups[D.POSTERIOR] = _identified_group(theta, basis, source.attrs)
+        if nu is not None:
+            groups[D.POSTERIOR][NU] = nu
     groups[D.FACTORS] = factors
     for name in (D.SAMPLE_STATS, D.OBSERVED_DATA, CONSTANT_DATA, D.OPTIMIZER_RESULT):
         if name in raw.children and raw[name].to_dataset(inherit=False).data_vars:
@@ -158,21 +182,39 @@ def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.nd
                                   coords={D.ITERATION: np.arange(len(loss))},
                                   attrs={"description": "negative ELBO (PyMC's loss) at every iteration"})})
     if predictive_draws > 0:
+        nu_draws = groups[D.POSTERIOR].get(NU)
+        if nu_draws is None and nu is not None:  # MAP: ν held at the MAP for every Laplace draw
+            nu_draws = xr.full_like(laplace.isel({D.CONTEXT: 0, D.FEATURE: 0}, drop=True),
+                                    float(groups[D.POINT_ESTIMATE][NU]))
         groups |= _predictive_groups(groups[D.POSTERIOR][D.THETA], basis, data, prior, predictive_draws,
-                                     seed, raw)
+                                     seed, raw, nu_draws)
     ordered = {"/": xr.Dataset(attrs=root_attrs)}
     ordered |= {name: groups[name] for name in _ORDER if name in groups}
     return xr.DataTree.from_dict(ordered)
 
 
+def _davidson_replicates(theta: xr.DataArray, nu: xr.DataArray, data: PreferenceData, u: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Davidson's replicated labels (0, ½, 1 from the uniforms ``u``), E[y] and P(tie) for each draw."""
+    eta = preference_probabilities(np.asarray(theta.values, dtype=float), data, link=None)
+    probs = outcome_probabilities(eta, np.asarray(nu.values, dtype=float)[..., None])
+    y = np.where(u < probs[..., 0], 0.0, np.where(u < probs[..., 0] + probs[..., 1], 0.5, 1.0))
+    return y, probs[..., 2] + 0.5 * probs[..., 1], probs[..., 1]
+
+
 def _predictive_groups(theta: xr.DataArray, basis, data: PreferenceData, prior, wanted: int,
-                       seed: int, raw: xr.DataTree) -> dict[str, xr.Dataset]:
+                       seed: int, raw: xr.DataTree, nu: xr.DataArray | None) -> dict[str, xr.Dataset]:
     rng = np.random.default_rng([seed, 20250101])
     chains, draws = theta.sizes["chain"], theta.sizes["draw"]
     idx = predictive_indices(chains, draws, data.n, wanted)
     thinned = theta.isel(draw=idx)
-    p = preference_probabilities(np.asarray(thinned.values, dtype=float), data)
-    y = (rng.random(p.shape) < p).astype(np.int64)
+    kind = likelihood_kind(data, prior)
+    if kind == DAVIDSON:
+        y, p, p_tie = _davidson_replicates(thinned, nu.isel(draw=idx), data, rng.random((*thinned.shape[:2],
+                                                                                            data.n)))
+    else:
+        p = preference_probabilities(np.asarray(thinned.values, dtype=float), data)
+        y = (rng.random(p.shape) < p).astype(np.int64)
     comparison = (raw[D.OBSERVED_DATA][D.OBSERVED].coords[D.COMPARISON].values
                   if D.OBSERVED_DATA in raw.children else np.arange(data.n))
     coords = {"chain": thinned.coords["chain"].values, "draw": thinned.coords["draw"].values,
@@ -180,17 +222,25 @@ def _predictive_groups(theta: xr.DataArray, basis, data: PreferenceData, prior, 
     dims = ("chain", "draw", D.COMPARISON)
     note = (f"{idx.size} of every chain's {draws} draws, evenly spaced (predictive_draws={wanted}, "
             f"at most {MAX_PREDICTIVE_VALUES} numbers)")
+    replicated = "replicated labels y_t ~ Bernoulli(p_t)"
+    probability = "p_t = σ(x_tᵀ Θ Δφ_t): the probability that comparison t prefers a_t1"
+    if kind == DAVIDSON:
+        replicated = "replicated labels y_t ∈ {0, ½, 1} from Davidson's model at (Θ, ν)"
+        probability = ("p_t = P(y_t = 1) + ½ P(tie): the probability that a_t1 is preferred, a tie counting "
+                       "half")
+    elif kind != BERNOULLI:
+        replicated += " (the 'half' quasi-likelihood generates no ties)"
     groups = {
         D.POSTERIOR_PREDICTIVE: xr.Dataset(
-            {D.OBSERVED: xr.DataArray(y, dims=dims, coords=coords,
-                                      attrs={"description": "replicated labels y_t ~ Bernoulli(p_t)"})},
+            {D.OBSERVED: xr.DataArray(y, dims=dims, coords=coords, attrs={"description": replicated})},
             attrs={"note": note}),
         D.PREFERENCE_PROBABILITY: xr.Dataset(
-            {D.PROBABILITY: xr.DataArray(p, dims=dims, coords=coords,
-                                         attrs={"description": "p_t = σ(x_tᵀ Θ Δφ_t): the probability that "
-                                                               "comparison t prefers a_t1"})},
+            {D.PROBABILITY: xr.DataArray(p, dims=dims, coords=coords, attrs={"description": probability})},
             attrs={"note": note}),
     }
+    if kind == DAVIDSON:
+        groups[D.PREFERENCE_PROBABILITY][P_TIE] = xr.DataArray(
+            p_tie, dims=dims, coords=coords, attrs={"description": "P(tie) under Davidson's model"})
     n_prior = min(wanted, chains * draws)
     prior_values = prior_theta(data, basis.rank, prior, n_prior, rng)[None]
     prior_note = ("draws from the Normal priors of U and V"
@@ -198,6 +248,10 @@ def _predictive_groups(theta: xr.DataArray, basis, data: PreferenceData, prior, 
                   + ("; the balancing potential is not included" if prior.balance > 0 else ""))
     groups[D.PRIOR] = _identified_group(_theta_array(prior_values, sample_coords(1, n_prior), theta), basis,
                                         {"note": prior_note})
+    if kind == DAVIDSON:
+        groups[D.PRIOR][NU] = xr.DataArray(np.exp(prior.nu_scale * rng.standard_normal((1, n_prior))),
+                                           dims=("chain", "draw"), coords=sample_coords(1, n_prior),
+                                           attrs={"description": "ν from its prior, log ν ~ N(0, nu_scale²)"})
     return groups
 
 

@@ -17,6 +17,8 @@ import pytensor.tensor as pt
 from .._validation import check_rank, check_real
 from ..data import PreferenceData
 from . import dims as D
+from .settings import Prior, settings_group
+from .ties import BERNOULLI, add_tie_likelihood, likelihood_kind, tie_prior
 
 
 def model_coords(data: PreferenceData, rank: int, *, context_names=None, feature_names=None) -> dict:
@@ -45,8 +47,8 @@ def model_coords(data: PreferenceData, rank: int, *, context_names=None, feature
     return coords
 
 
-def build_model(data: PreferenceData, rank: int, *, prior=None, store_margins: bool = False,
-                context_names=None, feature_names=None) -> pm.Model:
+def build_model(data: PreferenceData, rank: int, *, prior=None, ties: str | None = None,
+                store_margins: bool = False, context_names=None, feature_names=None) -> pm.Model:
     """PyMC model of the contextual BTL likelihood with a factored rank-r Θ = U Vᵀ.
 
     Priors (the :class:`~bayes_loco.bayes.Prior` ``prior``): U_ik ~ N(0, s_U²),
@@ -56,7 +58,10 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, store_margins: b
     uncorrelated but not independent and not Gaussian (each is a sum of r
     products of Normals), and its mass concentrates on rank-r matrices.
 
-    Likelihood: y_t ~ Bernoulli(σ(η_t)), η_t = Σ_k (X U)_tk (ΔΦ V)_tk.
+    Likelihood: y_t ~ Bernoulli(σ(η_t)), η_t = Σ_k (X U)_tk (ΔΦ V)_tk, on data
+    without ties and weights; with ties or weights, or with ``ties="davidson"``,
+    the weighted "half" quasi-likelihood or Davidson's model of
+    :mod:`bayes_loco.bayes.ties`.
 
     Parameters
     ----------
@@ -86,6 +91,11 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, store_margins: b
           free 199 s, 1944, 4.92; c = 1: 261 s, 1942, 5.00. No divergences,
           R-hat ≤ 1.007 in all four. Neither wins consistently, so the simpler
           free model is the default.
+        - ``nu_scale`` (None): σ_ν of Davidson's prior log ν ~ N(0, σ_ν²); set
+          (to 1 unless given) by ``ties="davidson"``.
+    ties : {"half", "davidson"} or None
+        The tie model (:mod:`bayes_loco.bayes.ties`); None: the one ``prior``
+        describes (Davidson's iff it has a ``nu_scale``).
     store_margins : bool
         Also keep η (dims ``comparison``) as a Deterministic; off by default as
         it stores N numbers per draw.
@@ -97,14 +107,13 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, store_margins: b
     pymc.Model
         Free variables ``U`` (context × rank) and ``V`` (feature × rank)
         (and ``sigma_U``, ``sigma_V`` with ``prior.hyper``); Deterministic
-        ``theta`` = Θ (context × feature); observed ``y``.
+        ``theta`` = Θ (context × feature); observed ``y``; for Davidson's model
+        ``log_nu_shift`` (free) and ``nu`` = ν (Deterministic).
     """
-    from .fit import Prior, settings_group  # fit.py imports this module
-
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     rank = check_rank(rank, data.d_x, data.d_phi)
-    prior = settings_group(prior, Prior, "prior")
+    prior = tie_prior(settings_group(prior, Prior, "prior"), ties)
     coords = model_coords(data, rank, context_names=context_names, feature_names=feature_names)
     with pm.Model(coords=coords) as model:
         s_u, s_v = prior_scales(prior)
@@ -123,16 +132,20 @@ def prior_scales(prior):
 
 
 def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool) -> None:
-    """Inside a model context: the data containers, the balancing potential, Θ = U Vᵀ and y's Bernoulli.
+    """Inside a model context: the data containers, the balancing potential, Θ = U Vᵀ and y's likelihood.
 
     Shared by the factored model and its chart (:mod:`bayes_loco.bayes.chart`),
-    which differ only in how U and V are parametrised.
+    which differ only in how U and V are parametrised. The likelihood is y's
+    Bernoulli, or where :func:`~.ties.likelihood_kind` says so the tie model's
+    (:func:`~.ties.add_tie_likelihood`), chosen by ``data`` and ``prior``.
     """
     if not isinstance(store_margins, bool):
         raise TypeError(f"store_margins must be a bool, got {store_margins!r}")
     x = pm.Data(D.DATA_CONTEXTS, data.contexts, dims=(D.COMPARISON, D.CONTEXT))
     dphi = pm.Data(D.DATA_DIFFERENCES, data.differences, dims=(D.COMPARISON, D.FEATURE))
-    y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=np.int64), dims=D.COMPARISON)
+    bernoulli = likelihood_kind(data, prior) == BERNOULLI
+    if bernoulli:
+        y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=np.int64), dims=D.COMPARISON)
     if prior.balance > 0:
         gap = pt.dot(u.T, u) - pt.dot(v.T, v)
         pm.Potential(D.BALANCE, -(prior.balance / 8.0) * pt.sum(gap * gap))
@@ -140,7 +153,10 @@ def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool) -> No
     eta = pt.sum(pt.dot(x, u) * pt.dot(dphi, v), axis=1)
     if store_margins:
         eta = pm.Deterministic(D.MARGINS, eta, dims=D.COMPARISON)
-    pm.Bernoulli(D.OBSERVED, logit_p=eta, observed=y, dims=D.COMPARISON)
+    if bernoulli:
+        pm.Bernoulli(D.OBSERVED, logit_p=eta, observed=y, dims=D.COMPARISON)
+    else:
+        add_tie_likelihood(data, eta, prior)
 
 
 def balanced_factors(theta: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
