@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import warnings
 
 import numpy as np
@@ -106,8 +105,6 @@ def test_posterior_uses_davidson_nu_draws(train, test_data):
 
 
 def test_a_davidson_fit_predicts_with_its_nu(problem):
-    if "ties" not in inspect.signature(bl.fit_mle).parameters:
-        pytest.skip("fit_mle has no tie models yet")
     rng = np.random.default_rng(7)
     data = problem.sample(3000, seed=8)
     eta = loop_margins(problem.theta, data)
@@ -143,6 +140,29 @@ def test_wald_interval_is_the_delta_method_on_the_pseudo_inverse_information(wal
     assert pi.level == LEVEL and pi.method == "wald delta method"
     wider = fit.predict_interval(test_data, 0.99)
     assert np.all(wider.lower <= pi.lower) and np.all(wider.upper >= pi.upper)
+
+
+def test_with_ties_and_weights_the_interval_follows_the_sandwich(train, test_data):
+    """ties="half" with ties and weights: var(η̂_t) = z_tᵀ H⁻¹ J H⁻¹ z_t (HC0), built here from the design."""
+    rng = np.random.default_rng(9)
+    labels = np.where(rng.random(train.n) < 0.2, 0.5, train.labels)
+    weights = rng.uniform(0.5, 2.0, train.n)
+    data = bl.PreferenceData(train.contexts, train.differences, labels, weights=weights)
+    fit = bl.fit_mle(data)
+    z = kron_rows(fit.coordinates, data.contexts, data.differences)
+    p = expit(z @ fit.estimate)
+    bread = z.T @ ((weights * p * (1 - p))[:, None] * z)
+    meat = z.T @ ((weights * (labels - p)) ** 2 * z.T).T
+    inverse = np.linalg.pinv(bread, rcond=1e-10, hermitian=True)
+    cov = inverse @ meat @ inverse
+    zt = kron_rows(fit.coordinates, test_data.contexts, test_data.differences)
+    sd = np.sqrt(np.einsum("ti,ij,tj->t", zt, cov, zt))
+    eta = loop_margins(fit.theta, test_data)
+    pi = fit.predict_interval(test_data, LEVEL)
+    np.testing.assert_allclose(pi.upper, expit(eta + norm.ppf(0.95) * sd), rtol=1e-6)
+    np.testing.assert_allclose(pi.lower, expit(eta - norm.ppf(0.95) * sd), rtol=1e-6)
+    fisher = np.sqrt(np.einsum("ti,ij,tj->t", zt, inverse, zt))
+    assert np.max(np.abs(sd / fisher - 1)) > 0.01  # the sandwich is not the Fisher information here
 
 
 def test_an_unidentified_comparison_gets_the_whole_unit_interval(problem, train, test_data):

@@ -129,6 +129,23 @@ def test_fit_options_reach_the_fits(selection):
         bl.select_rank(data.subset(slice(0, 600)), ranks=[1], nonsense=1)
 
 
+def test_a_tie_model_reaches_every_fit(selection):
+    _, data, _ = selection
+    small = data.subset(slice(0, 1500))
+    labels = np.where(np.random.default_rng(4).random(small.n) < 0.25, 0.5, small.labels)
+    tied = bl.PreferenceData(small.contexts, small.differences, labels)
+    sel = bl.select_rank(tied, ranks=[1, 2], criterion="cv", folds=3, ties="davidson")
+    assert all(f.ties == "davidson" and f.initial.ties == "davidson" and f.nu > 0 for f in sel.fits)
+    test = sel.fold_of == 0
+    train = tied.subset(~test)
+    fit = bl.fit_low_rank(train, 2, initial=bl.fit_mle(train, ties="davidson"), ties="davidson")
+    held_out = tied.subset(test)
+    direct = bl.log_loss(held_out, fit.predict_proba(held_out))
+    assert sel.cv_log_loss[1, 0] == pytest.approx(direct, rel=1e-10)
+    half = bl.select_rank(tied, ranks=[1, 2])
+    assert not np.allclose(half.mean_nll, sel.mean_nll)
+
+
 def test_cv_progress_and_bad_criterion(selection, capsys):
     _, data, _ = selection
     bl.select_rank(data.subset(slice(0, 600)), ranks=[1, 2], criterion="cv", folds=2, progress=True)
