@@ -9,6 +9,7 @@ simulated data.
 from __future__ import annotations
 
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -380,6 +381,17 @@ def test_save_and_load_keep_ties_and_nu(contextual, tmp_path):
         np.testing.assert_array_equal(loaded.theta, fit.theta)
         np.testing.assert_array_equal(loaded.calibrated_set().precision, fit.calibrated_set().precision)
     assert bl.load(tmp_path / "half.nc").nu is None and bl.load(tmp_path / "prs.nc").ties == "davidson"
+
+
+def test_fits_saved_before_ties_existed_load_as_half():
+    """tests/fixtures/format1/prs.nc was written by the package of commit b4af530, without ``ties``/``nu``."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bl.BayesLocoWarning)
+        prs = bl.load(Path(__file__).parent / "fixtures" / "format1" / "prs.nc")
+    for fit in (prs, prs.low_rank, prs.low_rank.initial):
+        assert fit.ties == "half" and fit.nu is None
+    assert not prs.estimation_data.has_ties and not prs.estimation_data.weighted
+    assert prs.calibrated_set().effective_dim == prs.penalty_set().effective_dim
 
 
 def test_ties_argument_and_fields_are_validated(contextual):
