@@ -77,6 +77,8 @@ only when a file names the tag (loading a frequentist fit does not import PyMC).
 """
 
 LOCATIONS: dict[str, str] = {location: tag for tag, location in TYPES.items()}
+# Format-1 names ("module:QualName") of classes that have moved since: old name → tag.
+MOVED: dict[str, str] = {"bayes_loco.personalllm:PersonalLLMProblem": "PersonalLLMProblem"}
 
 SUPPORTED = ("PreferenceData, Population, coordinates (VecCoordinates, RTVBasis), uncertainty sets "
              "(EllipsoidSet, DrawsSet, QuantileSet), Policy, fits (MLEResult, LowRankResult, PRSResult, "
@@ -186,10 +188,10 @@ def tag_of(cls, where: str) -> str:
 def _format_1_tag(name: str) -> str | None:
     """The tag of the class a format-1 file names by ``"module:QualName"``, if it is registered.
 
-    Every registered class is still where format 1 found it; a class that moves
-    must keep its old name here so that format-1 files still load.
+    A class that moved since format 1 keeps its old name in :data:`MOVED`, so that
+    format-1 files still load.
     """
-    return LOCATIONS.get(name)
+    return LOCATIONS.get(name) or MOVED.get(name)
 
 
 @functools.cache

@@ -155,8 +155,6 @@ def test_a_saved_problem_loads_from_the_new_location(files, tmp_path):
     assert np.array_equal(loaded.test_features, problem.test_features)
 
 
-@pytest.mark.xfail(strict=True, reason="a format-1 file names the class by its old module:QualName; "
-                   "_ioformat._format_1_tag needs the alias 'bayes_loco.personalllm:PersonalLLMProblem'")
 def test_a_format_1_file_naming_the_old_module_loads(files, tmp_path):
     h5py = pytest.importorskip("h5py")
     problem = personalllm_problem(*files, d_x=4, rank=2, seed=0)
