@@ -3,6 +3,11 @@
 r(x, s, a) = xᵀ Θ φ(s, a) and P(y = 1) = σ(xᵀ Θ Δφ). Every function here works
 with GEMMs on X (N × d_x) and ΔΦ (N × d_φ) and never forms the N × d_x·d_φ
 Kronecker design (docs/design.md, convention 7).
+
+A tie (y = ½) is read one of two ways (:class:`Likelihood`, a fit's ``ties=``): half a
+win each way (a quasi-likelihood, whose Wald set is the sandwich's) or Davidson's
+model with a tie parameter ν (:func:`outcome_probabilities`); weights w_t multiply
+each comparison's term (:func:`wald_precision` says what each does to the Wald set).
 """
 
 from __future__ import annotations
