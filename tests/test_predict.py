@@ -206,16 +206,20 @@ def test_wald_intervals_cover_the_true_probability_at_about_ninety_percent():
 
 @pytest.mark.slow
 def test_posterior_intervals_cover_the_true_probability_at_about_ninety_percent():
-    """NUTS posteriors (rank 2, d_x = 6, d_φ = 9, N = 1,000; 2 × 400 draws) on 6 seeds, 1,000 held out each.
+    """NUTS posteriors (r = 2, d_x = 10, d_φ = 13 of which 9 vary, N = 2,000; 2 × 400 draws), 6 seeds.
 
-    As for the Wald fits, the s.e. of the pooled coverage is the between-fit s.d. / √6; the
-    band 0.85–0.95 is asserted with that s.e. at most a third of its half-width.
+    1,000 held-out comparisons each. As for the Wald fits the s.e. of the pooled coverage is the
+    between-fit s.d. / √6; the band 0.85–0.95 is asserted with that s.e. at most a third of its
+    half-width. Measured: 0.940 (s.e. 0.014; per fit 0.90–0.98): the posterior's intervals are
+    a little wide, as its credible sets are near a low-rank Θ* (PRS on the same fits: 0.914).
+    A smaller problem (d_x = 6, d_φ = 9, N = 1,000) spread 0.78–0.99 between fits, too much
+    for 6 seeds to say anything.
     """
     bb = pytest.importorskip("bayes_loco.bayes")
     values = []
     for seed in range(6):
-        problem = simulate.paper_problem(d_s=4, d_a=6, d_x=6, rank=2, theta_kind="diagonal", seed=seed)
-        train, test = problem.sample(1000, seed=10 + seed), problem.sample(1000, seed=20 + seed)
+        problem = simulate.paper_problem(d_s=4, d_a=10, d_x=10, rank=2, theta_kind="diagonal", seed=seed)
+        train, test = problem.sample(2000, seed=10 + seed), problem.sample(1000, seed=20 + seed)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", bl.SamplerWarning)
             post = bb.fit_posterior(train, 2, nuts={"draws": 400, "tune": 400, "chains": 2, "cores": 1},
