@@ -272,6 +272,23 @@ def test_posterior_reward_quantiles(posterior, population):
     np.testing.assert_allclose(out.upper, np.quantile(r, 0.95, axis=0), rtol=1e-10, atol=1e-12)
 
 
+def test_blocks_give_the_same_predictions(wald_fits, posterior, test_data, population, monkeypatch):
+    """A design block of 7 rows (Wald) and a margin block of one row per draw set (posterior)."""
+    from bayes_loco import predict
+
+    fits = {"prs": wald_fits["prs"], "posterior": posterior}
+    whole = {name: (fit.predict_interval(test_data), fit.reward(population, level=LEVEL))
+             for name, fit in fits.items()}
+    monkeypatch.setattr(predict, "DESIGN_BLOCK_BYTES", 8 * 7 * wald_fits["prs"].k)
+    monkeypatch.setattr(predict, "MARGIN_BLOCK_BYTES", 1)
+    for name, fit in fits.items():
+        interval, reward = fit.predict_interval(test_data), fit.reward(population, level=LEVEL)
+        np.testing.assert_allclose(interval.lower, whole[name][0].lower, rtol=1e-12)
+        np.testing.assert_allclose(interval.upper, whole[name][0].upper, rtol=1e-12)
+        np.testing.assert_allclose(reward.lower, whole[name][1].lower, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(reward.upper, whole[name][1].upper, rtol=1e-10, atol=1e-12)
+
+
 # ------------------------------------------------------------------------------ loaded fits
 
 
