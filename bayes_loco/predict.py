@@ -104,14 +104,19 @@ def _check_level(level) -> float:
     return check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
 
 
-def _nu_draws(fit) -> np.ndarray | None:
-    """Davidson's ν per draw (chains concatenated as for Θ), from the tree's ``posterior.nu``, or None."""
+def _posterior_nu(fit, draws: int):
+    """Davidson's ν of a posterior: per draw (shape (draws, 1)) from the tree's ``posterior.nu``, else
+    the MAP's ``point_estimate.nu`` held for every Laplace draw, else ``fit.nu`` (None: no tie model)."""
     tree = getattr(fit, "tree", None)
-    if tree is None or "posterior" not in tree.children or "nu" not in tree["posterior"].data_vars:
-        return None
-    da = tree["posterior"]["nu"]
-    sample = [d for d in SAMPLE_DIMS if d in da.dims]
-    return np.asarray(da.transpose(*sample).values, dtype=float).reshape(-1)
+    if tree is not None and "posterior" in tree.children and "nu" in tree["posterior"].data_vars:
+        da = tree["posterior"]["nu"]
+        nu = np.asarray(da.transpose(*[d for d in SAMPLE_DIMS if d in da.dims]).values, dtype=float).ravel()
+        if nu.shape[0] != draws:
+            raise ValueError(f"the posterior has {draws} draws of Θ but {nu.shape[0]} of ν")
+        return nu[:, None]
+    if tree is not None and "point_estimate" in tree.children and "nu" in tree["point_estimate"].data_vars:
+        return float(tree["point_estimate"]["nu"])
+    return getattr(fit, "nu", None)
 
 
 def _draw_blocks(draws: np.ndarray, n: int, width: int):
@@ -123,13 +128,7 @@ def _draw_blocks(draws: np.ndarray, n: int, width: int):
 def _posterior_probabilities(fit, data: PreferenceData, level: float | None):
     """Posterior mean (and ``level`` equal-tailed quantiles) of E[y_t] = P(y_t = 1) + ½ P(tie) over draws."""
     draws = np.asarray(fit.theta_draws, dtype=float)
-    nu = _nu_draws(fit)
-    if nu is None:
-        nu = getattr(fit, "nu", None)
-    elif nu.shape[0] != draws.shape[0]:
-        raise ValueError(f"the posterior has {draws.shape[0]} draws of Θ but {nu.shape[0]} of ν")
-    else:
-        nu = nu[:, None]
+    nu = _posterior_nu(fit, draws.shape[0])
     mean = np.empty(data.n)
     lower = upper = None
     if level is not None:
@@ -150,7 +149,8 @@ def predict_proba(fit, data: PreferenceData) -> np.ndarray:
     is P(y_t = 1) = σ(η_t) without a tie model. A frequentist fit gives it at η̂_t =
     x_tᵀ Θ̂ Δφ_t and its ν̂ (``fit.nu``; None for Bradley–Terry and ``ties="half"``); a
     posterior gives its posterior mean over the draws of Θ (and of ν, when the tree's
-    ``posterior`` holds ``nu``). The labels of ``data`` are not read.
+    ``posterior`` holds ``nu``; a MAP fit's Laplace draws use its ``point_estimate.nu``).
+    The labels of ``data`` are not read.
 
     Returns
     -------

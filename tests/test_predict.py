@@ -102,6 +102,12 @@ def test_posterior_uses_davidson_nu_draws(train, test_data):
         half = np.exp(loop_margins(th, test_data) / 2)
         expected.append((half + v / 2) / (half + v + 1 / half))  # Davidson: P(1) + ½ P(tie)
     np.testing.assert_allclose(post.predict_proba(test_data), np.mean(expected, axis=0), rtol=1e-10)
+    # a MAP fit of Davidson's model holds ν at the MAP (point_estimate) for every Laplace draw
+    del post.tree["posterior"]["nu"]
+    post.tree["point_estimate"]["nu"] = xr.DataArray(0.7)
+    expected = [(h + 0.35) / (h + 0.7 + 1 / h) for h in np.exp(np.array([loop_margins(th, test_data)
+                                                                          for th in draws]) / 2)]
+    np.testing.assert_allclose(post.predict_proba(test_data), np.mean(expected, axis=0), rtol=1e-10)
 
 
 def test_a_davidson_fit_predicts_with_its_nu(problem):
