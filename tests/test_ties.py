@@ -350,6 +350,31 @@ def test_weighted_low_rank_fits_count_weights_as_copies(contextual):
         assert a.nu == pytest.approx(b.nu, rel=1e-5) if ties == "davidson" else a.nu is None
 
 
+def test_contextual_sandwich_equals_statsmodels_and_the_low_rank_fit_s_own(kron):
+    """The sandwich in vec(Θ) (the MLE, on the Kronecker design) and in RTV coordinates (FGD's fit)."""
+    sm = pytest.importorskip("statsmodels.api")
+    rng = np.random.default_rng(12)
+    n = 3000
+    x, dphi = rng.normal(size=(n, 3)), rng.normal(size=(n, 4))
+    truth = rng.normal(size=(3, 2)) @ rng.normal(size=(2, 4)) / 2
+    y = _davidson_outcomes(rng, margins(truth, x, dphi), 0.8) / 2
+    w = rng.uniform(0.5, 2.0, n)
+    weighted = bl.PreferenceData.from_arrays(x, y, differences=dphi, weights=w)
+    mle = bl.fit_mle(weighted)
+    glm = sm.GLM(y, kron(x, dphi), family=sm.families.Binomial(),
+                 var_weights=w).fit(cov_type="HC0", tol=1e-12)
+    np.testing.assert_allclose(mle.theta.ravel(), glm.params, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(mle.summary().table["std_err"], glm.bse, rtol=1e-6)
+    low_rank = bl.fit_low_rank(weighted, 2)
+    z = design(low_rank.coordinates, weighted)
+    p = expit(margins(low_rank.theta, x, dphi))
+    bread = z.T @ ((w * p * (1 - p))[:, None] * z)
+    meat = z.T @ (((w * (y - p)) ** 2)[:, None] * z)
+    expected = bread @ np.linalg.pinv(meat, rcond=1e-10, hermitian=True) @ bread
+    precision = low_rank.calibrated_set().precision
+    np.testing.assert_allclose(precision, expected, rtol=0, atol=1e-8 * np.abs(expected).max())
+
+
 def test_pessimistic_policy_runs_on_tie_fits_calibrated_sets(contextual):
     problem, data, _, _, _, prs = contextual
     population = problem.population(40, seed=3)
