@@ -30,6 +30,9 @@ Choices, and why (measured on the paper's simulation, d_x = 20, d_φ = 29, r = 3
   wall time of PyMC's NUTS for about the same ESS per second (6.3 against 5.5);
   pass ``nuts={"sampler": "pymc"}`` to avoid its ~10 s numba compilation on
   small problems (docs/design.md, "Samplers").
+- Ties and weights (``ties="half"`` or ``"davidson"``): see :mod:`.ties`; the
+  pointwise log-likelihood for ``az.loo``/``az.compare`` is computed on demand
+  (``post.with_log_likelihood()``, :func:`loo`, :func:`compare_ranks`; :mod:`.loocv`).
 - The DataTree (``post.tree``) holds the identified quantities only in
   ``posterior`` (Θ, θ_rtv), the factors in ``factors``, a ``prior``, a
   posterior predictive with ``observed_data``, and the method's own groups:
@@ -37,7 +40,7 @@ Choices, and why (measured on the paper's simulation, d_x = 20, d_φ = 29, r = 3
   (``fit.to_datatree()``, :mod:`bayes_loco.trees`).
 """
 
-from . import chart, dims
+from . import chart, dims, ties
 from .chart import ChartFrame, build_chart_model, chart_frame
 from .credible import (
     credible_cvar,
@@ -47,13 +50,14 @@ from .credible import (
     credible_set,
 )
 from .fit import MAP, NUTS, VI, Posterior, Prior, available_samplers, fit_posterior, laplace_theta
+from .loocv import LOOResult, RankComparison, compare_ranks, log_likelihood, loo, with_log_likelihood
 from .model import balanced_factors, build_model, model_coords, prior_draw
 from .reduced import add_theta_rtv, theta_rtv_array
 
 __all__ = [
-    "MAP", "NUTS", "VI", "ChartFrame", "Posterior", "Prior", "add_theta_rtv", "available_samplers",
-    "balanced_factors", "build_chart_model", "build_model", "chart", "chart_frame", "credible_cvar",
-    "credible_draws",
-    "credible_ellipsoid", "credible_quantile", "credible_set", "dims", "fit_posterior", "laplace_theta",
-    "model_coords", "prior_draw", "theta_rtv_array",
+    "MAP", "NUTS", "VI", "ChartFrame", "LOOResult", "Posterior", "Prior", "RankComparison", "add_theta_rtv",
+    "available_samplers", "balanced_factors", "build_chart_model", "build_model", "chart", "chart_frame",
+    "compare_ranks", "credible_cvar", "credible_draws", "credible_ellipsoid", "credible_quantile",
+    "credible_set", "dims", "fit_posterior", "laplace_theta", "log_likelihood", "loo", "model_coords",
+    "prior_draw", "theta_rtv_array", "ties", "with_log_likelihood",
 ]

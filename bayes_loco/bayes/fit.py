@@ -69,7 +69,7 @@ from .chart import (
 from .credible import KINDS, credible_set
 from .geometry import choose_geometry, default_start, ranking, troubled
 from .layout import arrange, root_attrs
-from .loo import PosteriorLikelihood
+from .loocv import PosteriorLikelihood
 from .model import balanced_factors, build_model
 from .reduced import draws_moments, stacked_draws
 from .samplers import sample_nutpie

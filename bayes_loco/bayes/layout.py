@@ -45,7 +45,7 @@ of :mod:`bayes_loco.trees`):
     ``p_tie`` = P(tie).
 ``log_likelihood``
     Not stored: :meth:`~bayes_loco.bayes.Posterior.with_log_likelihood` returns
-    the tree with it (:mod:`bayes_loco.bayes.loo` says why).
+    the tree with it (:mod:`bayes_loco.bayes.loocv` says why).
 ``constant_data``
     The comparisons (PyMC's ``pm.Data`` containers ``contexts``, ``differences``,
     ``labels``) and what each θ_rtv coordinate is (:func:`bayes_loco.trees.rtv_chart`):

@@ -294,9 +294,9 @@ class PosteriorLikelihood:
         return float(stacked_draws(tree, NU).mean())
 
     def with_log_likelihood(self) -> xr.DataTree:
-        """``tree`` with the ``log_likelihood`` group (:func:`~bayes_loco.bayes.loo.with_log_likelihood`)."""
+        """``tree`` with its ``log_likelihood`` group (:func:`~bayes_loco.bayes.with_log_likelihood`)."""
         return with_log_likelihood(self)
 
     def loo(self, *, reff: float | None = None) -> LOOResult:
-        """PSIS-LOO of this posterior (:func:`~bayes_loco.bayes.loo.loo`)."""
+        """PSIS-LOO of this posterior (:func:`~bayes_loco.bayes.loocv.loo`)."""
         return loo(self, reff=reff)
