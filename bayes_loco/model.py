@@ -16,9 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+from scipy import linalg
+from scipy.linalg import lapack
 from scipy.special import expit, log_expit, logsumexp, softmax
 
 from .coordinates import RANGE_RTOL
+from .sets.ellipsoid import CHOLESKY_MIN, CHOLESKY_RCOND
 
 # XΘ (N × d_φ) is formed at most this many bytes at a time.
 MARGIN_BLOCK_BYTES = 2**27
@@ -270,7 +273,15 @@ def sandwich_precision(bread: np.ndarray, meat: np.ndarray) -> np.ndarray:
     RANGE_RTOL of the largest, on the coordinates that some comparison reaches.
     """
     live = np.flatnonzero(np.diag(meat) > 0)
-    vals, vecs = np.linalg.eigh(meat[np.ix_(live, live)])
+    block = meat[np.ix_(live, live)]
+    if live.size >= CHOLESKY_MIN:
+        # J = LLᵀ gives H J⁻¹ H = (L⁻¹H)ᵀ(L⁻¹H) in about k³/3 flops where eigh costs 9k³, when J is
+        # well conditioned (the ellipsoid's rule); a J with unidentified directions goes to eigh.
+        chol, info = lapack.dpotrf(block, lower=1, clean=1)
+        if info == 0 and lapack.dpocon(chol, np.linalg.norm(block, 1), uplo="L")[0] > CHOLESKY_RCOND:
+            half = linalg.solve_triangular(chol, bread[live], lower=True, check_finite=False)
+            return half.T @ half
+    vals, vecs = np.linalg.eigh(block)
     keep = vals > RANGE_RTOL * max(float(vals.max(initial=0.0)), np.finfo(float).tiny)
     half = bread[:, live] @ (vecs[:, keep] / np.sqrt(vals[keep]))
     return half @ half.T

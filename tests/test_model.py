@@ -223,7 +223,10 @@ def test_likelihood_knows_when_it_is_a_quasi_likelihood():
     assert model.Likelihood(plain, w).quasi and model.Likelihood(tied, w, "davidson").quasi
 
 
-def test_sandwich_precision_inverts_the_sandwich_covariance():
+@pytest.mark.parametrize("cholesky", [False, True])
+def test_sandwich_precision_inverts_the_sandwich_covariance(cholesky, monkeypatch):
+    if cholesky:  # J's Cholesky factor from the first coordinate on (LLM-width sizes), eigh for a singular J
+        monkeypatch.setattr(model, "CHOLESKY_MIN", 1)
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((30, 4)), rng.standard_normal((30, 4))
     bread, meat = a.T @ a, b.T @ b
