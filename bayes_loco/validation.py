@@ -134,7 +134,8 @@ def cross_validate(data: PreferenceData, fit_fn: Callable[[PreferenceData], obje
     seed : int or Generator
         Seed of the split.
     progress : bool
-        Print one line per fold (its sizes, log-loss and time).
+        Print one line per fold (its sizes, log-loss and time). Folds are numbered from 0, as
+        in the table, ``fold_of``, warnings and errors.
 
     Returns
     -------
@@ -161,8 +162,8 @@ def cross_validate(data: PreferenceData, fit_fn: Callable[[PreferenceData], obje
             try:
                 scores = score(fit_fn(train), test)
             except Exception as exc:
-                exc.add_note(f"cross_validate: in fold {f} of {folds} ({train.n} training, {test.n} test "
-                             "comparisons)")
+                exc.add_note(f"cross_validate: in fold {f} ({f + 1} of {folds}; {train.n} training, {test.n} "
+                             "test comparisons)")
                 raise
         seconds = time.perf_counter() - start
         for w in caught:
@@ -170,7 +171,7 @@ def cross_validate(data: PreferenceData, fit_fn: Callable[[PreferenceData], obje
             warnings.warn(f"fold {f}: {w.message}", w.category, stacklevel=2)
         rows.append({"fold": f, "n_train": train.n, "n_test": test.n, **scores, "seconds": seconds})
         if progress:
-            print(f"fold {f + 1}/{folds}: {train.n} train, {test.n} test, log-loss {scores['log_loss']:.4f}, "
-                  f"{seconds:.1f} s", flush=True)
+            print(f"fold {f} ({f + 1} of {folds}): {train.n} train, {test.n} test, log-loss "
+                  f"{scores['log_loss']:.4f}, {seconds:.1f} s", flush=True)
     return CrossValidation(pd.DataFrame(rows), fold_of, "comparison" if groups is None else "group",
                            seed if isinstance(seed, int) else None, tuple(issued))

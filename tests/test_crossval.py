@@ -107,7 +107,7 @@ def test_a_failing_fold_is_named(data):
 
     with pytest.raises(np.linalg.LinAlgError, match="singular") as info:
         cross_validate(data, fit_fn, folds=4)
-    assert any("fold 2 of 4" in note for note in info.value.__notes__)
+    assert any("in fold 2 (3 of 4;" in note for note in info.value.__notes__)
 
 
 def test_warnings_are_carried_and_reissued(data, capsys):
@@ -119,7 +119,7 @@ def test_warnings_are_carried_and_reissued(data, capsys):
         cv = cross_validate(data, fit_fn, folds=2, progress=True)
     assert cv.warnings == ("fold 0: DataWarning: something odd", "fold 1: DataWarning: something odd")
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("fold 1/2: 600 train, 600 test, log-loss ")
+    assert len(lines) == 2 and lines[0].startswith("fold 0 (1 of 2): 600 train, 600 test, log-loss ")
 
 
 def test_splits_are_seeded(data):

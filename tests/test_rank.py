@@ -150,7 +150,7 @@ def test_cv_progress_and_bad_criterion(selection, capsys):
     _, data, _ = selection
     bl.select_rank(data.subset(slice(0, 600)), ranks=[1, 2], criterion="cv", folds=2, progress=True)
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 2 and lines[0].startswith("fold 1/2: held-out log-loss r=1: ")
+    assert len(lines) == 2 and lines[0].startswith("fold 0 (1 of 2): held-out log-loss r=1: ")
     with pytest.raises(ValueError, match="criterion"):
         bl.select_rank(data, ranks=[1], criterion="aic")
     with pytest.raises(ValueError, match="folds"):

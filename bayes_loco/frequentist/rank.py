@@ -189,7 +189,7 @@ def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, cri
                 cv[i, f] = log_loss(held_out, fit.predict_proba(held_out))
             if progress:
                 scores = ", ".join(f"r={r}: {v:.4f}" for r, v in zip(ranks, cv[:, f], strict=True))
-                print(f"fold {f + 1}/{folds}: held-out log-loss {scores}", flush=True)
+                print(f"fold {f} ({f + 1} of {folds}): held-out log-loss {scores}", flush=True)
     return RankSelection(ranks, mean_nll + a_n * k, mean_nll, k, float(a_n), fits, criterion, cv, fold_of)
 
 
