@@ -189,10 +189,11 @@ def predict_interval(fit, data: PreferenceData, level: float = 0.9) -> Predictio
     Frequentist fits: the delta method on the identified coordinates. With z_t the
     comparison's coordinates in the fit's (``fit.coordinates``), η̂_t = x_tᵀ Θ̂ Δφ_t and
     var(η̂_t) = z_tᵀ Σ z_t, Σ the covariance of the fit's Wald set (the pseudo-inverse of
-    its information on the identified range), the interval η̂_t ± z_{(1+level)/2} sd(η̂_t)
-    is mapped through the (increasing) link η ↦ E[y | η, ν̂]; ν̂ is plugged in, its own
-    uncertainty left out. A comparison outside the identified range gets (0, 1) (or
-    Davidson's limits): the data say nothing about it. The design is formed a block
+    its precision on the identified range: the Fisher information, the sandwich's inverse
+    under ``ties="half"`` with ties or weights, Davidson's with ν profiled out), the
+    interval η̂_t ± z_{(1+level)/2} sd(η̂_t) is mapped through the (increasing) link
+    η ↦ E[y | η, ν̂]; ν̂ is plugged in. A comparison outside the identified range gets
+    (0, 1): the data say nothing about it. The design is formed a block
     of rows at a time (:data:`~bayes_loco.coordinates.DESIGN_BLOCK_BYTES`).
 
     Posteriors: equal-tailed posterior quantiles of the per-draw probability.
