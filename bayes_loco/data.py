@@ -406,6 +406,11 @@ def check_data(data, name: str = "data") -> PreferenceData:
     if not isinstance(data, PreferenceData):
         raise TypeError(f"{name} must be a PreferenceData, got {type(data).__name__}")
     if not _DATA_CHECKED.get() and data.n > 1 and np.all(data.labels == data.labels[0]):
+        if data.labels[0] == 0.5:
+            warnings.warn(f"{name}.labels: all {data.n} comparisons are ties (y = 0.5): they say nothing "
+                          "about which answer is preferred. Check the label column (ties='davidson' refuses "
+                          "such data).", DataWarning, stacklevel=3)
+            return data
         y = int(data.labels[0])
         warnings.warn(
             f"{name}.labels: all {data.n} comparisons have y = {y}. That is a valid encoding when "

@@ -375,3 +375,14 @@ def test_bad_weights_are_refused_naming_the_argument(bad, message):
     x, d, y = _arrays()
     with pytest.raises(ValueError, match=message):
         PreferenceData(x, d, y, weights=bad)
+
+
+def test_all_ties_warn_as_ties_not_as_one_class():
+    from bayes_loco.data import check_data
+    from bayes_loco.exceptions import DataWarning
+
+    x, d, _ = _arrays()
+    data = PreferenceData(x, d, np.full(x.shape[0], 0.5))
+    with pytest.warns(DataWarning, match=r"all 20 comparisons are ties \(y = 0.5\)") as caught:
+        check_data(data)
+    assert not any("have y = 0" in str(w.message) for w in caught)
