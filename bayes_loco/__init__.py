@@ -7,9 +7,12 @@ solver that every uncertainty set feeds.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from . import simulate
+from . import datasets, simulate
 from .coordinates import Coordinates, RTVBasis, VecCoordinates, identified_directions, rtv_basis
+from .crossval import CrossValidation, cross_validate, fold_indices
 from .data import Population, PreferenceData
+from .datasets import Dataset, read_arena, read_prism
+from .decisions import BestActions, best_actions
 from .evaluate import (
     accuracy,
     brier,
@@ -41,7 +44,7 @@ from .frequentist import (
     spectral_start,
 )
 from .io import load, save
-from .policy import Policy, greedy_policy, pessimistic_policy, pessimistic_value
+from .policy import Policy, ValueBound, greedy_policy, pessimistic_policy, pessimistic_value
 from .predict import Prediction
 from .problems import Problem
 from .results import Diagnostics, Fit, FitStatus, Summary
@@ -58,7 +61,6 @@ from .sets import (
     UncertaintySet,
     wald_set,
 )
-from .validation import CrossValidation, cross_validate, fold_indices
 
 
 def __getattr__(name: str):
@@ -77,12 +79,14 @@ except PackageNotFoundError:  # running from a source tree that is not installed
 
 __all__ = [
     "BayesLocoWarning",
+    "BestActions",
     "Certificate",
     "ConvergenceWarning",
     "ConvexSet",
     "Coordinates",
     "CrossValidation",
     "DataWarning",
+    "Dataset",
     "Diagnostics",
     "DrawsSet",
     "EllipsoidSet",
@@ -108,11 +112,14 @@ __all__ = [
     "SeparationWarning",
     "Summary",
     "UncertaintySet",
+    "ValueBound",
     "VecCoordinates",
     "accuracy",
+    "best_actions",
     "brier",
     "calibration_curve",
     "cross_validate",
+    "datasets",
     "fit_low_rank",
     "fit_mle",
     "fit_prs",
@@ -125,6 +132,8 @@ __all__ = [
     "pessimistic_policy",
     "pessimistic_value",
     "policy_value",
+    "read_arena",
+    "read_prism",
     "relative_value",
     "rtv_basis",
     "save",

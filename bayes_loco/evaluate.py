@@ -3,7 +3,7 @@
 With a truth (simulations): :func:`policy_value`, :func:`relative_value`, :func:`optimal_value`,
 :func:`suboptimality`. Without one (your own data): :func:`log_loss`, :func:`accuracy`,
 :func:`brier`, :func:`calibration_curve` and :func:`score` of predicted probabilities on held-out
-comparisons; :func:`bayes_loco.validation.cross_validate` runs them fold by fold.
+comparisons; :func:`bayes_loco.crossval.cross_validate` runs them fold by fold.
 """
 
 from __future__ import annotations

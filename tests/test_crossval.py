@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import bayes_loco as bl
+from bayes_loco.crossval import CrossValidation, cross_validate, fold_indices
 from bayes_loco.evaluate import accuracy, brier, log_loss
-from bayes_loco.validation import CrossValidation, cross_validate, fold_indices
 
 
 @pytest.fixture(scope="module")

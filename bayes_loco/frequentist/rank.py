@@ -5,7 +5,7 @@ rank-r FGD fit, k(r) = (d_x + d_φ) r − r² its number of free parameters and,
 in the paper, a_n = 0.1·log n / n.
 
 CV(r) = the mean over folds of the held-out log-loss of the rank-r FGD fit on the
-other folds (:mod:`bayes_loco.validation`), by comparison or by group (user).
+other folds (:mod:`bayes_loco.crossval`), by comparison or by group (user).
 The FGD fit is the one whose rank the paper's pipeline chooses (GIC scores it too),
 and without a split its predictions are PRS's: PRS's reduced MLE starts at, and stays
 at, FGD's Θ̂ (:func:`~bayes_loco.fit_prs`).
@@ -27,9 +27,9 @@ from .._validation import (
     check_real,
     check_shape,
 )
+from ..crossval import fold_indices
 from ..data import PreferenceData, checks_data
 from ..evaluate import log_loss
-from ..validation import fold_indices
 from .fgd import LowRankResult, fit_low_rank
 from .mle import fit_mle
 
@@ -157,7 +157,7 @@ def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, cri
     ridge : float
         Passed to the MLE and FGD fits (one MLE start serves every rank, in each fold).
     folds, groups, seed
-        The CV split (:func:`~bayes_loco.validation.fold_indices`); ignored for GIC.
+        The CV split (:func:`~bayes_loco.crossval.fold_indices`); ignored for GIC.
     progress : bool
         Print one line per CV fold.
     **fit_options
