@@ -257,10 +257,12 @@ def test_a_saved_davidson_posterior_keeps_its_tie_model_and_nu(davidson_nuts, tm
                                   post.with_log_likelihood()["log_likelihood"][D.OBSERVED].values)
 
 
-def test_davidson_vi_fits_nu_too():
+@pytest.mark.parametrize("vi_method", ["advi", "fullrank_advi"])
+def test_davidson_vi_fits_nu_too(vi_method):
+    """Mean-field and full-rank ADVI (whose initial spread covers log ν's coordinate too)."""
     nu = 1.5
     data, theta = davidson_data(600, nu, seed=8)
     post = bb.fit_posterior(data, RANK, method="vi", ties="davidson", progressbar=False,
-                            vi={"iterations": 3000, "draws": 200})
+                            vi={"iterations": 3000, "draws": 200, "method": vi_method})
     assert post.tree[D.POSTERIOR][T.NU].shape == (1, 200)
     assert abs(np.log(post.nu) - np.log(nu)) < 4 * _log_nu_se(data, theta, nu)

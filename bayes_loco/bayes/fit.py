@@ -821,10 +821,11 @@ def _vi_inference(model, vi: VI, u0, v0, seed: int):
         inference = pm.FullRankADVI(start=start, random_seed=seed)
     group = inference.approx.groups[0]
     n = group.ddim
-    if n != sigma.size:
-        raise RuntimeError(f"full-rank ADVI has {n} parameters, expected {sigma.size}")
+    spread = np.full(n, 0.1)  # the other coordinates (log-scales with prior.hyper, Davidson's log ν)
+    for name, part in ((D.LEFT, sigma[:u0.size]), (D.RIGHT, sigma[u0.size:])):
+        spread[group.ordering[name][1]] = part
     tril = np.zeros((n, n))
-    tril[np.diag_indices(n)] = np.log(np.expm1(sigma))  # inverse of softplus (rho2sigma)
+    tril[np.diag_indices(n)] = np.log(np.expm1(spread))  # inverse of softplus (rho2sigma)
     group.params_dict["L_tril"].set_value(tril[np.tril_indices(n)])
     return inference
 
