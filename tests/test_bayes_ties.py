@@ -195,9 +195,14 @@ def test_half_map_is_a_stationary_point_of_the_hand_coded_log_posterior(tied):
 
 
 def _log_nu_se(data, theta, nu):
-    """1/√I of log ν at the truth, Θ known: I = Σ_t P_t(tie)(1 − P_t(tie)) (the score is 1{tie} − P(tie))."""
-    p_tie = outcome_probabilities(_margins(theta, data), nu)[:, 1]
-    return 1.0 / np.sqrt(np.sum(p_tie * (1 - p_tie)))
+    """The s.e. of log ν̂ at the truth, Θ known: √(Σ w_t² v_t)/Σ w_t v_t, v_t = P_t(tie)(1 − P_t(tie)).
+
+    The score of log ν is Σ w_t (1{tie} − P_t(tie)); unweighted this is 1/√(Σ v_t), 1/√(Fisher information).
+    """
+    v = outcome_probabilities(_margins(theta, data), nu)[:, 1]
+    v = v * (1 - v)
+    w = data.sample_weights
+    return float(np.sqrt(np.sum(w**2 * v)) / np.sum(w * v))
 
 
 def test_davidson_map_recovers_nu_within_its_standard_error():
@@ -226,11 +231,15 @@ def davidson_nuts():
 
 
 def test_davidson_nuts_posterior_holds_nu_and_replicates_ties(davidson_nuts):
-    post, _ = davidson_nuts
+    post, theta = davidson_nuts
     tree = post.tree
     nu = tree[D.POSTERIOR][T.NU]
     assert nu.dims == ("chain", "draw") and nu.shape == (2, 250)
     assert post.nu == pytest.approx(float(nu.mean()), rel=1e-12)
+    # The truth ν = 1 (N = 400, weighted): within 4 s.e. of log ν, and inside the draws' 99 % interval.
+    se = _log_nu_se(post.data, theta, 1.0)
+    assert abs(np.log(post.nu)) < 4 * se
+    assert np.quantile(nu.values, 0.005) < 1.0 < np.quantile(nu.values, 0.995)
     assert T.NU_SHIFT not in tree[D.POSTERIOR].data_vars and T.NU_SHIFT not in tree[D.FACTORS].data_vars
     assert post.settings["ties"] == "davidson" and post.diagnostics.divergences == 0
     assert T.NU in tree[D.PRIOR].data_vars

@@ -20,11 +20,12 @@ the MAP), so its LOO is that of the approximation.
 draws the group is 4 × 1000 × 3000 numbers: 96 MB in float64, 48 MB in float32,
 against 58 MB for the whole of such a posterior file today. It is a function of
 Θ's draws (and ν's) and the data the Posterior already holds, so
-:meth:`~PosteriorLikelihood.with_log_likelihood` computes it (a few seconds at that
-size; blocks of draws keep the work space near :data:`BLOCK_VALUES` numbers) and
-returns a new tree, leaving ``post.tree`` and the files :func:`bayes_loco.save`
-writes as they were. PyMC does the same (``pm.compute_log_likelihood`` after
-sampling). Float64, so that PSIS sees the values a hand computation gives.
+:meth:`~PosteriorLikelihood.with_log_likelihood` computes it (at that size, d_x = 20,
+d_φ = 29: 10 s on two shared cores, and ``az.loo`` on it 6 s; blocks of draws keep
+the work space near :data:`BLOCK_VALUES` numbers) and returns a new tree, leaving
+``post.tree`` and the files :func:`bayes_loco.save` writes as they were. PyMC does
+the same (``pm.compute_log_likelihood`` after sampling). Float64, so that PSIS sees
+the values a hand computation gives.
 
 **Weights and ties.** With weights, each ℓ_t is the weighted term, so the elpd is
 that of the weighted (quasi-)likelihood the posterior was fitted with; under
