@@ -146,6 +146,24 @@ def test_a_compiled_model_is_never_reused_for_another_likelihood(tied):
     assert len(keys) == 3
 
 
+def test_the_chart_model_carries_the_tie_likelihood():
+    """The chart parametrisation (bayes.chart, which calls model.add_likelihood) gets Davidson's ν and weights
+    from the prior group: its y log-likelihood at a point equals the factored model's at the same U, V, ν."""
+    data, _ = davidson_data(300, 0.8, seed=6, weights=True)
+    prior = T.tie_prior(bb.Prior(), "davidson")
+    frame = bb.chart_frame(data, bl.fit_low_rank(data, 2).theta, 2)
+    chart = bb.build_chart_model(data, 2, frame, prior=prior)
+    assert T.NU_SHIFT in {v.name for v in chart.free_RVs}
+    assert T.DATA_WEIGHTS in {v.name for v in chart.data_vars}
+    point = _point(chart, np.random.default_rng(4))
+    u, v = (chart.compile_fn(var, inputs=chart.value_vars, on_unused_input="ignore")(point)
+            for var in chart.replace_rvs_by_values([chart[D.LEFT], chart[D.RIGHT]]))
+    factored = bb.build_model(data, 2, prior=prior)
+    at = {D.LEFT: u, D.RIGHT: v, T.NU_SHIFT: point[T.NU_SHIFT]}
+    assert chart.compile_logp(vars=[chart[D.OBSERVED]])(point) == pytest.approx(
+        factored.compile_logp(vars=[factored[D.OBSERVED]])(at), rel=1e-10)
+
+
 @pytest.mark.parametrize(("kwargs", "error", "match"), [
     ({"ties": "draw"}, ValueError, "ties must be one of"),
     ({"ties": "half", "prior": {"nu_scale": 1.0}}, ValueError, r"prior.nu_scale=1 is the prior of Davidson"),
