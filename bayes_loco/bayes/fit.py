@@ -306,7 +306,7 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         The fit's settings as JSON-able values: ``rank``, ``method``,
         ``ridge``, ``random_seed``, ``predictive_draws``, the group ``prior``
         and the method's group ``nuts`` (with the sampler that ran), ``map`` or
-        ``vi``.
+        ``vi``; ``ties`` unless the likelihood is the plain Bernoulli one (:mod:`.ties`).
     """
 
     tree: xr.DataTree
