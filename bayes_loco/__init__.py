@@ -5,9 +5,8 @@ Bayesian road (``bayes_loco.bayes``, PyMC) and the common pessimistic policy
 solver that every uncertainty set feeds.
 """
 
-from importlib.metadata import PackageNotFoundError, version
-
 from . import datasets, simulate
+from ._version import __version__ as __version__
 from .coordinates import Coordinates, RTVBasis, VecCoordinates, identified_directions, rtv_basis
 from .crossval import CrossValidation, cross_validate, fold_indices
 from .data import Population, PreferenceData
@@ -71,11 +70,6 @@ def __getattr__(name: str):
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'bayes_loco' has no attribute {name!r}")
 
-
-try:
-    __version__ = version("bayes_loco")
-except PackageNotFoundError:  # running from a source tree that is not installed
-    __version__ = "0+unknown"
 
 __all__ = [
     "BayesLocoWarning",

@@ -23,6 +23,7 @@ import numpy as np
 import xarray as xr
 
 from ._h5safety import Refusal, budget, check_bytes, safe_dtype, scan
+from ._version import __version__
 
 FORMAT_VERSION = 2
 """The version of the file layout this module writes; it reads this one and format 1."""
@@ -122,8 +123,6 @@ def check_types(path: Path) -> tuple[int, type]:
     with h5py, so that a file naming a class outside the registry is refused
     before xarray opens it.
     """
-    from . import __version__
-
     with h5py.File(path, "r") as root:
         attrs = {key: _attribute(root.attrs[key]) for key in (_FORMAT, _TYPE, _VERSION) if key in root.attrs}
         fmt, type_name = attrs.get(_FORMAT), attrs.get(_TYPE)

@@ -122,6 +122,7 @@ from ._ioformat import (
     read,
     tag_of,
 )
+from ._version import __version__
 
 __all__ = ["ENGINE", "FORMAT_VERSION", "POSTERIOR_GROUP", "SUPPORTED", "TYPES", "load", "save"]
 
@@ -165,8 +166,6 @@ def save(result, path: str | os.PathLike) -> Path:
         (FileNotFoundError), ``path`` is a directory (IsADirectoryError), no
         permission (PermissionError), a full disk, … The message names ``path``.
     """
-    from . import __version__
-
     target = _user_path(path, "save")
     cannot = f"bayes_loco.save cannot write {str(target)!r}"
     if not (_is_posterior(result) or _is_result(result)):

@@ -63,6 +63,7 @@ import numpy as np
 import xarray as xr
 
 from ._validation import check_int
+from ._version import __version__
 from .coordinates import RTVBasis, VecCoordinates
 
 # ------------------------------------------------------------------------------------------ names
@@ -249,8 +250,6 @@ def fit_tree(fit, *, chains: int = 4, draws: int = 1000, seed: int = 0, level: f
     else:
         raise TypeError(f"fit_tree takes a fit in RTV or vec(Θ) coordinates, got "
                         f"{type(coordinates).__name__}")
-    from . import __version__
-
     rank = getattr(fit, "rank", None)
     root = {"bayes_loco_version": __version__, "model": "contextual BTL", "method": fit.diagnostics.method,
             "representation": "Wald normal draws", "chains": chains, "draws": draws, "random_seed": seed,
