@@ -16,12 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import linalg
-from scipy.linalg import lapack
 from scipy.special import expit, log_expit, logsumexp, softmax
 
-from .coordinates import RANGE_RTOL
-from .sets.ellipsoid import CHOLESKY_MIN, CHOLESKY_RCOND
+from .linalg import sandwich_precision
 
 # XΘ (N × d_φ) is formed at most this many bytes at a time.
 MARGIN_BLOCK_BYTES = 2**27
@@ -262,26 +259,3 @@ def wald_precision(likelihood: Likelihood, eta: np.ndarray, log_nu: float | None
 def _bordered(block: np.ndarray, border: np.ndarray, corner: float) -> np.ndarray:
     """[[block, border], [borderᵀ, corner]]: a (θ, λ) matrix from its θ-block, cross terms and λ entry."""
     return np.block([[block, border[:, None]], [border[None, :], np.array([[corner]])]])
-
-
-def sandwich_precision(bread: np.ndarray, meat: np.ndarray) -> np.ndarray:
-    """H J⁺ H, the inverse of the sandwich covariance H⁺ J H⁺ on the identified directions.
-
-    ``bread`` H and ``meat`` J are sums of c_t z_t z_tᵀ over the same rows with c_t > 0, so
-    they share their range, along which (H⁺ J H⁺)(H J⁺ H) is the identity; outside it the
-    precision is 0 (a cylinder, as for the information). J⁺ keeps J's eigenvalues above
-    RANGE_RTOL of the largest, on the coordinates that some comparison reaches.
-    """
-    live = np.flatnonzero(np.diag(meat) > 0)
-    block = meat[np.ix_(live, live)]
-    if live.size >= CHOLESKY_MIN:
-        # J = LLᵀ gives H J⁻¹ H = (L⁻¹H)ᵀ(L⁻¹H) in about k³/3 flops where eigh costs 9k³, when J is
-        # well conditioned (the ellipsoid's rule); a J with unidentified directions goes to eigh.
-        chol, info = lapack.dpotrf(block, lower=1, clean=1)
-        if info == 0 and lapack.dpocon(chol, np.linalg.norm(block, 1), uplo="L")[0] > CHOLESKY_RCOND:
-            half = linalg.solve_triangular(chol, bread[live], lower=True, check_finite=False)
-            return half.T @ half
-    vals, vecs = np.linalg.eigh(block)
-    keep = vals > RANGE_RTOL * max(float(vals.max(initial=0.0)), np.finfo(float).tiny)
-    half = bread[:, live] @ (vecs[:, keep] / np.sqrt(vals[keep]))
-    return half @ half.T

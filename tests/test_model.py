@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from scipy.optimize import approx_fprime
 
+import bayes_loco as bl
 from bayes_loco import model
 from bayes_loco.model import expected_label, outcome_probabilities
 
@@ -226,7 +227,7 @@ def test_likelihood_knows_when_it_is_a_quasi_likelihood():
 @pytest.mark.parametrize("cholesky", [False, True])
 def test_sandwich_precision_inverts_the_sandwich_covariance(cholesky, monkeypatch):
     if cholesky:  # J's Cholesky factor from the first coordinate on (LLM-width sizes), eigh for a singular J
-        monkeypatch.setattr(model, "CHOLESKY_MIN", 1)
+        monkeypatch.setattr(bl.linalg, "CHOLESKY_MIN", 1)
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((30, 4)), rng.standard_normal((30, 4))
     bread, meat = a.T @ a, b.T @ b

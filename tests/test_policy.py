@@ -312,10 +312,12 @@ def test_exact_matches_policy_space_socp(spec, solver, monkeypatch):
     """
     from bayes_loco import policy as policy_module
     from bayes_loco.sets import ellipsoid
+    from bayes_loco.solvers import exact as exact_solver
 
     if solver == "accelerated":
-        for name in ("NEWTON_MAX", "NEWTON_FALLBACK_MAX", "CHOLESKY_MIN"):
-            monkeypatch.setattr(ellipsoid, name, 0 if name != "CHOLESKY_MIN" else 1)
+        for name in ("NEWTON_MAX", "NEWTON_FALLBACK_MAX"):
+            monkeypatch.setattr(exact_solver, name, 0)
+        monkeypatch.setattr(ellipsoid, "CHOLESKY_MIN", 1)
     if solver == "blocks":
         monkeypatch.setattr(policy_module, "FEATURE_BLOCK_BYTES", 1)
         monkeypatch.setattr(ellipsoid, "FACTORED_MIN", 1)
@@ -447,10 +449,10 @@ def test_exact_degenerate_instance_returns_a_certified_nonnegative_policy(solver
     """A set so wide that the reference action is optimal (value 0). The policy's ascent has no dual point
     for that optimum; with no Newton fallback the smoothed dual must certify it."""
     if solver == "accelerated":
-        from bayes_loco.sets import ellipsoid
+        from bayes_loco.solvers import exact as exact_solver
 
-        monkeypatch.setattr(ellipsoid, "NEWTON_MAX", 0)
-        monkeypatch.setattr(ellipsoid, "NEWTON_FALLBACK_MAX", 0)
+        monkeypatch.setattr(exact_solver, "NEWTON_MAX", 0)
+        monkeypatch.setattr(exact_solver, "NEWTON_FALLBACK_MAX", 0)
     inst = random_instance(3, "personalised", "full", radius_scale=20)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)
