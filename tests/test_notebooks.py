@@ -7,7 +7,7 @@ cell fails its notebook's test with the cell's source and the error. The noteboo
 ``assert`` cells are the checks: each asserts the conclusions its prose draws.
 
 The kernel gets one BLAS thread: on a shared two-core machine OpenBLAS's spinning threads
-made the notebooks ten times slower whenever another process was busy. The five together
+made the notebooks ten times slower whenever another process was busy. The six together
 take about 90 s on an idle two-core machine (``pytest tests/test_notebooks.py
 --durations=0`` shows each).
 """
@@ -31,7 +31,7 @@ from jupyter_client.manager import KernelManager  # noqa: E402
 NOTEBOOK_DIR = Path(__file__).resolve().parents[1] / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOK_DIR.glob("*.ipynb"))
 EXPECTED = ("01_quickstart", "02_bayesian_road", "03_ellipsoid_vs_posterior", "04_reproducing_the_paper",
-            "05_personalllm")
+            "05_personalllm", "06_your_own_data")
 # Seconds any one cell may run in QUICK mode before the test fails.
 CELL_TIMEOUT = 600
 
@@ -40,7 +40,7 @@ def _ids(paths):
     return [p.stem for p in paths]
 
 
-def test_the_five_notebooks_are_there():
+def test_the_six_notebooks_are_there():
     assert tuple(p.stem for p in NOTEBOOKS) == EXPECTED
 
 
