@@ -66,7 +66,7 @@ TYPES: dict[str, str] = {
     "LowRankResult": "bayes_loco.frequentist.fgd:LowRankResult",
     "PRSResult": "bayes_loco.frequentist.prs:PRSResult",
     "RankSelection": "bayes_loco.frequentist.rank:RankSelection",
-    "Posterior": "bayes_loco.bayes.fit:Posterior",
+    "Posterior": "bayes_loco.bayes.posterior:Posterior",
     "PaperProblem": "bayes_loco.simulate:PaperProblem",
     "PersonalLLMProblem": "bayes_loco.datasets.personalllm:PersonalLLMProblem",
 }
@@ -79,7 +79,8 @@ only when a file names the tag (loading a frequentist fit does not import PyMC).
 
 LOCATIONS: dict[str, str] = {location: tag for tag, location in TYPES.items()}
 # Format-1 names ("module:QualName") of classes that have moved since: old name → tag.
-MOVED: dict[str, str] = {"bayes_loco.personalllm:PersonalLLMProblem": "PersonalLLMProblem"}
+MOVED: dict[str, str] = {"bayes_loco.personalllm:PersonalLLMProblem": "PersonalLLMProblem",
+                         "bayes_loco.bayes.fit:Posterior": "Posterior"}
 
 SUPPORTED = ("PreferenceData, Population, coordinates (VecCoordinates, RTVBasis), uncertainty sets "
              "(EllipsoidSet, DrawsSet, QuantileSet), Policy, fits (MLEResult, LowRankResult, PRSResult, "

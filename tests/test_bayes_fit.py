@@ -285,7 +285,7 @@ def _negative_log_posterior_hessian(data, u, v, scale=1.0):
 
 
 def test_laplace_hessian_and_draws(map_fit):
-    from bayes_loco.bayes.fit import _negative_hessian
+    from bayes_loco.bayes.laplace import _negative_hessian
 
     data = map_fit.data
     u = map_fit.tree[D.FACTORS][D.LEFT].values[0, 0]
@@ -375,10 +375,10 @@ def test_sampler_warning_names_what_to_try(problem):
 
 
 def test_warnings_advise_exact_settings_from_what_ran(nuts):
-    from bayes_loco.bayes import fit as fit_module
+    from bayes_loco.bayes.diagnostics import nuts_diagnostics
 
     strict = dataclasses.replace(bb.NUTS(**nuts.settings["nuts"]), ess_min=1e9, rhat_max=1.0)
-    diagnostics, advice = fit_module._nuts_diagnostics(nuts.tree, strict, 1.0)
+    diagnostics, advice = nuts_diagnostics(nuts.tree, strict, 1.0)
     assert len(diagnostics.warnings) == 2
     assert "max R-hat" in diagnostics.warnings[0] and f"at {D.THETA}" in diagnostics.warnings[0]
     # R-hat and ESS short: twice the draws and twice the tuning, written as the exact nuts= to pass.
@@ -389,7 +389,7 @@ def test_warnings_advise_exact_settings_from_what_ran(nuts):
 
 
 def test_warning_marks_a_worst_coordinate_the_data_do_not_reach(nuts):
-    from bayes_loco.bayes.fit import _unidentified_note
+    from bayes_loco.bayes.diagnostics import _unidentified_note
 
     labels = nuts.tree["posterior"][D.RTV_COORD].values
     reached = nuts.identified
@@ -400,10 +400,10 @@ def test_warning_marks_a_worst_coordinate_the_data_do_not_reach(nuts):
 
 def test_start_jitter_is_small_and_seeded():
     from bayes_loco.bayes.chart import chart_start
-    from bayes_loco.bayes.fit import _factor_start
+    from bayes_loco.bayes.samplers import factor_start
 
     u0, v0 = np.ones((3, 2)), 2 * np.ones((4, 2))
-    starts = [_factor_start(u0, v0, 0.01, np.random.default_rng(seed)) for seed in (0, 0, 1)]
+    starts = [factor_start(u0, v0, 0.01, np.random.default_rng(seed)) for seed in (0, 0, 1)]
     for s in starts:
         assert 0 < np.abs(s[D.LEFT] - u0).max() < 0.1 and 0 < np.abs(s[D.RIGHT] - v0).max() < 0.2
     np.testing.assert_array_equal(starts[0][D.LEFT], starts[1][D.LEFT])
@@ -502,9 +502,9 @@ def test_numpyro_vectorizes_chains_when_devices_are_fewer(monkeypatch):
     import jax
 
     monkeypatch.setattr(jax, "local_device_count", lambda: 1)
-    assert bb.fit._jax_chain_method(4) == "vectorized"
+    assert bb.samplers._jax_chain_method(4) == "vectorized"
     monkeypatch.setattr(jax, "local_device_count", lambda: 4)
-    assert bb.fit._jax_chain_method(4) == "parallel"
+    assert bb.samplers._jax_chain_method(4) == "parallel"
 
 
 # ------------------------------------------------------------------- settings groups and the Fit shape
@@ -560,7 +560,7 @@ def test_in_process_samplers_run_under_the_blas_limit(monkeypatch, sampler, blas
     samplers.sample_nutpie, not pm.sample); PyMC's sampler keeps its per-process limiter."""
     from threadpoolctl import threadpool_info
 
-    from bayes_loco.bayes import fit as fit_module
+    from bayes_loco.bayes import samplers
 
     seen = {}
 
@@ -569,26 +569,26 @@ def test_in_process_samplers_run_under_the_blas_limit(monkeypatch, sampler, blas
         seen["blas_cores"] = kwargs.get("blas_cores", "auto")
         return "tree"
 
-    monkeypatch.setattr(fit_module.pm, "sample", fake_sample)
-    monkeypatch.setattr(fit_module, "sample_nutpie", fake_sample)
+    monkeypatch.setattr(samplers.pm, "sample", fake_sample)
+    monkeypatch.setattr(samplers, "sample_nutpie", fake_sample)
     library = {info["num_threads"] for info in threadpool_info()}
     nuts = bb.NUTS(sampler=sampler, blas_threads=blas_threads, chains=2)
-    assert fit_module._sample_nuts(None, nuts, lambda rng: {}, 0, False) == "tree"
+    assert samplers.sample_nuts(None, nuts, lambda rng: {}, 0, False) == "tree"
     assert seen["threads"] == (library if expected == "library" else {expected})
     assert seen["blas_cores"] == "auto"
     assert {info["num_threads"] for info in threadpool_info()} == library  # restored afterwards
 
 
 def test_sampler_is_resolved_to_the_one_that_runs(monkeypatch):
-    from bayes_loco.bayes import fit as fit_module
+    from bayes_loco.bayes import samplers
 
-    assert fit_module._resolve_sampler(bb.NUTS()).sampler in bb.available_samplers()
-    monkeypatch.setattr(fit_module, "available_samplers", lambda: ("pymc",))
-    assert fit_module._resolve_sampler(bb.NUTS()).sampler == "pymc"
+    assert samplers.resolve_sampler(bb.NUTS()).sampler in bb.available_samplers()
+    monkeypatch.setattr(samplers, "available_samplers", lambda: ("pymc",))
+    assert samplers.resolve_sampler(bb.NUTS()).sampler == "pymc"
     with pytest.raises(ValueError, match=r"nuts\.sampler='numpyro' is not installed"):
-        fit_module._resolve_sampler(bb.NUTS(sampler="numpyro"))
-    monkeypatch.setattr(fit_module, "available_samplers", lambda: ("pymc", "nutpie"))
-    assert fit_module._resolve_sampler(bb.NUTS()).sampler == "nutpie"
+        samplers.resolve_sampler(bb.NUTS(sampler="numpyro"))
+    monkeypatch.setattr(samplers, "available_samplers", lambda: ("pymc", "nutpie"))
+    assert samplers.resolve_sampler(bb.NUTS()).sampler == "nutpie"
 
 
 @pytest.mark.parametrize(("cpus", "chains", "cores", "expected"), [
@@ -596,22 +596,22 @@ def test_sampler_is_resolved_to_the_one_that_runs(monkeypatch):
 def test_cores_default_to_one_per_usable_cpu_and_chain(monkeypatch, cpus, chains, cores, expected):
     """PyMC's own default halves the CPU count (hyperthreads), which ran nutpie's chains one at a time
     on a 2-core machine; the fit asks for one per usable CPU, at most one per chain, and records it."""
-    from bayes_loco.bayes import fit as fit_module
+    from bayes_loco.bayes import samplers
 
-    monkeypatch.setattr(fit_module, "_usable_cores", lambda: cpus)
-    resolved = fit_module._resolve_sampler(bb.NUTS(chains=chains, cores=cores))
+    monkeypatch.setattr(samplers, "_usable_cores", lambda: cpus)
+    resolved = samplers.resolve_sampler(bb.NUTS(chains=chains, cores=cores))
     assert resolved.cores == expected
     seen = {}
-    monkeypatch.setattr(fit_module.pm, "sample", lambda **kwargs: seen.update(kwargs))
-    monkeypatch.setattr(fit_module, "sample_nutpie", lambda *args, **kwargs: seen.update(kwargs))
-    fit_module._sample_nuts(None, resolved, lambda rng: {}, 0, False)
+    monkeypatch.setattr(samplers.pm, "sample", lambda **kwargs: seen.update(kwargs))
+    monkeypatch.setattr(samplers, "sample_nutpie", lambda *args, **kwargs: seen.update(kwargs))
+    samplers.sample_nuts(None, resolved, lambda rng: {}, 0, False)
     assert seen["cores"] == expected
 
 
 def test_usable_cores_is_the_process_affinity():
-    from bayes_loco.bayes import fit as fit_module
+    from bayes_loco.bayes import samplers
 
-    assert fit_module._usable_cores() == len(os.sched_getaffinity(0))
+    assert samplers._usable_cores() == len(os.sched_getaffinity(0))
 
 
 def test_settings_are_recorded_typed_and_json_able(nuts):

@@ -16,7 +16,7 @@ from scipy.special import expit
 
 import bayes_loco as bl
 from bayes_loco import bayes as bb
-from bayes_loco.bayes import fit as fit_module
+from bayes_loco.bayes import diagnostics as diagnostics_module
 from bayes_loco.bayes import geometry
 from bayes_loco.bayes.chart import chart_frame
 from bayes_loco.model import margins
@@ -132,13 +132,13 @@ def _nuts(**kw):
 
 
 def test_advice_for_divergences_in_the_chart_is_the_factored_model():
-    advice = fit_module._advice(_nuts(parametrization="chart"), 5, False, False)
+    advice = diagnostics_module._advice(_nuts(parametrization="chart"), 5, False, False)
     assert advice == {"parametrization": "factored"}
 
 
 @pytest.mark.parametrize(("ran", "expected"), [(0.8, 0.95), (0.9, 0.95), (0.95, 0.99), (0.99, None)])
 def test_advice_for_divergences_in_the_factored_model_steps_target_accept_up(ran, expected):
-    advice = fit_module._advice(_nuts(target_accept=ran), 3, False, False)
+    advice = diagnostics_module._advice(_nuts(target_accept=ran), 3, False, False)
     assert advice.get("target_accept") == expected
     # Smaller steps cost ESS per draw, so more draws come with them; nothing at all past the last step.
     assert ("draws" in advice) == (expected is not None)
@@ -146,18 +146,18 @@ def test_advice_for_divergences_in_the_factored_model_steps_target_accept_up(ran
 
 def test_advice_for_short_chains_doubles_what_ran_and_never_repeats():
     nuts = _nuts(draws=300, tune=200)
-    assert fit_module._advice(nuts, 0, False, True) == {"draws": 600}
-    assert fit_module._advice(nuts, 0, True, False) == {"draws": 600, "tune": 600}
-    assert fit_module._advice(nuts, 0, False, False) == {}
+    assert diagnostics_module._advice(nuts, 0, False, True) == {"draws": 600}
+    assert diagnostics_module._advice(nuts, 0, True, False) == {"draws": 600, "tune": 600}
+    assert diagnostics_module._advice(nuts, 0, False, False) == {}
     # Followed, the advice is never the same again: each step is computed from what ran.
     for divergences, rhat_bad, ess_bad in [(2, True, True), (1, False, True), (0, True, False)]:
         ran = _nuts(target_accept=0.9, draws=300, tune=200)
         for _ in range(4):
-            advice = fit_module._advice(ran, divergences, rhat_bad, ess_bad)
+            advice = diagnostics_module._advice(ran, divergences, rhat_bad, ess_bad)
             if not advice:
                 break
             followed = bb.NUTS(**(ran.__dict__ | advice))
-            assert fit_module._advice(followed, divergences, rhat_bad, ess_bad) != advice
+            assert diagnostics_module._advice(followed, divergences, rhat_bad, ess_bad) != advice
             ran = followed
 
 

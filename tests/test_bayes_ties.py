@@ -135,14 +135,14 @@ def test_the_prior_of_nu_is_lognormal_whatever_the_data_tie_share():
 
 def test_a_compiled_model_is_never_reused_for_another_likelihood(tied):
     """The nutpie cache key tells the Bernoulli, "half" and Davidson graphs of one shape apart."""
-    from bayes_loco.bayes.fit import _model_key
+    from bayes_loco.bayes.samplers import model_key
 
     plain = bl.PreferenceData(tied.contexts, tied.differences, (tied.labels > 0.5).astype(np.int8))
     half = bb.Prior()
     davidson = T.tie_prior(bb.Prior(), "davidson")
-    keys = {_model_key(bb.build_model(plain, RANK), None, half),
-            _model_key(bb.build_model(tied, RANK), None, half),
-            _model_key(bb.build_model(tied, RANK, prior=davidson), None, davidson)}
+    keys = {model_key(bb.build_model(plain, RANK), None, half),
+            model_key(bb.build_model(tied, RANK), None, half),
+            model_key(bb.build_model(tied, RANK, prior=davidson), None, davidson)}
     assert len(keys) == 3
 
 

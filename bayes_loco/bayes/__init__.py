@@ -32,7 +32,7 @@ Choices, and why (measured on the paper's simulation, d_x = 20, d_φ = 29, r = 3
   small problems (docs/design.md, "Samplers").
 - Ties and weights (``ties="half"`` or ``"davidson"``): see :mod:`.ties`; the
   pointwise log-likelihood for ``az.loo``/``az.compare`` is computed on demand
-  (``post.with_log_likelihood()``, :func:`loo`, :func:`compare_ranks`; :mod:`.loocv`).
+  (``post.with_log_likelihood()``, :func:`loo`; :mod:`.loocv`; :func:`compare_ranks`, :mod:`.ranks`).
 - The DataTree (``post.tree``) holds the identified quantities only in
   ``posterior`` (Θ, θ_rtv), the factors in ``factors``, a ``prior``, a
   posterior predictive with ``observed_data``, and the method's own groups:
@@ -49,10 +49,15 @@ from .credible import (
     credible_quantile,
     credible_set,
 )
-from .fit import MAP, NUTS, VI, Posterior, Prior, available_samplers, fit_posterior, laplace_theta
-from .loocv import LOOResult, RankComparison, compare_ranks, log_likelihood, loo, with_log_likelihood
+from .fit import fit_posterior
+from .laplace import laplace_theta
+from .loocv import LOOResult, log_likelihood, loo, with_log_likelihood
 from .model import balanced_factors, build_model, model_coords, prior_draw
+from .posterior import Posterior
+from .ranks import RankComparison, compare_ranks
 from .reduced import add_theta_rtv, theta_rtv_array
+from .samplers import available_samplers
+from .settings import MAP, NUTS, VI, Prior
 
 __all__ = [
     "MAP", "NUTS", "VI", "ChartFrame", "LOOResult", "Posterior", "Prior", "RankComparison", "add_theta_rtv",

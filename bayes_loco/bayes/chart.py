@@ -102,11 +102,12 @@ from ..data import PreferenceData
 from ..model import fisher_information, margins
 from . import dims as D
 from .model import add_likelihood, model_coords, prior_scales
+from .settings import AUTO as AUTO  # the parametrisations' names, defined here before the settings moved
+from .settings import CHART as CHART
+from .settings import FACTORED as FACTORED
+from .settings import PARAMETRIZATIONS as PARAMETRIZATIONS
+from .settings import Prior, settings_group
 
-AUTO = "auto"
-CHART = "chart"
-FACTORED = "factored"
-PARAMETRIZATIONS = (AUTO, CHART, FACTORED)
 # Singular values of the start below this fraction of the largest are raised to it, so that T's
 # start and the prior curvature used for preconditioning stay finite when the start has rank < r.
 SINGULAR_FLOOR = 1e-3
@@ -344,8 +345,6 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     store_margins, context_names, feature_names
         As in :func:`~bayes_loco.bayes.build_model`.
     """
-    from .fit import Prior, settings_group  # fit.py imports this module
-
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     rank = check_rank(rank, data.d_x, data.d_phi)
@@ -358,13 +357,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     r, r1, rw = rank, frame.chart_rank, frame.weak_rank
     dx, m = frame.left.shape[1], frame.right.shape[1]
     coords = model_coords(data, rank, context_names=context_names, feature_names=feature_names)
-    coords |= {D.CHART_COORD: np.arange(frame.dim), D.CHART_RANK: np.arange(r1),
-               D.RANK_PAIR: np.arange(r1 * (r1 - 1) // 2),
-               D.CONTEXT_NULL: np.arange(frame.left_null.shape[1]),
-               D.FEATURE_NULL: np.arange(frame.right_null.shape[1])}
-    if rw:
-        coords |= {D.WEAK_RANK: np.arange(rw), D.CONTEXT_REST: np.arange(dx - r1),
-                   D.FEATURE_REST: np.arange(m - r1)}
+    coords |= chart_coords(frame)
     inputs = frame_inputs(frame)
     with pm.Model(coords=coords) as model:
         s_u, s_v = prior_scales(prior)
@@ -409,6 +402,19 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
         v = pm.Deterministic(D.RIGHT, v, dims=(D.FEATURE, D.RANK))
         add_likelihood(data, u, v, prior, store_margins)
     return model
+
+
+def chart_coords(frame: ChartFrame) -> dict:
+    """The coordinates of the chart's own dims (:mod:`.dims`), beside :func:`~.model.model_coords`'s."""
+    r1, rw = frame.chart_rank, frame.weak_rank
+    coords = {D.CHART_COORD: np.arange(frame.dim), D.CHART_RANK: np.arange(r1),
+              D.RANK_PAIR: np.arange(r1 * (r1 - 1) // 2),
+              D.CONTEXT_NULL: np.arange(frame.left_null.shape[1]),
+              D.FEATURE_NULL: np.arange(frame.right_null.shape[1])}
+    if rw:
+        coords |= {D.WEAK_RANK: np.arange(rw), D.CONTEXT_REST: np.arange(frame.left.shape[1] - r1),
+                   D.FEATURE_REST: np.arange(frame.right.shape[1] - r1)}
+    return coords
 
 
 def frame_inputs(frame: ChartFrame) -> dict:

@@ -36,10 +36,13 @@ from ..trees import (
 )
 from ..trees import IDENTIFIED as IDENTIFIED_COORD
 
-#: Names of the model's data containers (``pm.set_data`` keys).
+#: Names of the model's data containers (``pm.set_data`` keys); Davidson's model and weights
+#: (:mod:`bayes_loco.bayes.ties`) add the weights and log ν₀, the start of log ν.
 DATA_CONTEXTS = "contexts"
 DATA_DIFFERENCES = "differences"
 DATA_LABELS = "labels"
+DATA_WEIGHTS = "weights"
+DATA_NU_START = "log_nu_start"
 
 #: Names of the model's variables.
 LEFT = "U"
@@ -48,6 +51,13 @@ MARGINS = "eta"
 LEFT_SCALE = "sigma_U"
 RIGHT_SCALE = "sigma_V"
 BALANCE = "balance"
+#: Davidson's tie parameter ν (a Deterministic; the tree's ``posterior``) and the sampler's
+#: coordinate log ν − log ν₀ (:mod:`bayes_loco.bayes.ties`).
+NU = "nu"
+NU_SHIFT = "log_nu_shift"
+
+#: The group :meth:`~bayes_loco.bayes.Posterior.with_log_likelihood` adds (:mod:`bayes_loco.bayes.loocv`).
+LOG_LIKELIHOOD = "log_likelihood"
 
 #: Names of the chart parametrisation's variables and dims (:mod:`bayes_loco.bayes.chart`).
 CHART_Z = "chart_z"
@@ -76,10 +86,11 @@ IDENTIFIED = (THETA, THETA_RTV)
 __all__ = [
     "BALANCE", "BLOCK", "CHART_COORD", "CHART_LOG_DIAG", "CHART_LOWER", "CHART_PRIOR", "CHART_RANK",
     "CHART_WEAK_LEFT", "CHART_WEAK_RIGHT", "CHART_WEAK_TOP", "CHART_Z", "COMPARISON", "CONTEXT",
-    "CONTEXT_DIRECTION", "CONTEXT_NULL", "CONTEXT_REST", "DATA_CONTEXTS", "DATA_DIFFERENCES",
-    "DATA_LABELS", "FACTORS", "FEATURE", "FEATURE_DIRECTION", "FEATURE_NULL", "FEATURE_REST", "IDENTIFIED",
-    "IDENTIFIED_COORD", "ITERATION", "LEFT", "LEFT_NULL", "LEFT_SCALE", "LOSS", "MARGINS", "OBSERVED",
-    "OBSERVED_DATA", "OPTIMIZER_RESULT", "POINT_ESTIMATE", "POSTERIOR", "POSTERIOR_PREDICTIVE",
-    "PREFERENCE_PROBABILITY", "PRIOR", "PROBABILITY", "RANK", "RANK_PAIR", "RIGHT", "RIGHT_NULL",
-    "RIGHT_SCALE", "RTV_COORD", "SAMPLE_STATS", "THETA", "THETA_RTV", "VI_LOSS", "WEAK_RANK",
+    "CONTEXT_DIRECTION", "CONTEXT_NULL", "CONTEXT_REST", "DATA_CONTEXTS", "DATA_DIFFERENCES", "DATA_LABELS",
+    "DATA_NU_START", "DATA_WEIGHTS", "FACTORS", "FEATURE", "FEATURE_DIRECTION", "FEATURE_NULL",
+    "FEATURE_REST", "IDENTIFIED", "IDENTIFIED_COORD", "ITERATION", "LEFT", "LEFT_NULL", "LEFT_SCALE",
+    "LOG_LIKELIHOOD", "LOSS", "MARGINS", "NU", "NU_SHIFT", "OBSERVED", "OBSERVED_DATA", "OPTIMIZER_RESULT",
+    "POINT_ESTIMATE", "POSTERIOR", "POSTERIOR_PREDICTIVE", "PREFERENCE_PROBABILITY", "PRIOR", "PROBABILITY",
+    "RANK", "RANK_PAIR", "RIGHT", "RIGHT_NULL", "RIGHT_SCALE", "RTV_COORD", "SAMPLE_STATS", "THETA",
+    "THETA_RTV", "VI_LOSS", "WEAK_RANK",
 ]

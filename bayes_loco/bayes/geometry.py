@@ -43,7 +43,8 @@ from ..exceptions import ConvergenceWarning, SeparationWarning
 from ..frequentist.fgd import LowRankResult, fit_low_rank
 from ..model import margins
 from ..results import Diagnostics
-from .chart import AUTO, CHART, FACTORED, ChartFrame, chart_frame, partial_frame
+from .chart import ChartFrame, chart_frame, partial_frame
+from .settings import AUTO, CHART, FACTORED
 
 # Charted by "auto" only from this leading signal-to-noise ratio on. Below it the factored model took
 # 23-35 leapfrog steps per draw (the chart 15, at a higher cost per step and 20-30 s more compilation):

@@ -83,7 +83,7 @@ from ..model import outcome_probabilities
 from ..trees import CONSTANT_DATA, identified_coordinates, rtv_chart, sample_coords
 from . import dims as D
 from .reduced import theta_rtv_array
-from .ties import BERNOULLI, DAVIDSON, NU, likelihood_kind
+from .ties import BERNOULLI, DAVIDSON, likelihood_kind
 
 #: Davidson's P(tie) in the ``preference_probability`` group.
 P_TIE = "p_tie"
@@ -141,11 +141,12 @@ def _identified_group(theta: xr.DataArray, basis: RTVBasis, attrs) -> xr.Dataset
 
 
 def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.ndarray, data: PreferenceData,
-            prior, predictive_draws: int, seed: int, root_attrs: dict, laplace: xr.DataArray | None = None,
-            loss: np.ndarray | None = None) -> xr.DataTree:
+            prior, predictive_draws: int, seed: int, root_attrs: dict | None = None,
+            laplace: xr.DataArray | None = None, loss: np.ndarray | None = None) -> xr.DataTree:
     """The tree of the module docstring from PyMC's (``raw``); ``raw`` is left as it was.
 
-    ``laplace``: for MAP, the Laplace draws of Θ (chain 1); ``loss``: for VI, the loss history.
+    ``laplace``: for MAP, the Laplace draws of Θ (chain 1); ``loss``: for VI, the loss history;
+    ``root_attrs``: the root's attrs (:func:`root_attrs`; the fit writes them once its settings are known).
     """
     identified = identified_coordinates(directions)
     source = raw[D.POSTERIOR].to_dataset(inherit=False)
@@ -156,7 +157,7 @@ def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.nd
     factors.attrs = {**source.attrs,
                      "note": "U and V are not identified (U R, V R give the same Θ): R-hat and ESS on them "
                              "mean nothing; diagnose the posterior group"}
-    nu = source[NU] if NU in source.data_vars else None
+    nu = source[D.NU] if D.NU in source.data_vars else None
     if method == "map":
         point = theta.isel({"chain": 0, "draw": 0}, drop=True)
         groups[D.POSTERIOR] = _identified_group(laplace, basis, {
@@ -165,11 +166,11 @@ def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.nd
                                                D.THETA_RTV: theta_rtv_array(point, basis)},
                                               attrs={"description": "the MAP estimate"})
         if nu is not None:
-            groups[D.POINT_ESTIMATE][NU] = nu.isel({"chain": 0, "draw": 0}, drop=True)
+            groups[D.POINT_ESTIMATE][D.NU] = nu.isel({"chain": 0, "draw": 0}, drop=True)
     else:
         groups[D.POSTERIOR] = _identified_group(theta, basis, source.attrs)
         if nu is not None:
-            groups[D.POSTERIOR][NU] = nu
+            groups[D.POSTERIOR][D.NU] = nu
     groups[D.FACTORS] = factors
     for name in (D.SAMPLE_STATS, D.OBSERVED_DATA, CONSTANT_DATA, D.OPTIMIZER_RESULT):
         if name in raw.children and raw[name].to_dataset(inherit=False).data_vars:
@@ -182,13 +183,13 @@ def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.nd
                                   coords={D.ITERATION: np.arange(len(loss))},
                                   attrs={"description": "negative ELBO (PyMC's loss) at every iteration"})})
     if predictive_draws > 0:
-        nu_draws = groups[D.POSTERIOR].get(NU)
+        nu_draws = groups[D.POSTERIOR].get(D.NU)
         if nu_draws is None and nu is not None:  # MAP: ν held at the MAP for every Laplace draw
             nu_draws = xr.full_like(laplace.isel({D.CONTEXT: 0, D.FEATURE: 0}, drop=True),
-                                    float(groups[D.POINT_ESTIMATE][NU]))
+                                    float(groups[D.POINT_ESTIMATE][D.NU]))
         groups |= _predictive_groups(groups[D.POSTERIOR][D.THETA], basis, data, prior, predictive_draws,
                                      seed, raw, nu_draws)
-    ordered = {"/": xr.Dataset(attrs=root_attrs)}
+    ordered = {"/": xr.Dataset(attrs=root_attrs or {})}
     ordered |= {name: groups[name] for name in _ORDER if name in groups}
     return xr.DataTree.from_dict(ordered)
 
@@ -249,7 +250,7 @@ def _predictive_groups(theta: xr.DataArray, basis, data: PreferenceData, prior, 
     groups[D.PRIOR] = _identified_group(_theta_array(prior_values, sample_coords(1, n_prior), theta), basis,
                                         {"note": prior_note})
     if kind == DAVIDSON:
-        groups[D.PRIOR][NU] = xr.DataArray(np.exp(prior.nu_scale * rng.standard_normal((1, n_prior))),
+        groups[D.PRIOR][D.NU] = xr.DataArray(np.exp(prior.nu_scale * rng.standard_normal((1, n_prior))),
                                            dims=("chain", "draw"), coords=sample_coords(1, n_prior),
                                            attrs={"description": "ν from its prior, log ν ~ N(0, nu_scale²)"})
     return groups

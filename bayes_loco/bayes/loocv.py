@@ -6,7 +6,7 @@
     az.loo(tree)                               # ArviZ's PSIS-LOO, Pareto k̂ included
     az.compare({"r=1": t1, "r=2": t2, "r=3": t3})
     post.loo()                                 # the same, with a note on the k̂ counts
-    bb.compare_ranks(data, [1, 2, 3], nuts={...})   # fit each rank, az.compare them
+    bb.compare_ranks(data, [1, 2, 3], nuts={...})   # fit each rank, az.compare them (:mod:`.ranks`)
 
 **The group.** ``log_likelihood`` holds one variable, ``y`` (the observed variable's
 name, so ArviZ pairs it with ``observed_data.y`` and ``az.compare`` finds one
@@ -36,21 +36,16 @@ Davidson.
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 import arviz as az
 import numpy as np
-import pandas as pd
 import xarray as xr
 
-from ..data import PreferenceData, checks_data
 from . import dims as D
 from .reduced import stacked_draws
-from .ties import DAVIDSON, HALF, NU, pointwise_log_likelihood
+from .ties import DAVIDSON, HALF, pointwise_log_likelihood
 
-#: The tree's group of pointwise log-likelihood values (ArviZ's name).
-LOG_LIKELIHOOD = "log_likelihood"
 #: Margins η are formed for blocks of draws of about this many numbers (draws × N × d_φ).
 BLOCK_VALUES = 2**22
 
@@ -60,10 +55,10 @@ def _nu_draws(post, chains: int, draws: int) -> np.ndarray | None:
     if getattr(post, "ties", HALF) != DAVIDSON:
         return None
     tree = post.tree
-    if NU in tree[D.POSTERIOR].data_vars:
-        return np.asarray(tree[D.POSTERIOR][NU].transpose("chain", "draw").values, dtype=float)
-    if D.POINT_ESTIMATE in tree.children and NU in tree[D.POINT_ESTIMATE].data_vars:
-        return np.full((chains, draws), float(tree[D.POINT_ESTIMATE][NU].values))
+    if D.NU in tree[D.POSTERIOR].data_vars:
+        return np.asarray(tree[D.POSTERIOR][D.NU].transpose("chain", "draw").values, dtype=float)
+    if D.POINT_ESTIMATE in tree.children and D.NU in tree[D.POINT_ESTIMATE].data_vars:
+        return np.full((chains, draws), float(tree[D.POINT_ESTIMATE][D.NU].values))
     raise ValueError("this Davidson posterior's tree holds no draws of ν (posterior.nu) and no MAP of ν "
                      "(point_estimate.nu); was it made by fit_posterior?")
 
@@ -113,7 +108,7 @@ def with_log_likelihood(post) -> xr.DataTree:
     ``post.tree`` is left without the group.
     """
     tree = post.tree.copy()
-    tree[LOG_LIKELIHOOD] = xr.DataTree(log_likelihood(post))
+    tree[D.LOG_LIKELIHOOD] = xr.DataTree(log_likelihood(post))
     return tree
 
 
@@ -192,90 +187,6 @@ def loo(post, *, reff: float | None = None) -> LOOResult:
     return LOOResult(elpd, float(elpd.good_k), high, note)
 
 
-@dataclass(frozen=True)
-class RankComparison:
-    """:func:`compare_ranks`'s result: ``az.compare``'s table of the ranks and the fits behind it.
-
-    Attributes
-    ----------
-    table : pandas.DataFrame
-        ``az.compare`` (raw numbers): one row per rank labelled ``"r=<rank>"``, best
-        first, with ``elpd``, ``se``, ``elpd_diff`` and its s.e. ``dse``, ``p``,
-        ``weight`` and ArviZ's diagnostics.
-    best : int
-        The rank of highest elpd (the table's first row).
-    selected : int
-        The smallest rank within one s.e. of the best, elpd_diff ≥ −dse (the
-        one-standard-error rule: a higher rank must earn its parameters).
-    loo : dict of int to LOOResult
-    posteriors : dict of int to Posterior
-    note : str
-        The ranks' differences in words, and the k̂ counts.
-    """
-
-    table: pd.DataFrame
-    best: int
-    selected: int
-    loo: dict
-    posteriors: dict
-    note: str
-
-    def __str__(self) -> str:
-        return f"{self.table.to_string()}\n{self.note}"
-
-
-def rank_label(rank: int) -> str:
-    """The label of a rank in :func:`compare_ranks`'s table (``"r=2"``)."""
-    return f"r={rank}"
-
-
-@checks_data
-def compare_ranks(data: PreferenceData, ranks, **fit_kwargs) -> RankComparison:
-    """Fit the posterior at each rank and compare them by PSIS-LOO (``az.compare``).
-
-    Parameters
-    ----------
-    data : PreferenceData
-    ranks : sequence of int
-        At least two distinct ranks.
-    **fit_kwargs
-        Passed to every :func:`~bayes_loco.bayes.fit_posterior` call (``ties``,
-        ``method``, ``nuts``, ``prior``, ``random_seed``, …); not ``rank`` or ``start``
-        (each rank starts from its own frequentist fit).
-
-    Returns
-    -------
-    RankComparison
-    """
-    from .fit import fit_posterior
-
-    try:
-        ranks = [int(r) for r in ranks]
-    except (TypeError, ValueError):
-        raise TypeError(f"ranks must be a sequence of integers, got {ranks!r}") from None
-    if len(set(ranks)) < 2 or len(set(ranks)) != len(ranks):
-        raise ValueError(f"ranks must hold at least two distinct ranks, each once, got {ranks}")
-    for key in ("rank", "start"):
-        if key in fit_kwargs:
-            raise ValueError(f"compare_ranks fits every rank from its own start; do not pass {key}=")
-    posteriors = {r: fit_posterior(data, r, **fit_kwargs) for r in ranks}
-    results = {r: loo(post) for r, post in posteriors.items()}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # the k̂ warnings were given once by loo above
-        table = az.compare({rank_label(r): res.elpd for r, res in results.items()}, round_to="none")
-    by_label = {rank_label(r): r for r in ranks}
-    best = by_label[table.index[0]]
-    close = [by_label[label] for label, row in table.iterrows() if row["elpd_diff"] >= -row["dse"]]
-    selected = min(close)
-    lines = [f"{rank_label(best)} has the highest elpd ({table.iloc[0]['elpd']:.1f}, s.e. "
-             f"{table.iloc[0]['se']:.1f})"
-             + "".join(f"; {label} is {-row['elpd_diff']:.1f} lower (s.e. {row['dse']:.1f})"
-                       for label, row in table.iloc[1:].iterrows())
-             + f". The smallest rank within one s.e. of it: {selected}."]
-    lines += [f"{rank_label(r)}: {res.note}" for r, res in results.items() if res.high_k]
-    return RankComparison(table, best, selected, results, posteriors, " ".join(lines))
-
-
 class PosteriorLikelihood:
     """What a :class:`~bayes_loco.bayes.Posterior` knows of its likelihood: ties, ν, log-likelihood, LOO."""
 
@@ -290,9 +201,9 @@ class PosteriorLikelihood:
         if self.ties != DAVIDSON:
             return None
         tree = self.tree
-        if D.POINT_ESTIMATE in tree.children and NU in tree[D.POINT_ESTIMATE].data_vars:
-            return float(tree[D.POINT_ESTIMATE][NU].values)
-        return float(stacked_draws(tree, NU).mean())
+        if D.POINT_ESTIMATE in tree.children and D.NU in tree[D.POINT_ESTIMATE].data_vars:
+            return float(tree[D.POINT_ESTIMATE][D.NU].values)
+        return float(stacked_draws(tree, D.NU).mean())
 
     def with_log_likelihood(self) -> xr.DataTree:
         """``tree`` with its ``log_likelihood`` group (:func:`~bayes_loco.bayes.with_log_likelihood`)."""

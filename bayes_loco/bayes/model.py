@@ -14,7 +14,7 @@ import numpy as np
 import pymc as pm
 import pytensor.tensor as pt
 
-from .._validation import check_rank, check_real
+from .._validation import check_int, check_rank, check_real, rng_from
 from ..data import PreferenceData
 from . import dims as D
 from .settings import Prior, settings_group
@@ -176,8 +176,6 @@ def prior_draw(d_x: int, d_phi: int, rank: int, seed, *, scale: float = 1.0
     Used by simulation-based calibration: data simulated from Θ drawn this way
     make the posterior rank statistics of Θ's entries uniform.
     """
-    from .._validation import check_int, rng_from
-
     d_x = check_int(d_x, "d_x", 1)
     d_phi = check_int(d_phi, "d_phi", 1)
     rank = check_rank(rank, d_x, d_phi)

@@ -1,4 +1,10 @@
-"""nutpie behind :func:`~bayes_loco.bayes.fit_posterior`, compiled once per model shape.
+"""How each method of :func:`~bayes_loco.bayes.fit_posterior` draws: NUTS (PyMC, nutpie, numpyro) and ADVI.
+
+:func:`sample_nuts` runs NUTS from the starts it is given (one per chain for PyMC's
+sampler, one shared otherwise), :func:`fit_vi` ADVI from the frequentist start; the
+MAP and its Laplace approximation are in :mod:`.laplace`.
+
+**nutpie, compiled once per model shape.**
 
 ``pm.sample(nuts_sampler="nutpie")`` compiles the model's log density and gradient
 with numba on every call: 12.6 s of the 80 s a default fit took at N = 10,000, paid
@@ -17,8 +23,13 @@ a second fit against a fit compiled anew.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib.util
+import logging
+import os
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Hashable
 
@@ -29,10 +40,17 @@ import xarray as xr
 from pymc.backends.arviz import patch_nutpie_idata
 from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.traversal import graph_inputs
+from threadpoolctl import threadpool_limits
+
+from . import dims as D
+from .settings import NUTS, VI, Prior
 
 # Compiled models kept per process (a chart model at the paper's sizes holds a few MB).
 CACHE_SIZE = 8
 _CACHE: OrderedDict[Hashable, object] = OrderedDict()
+# The PyMC loggers silenced when progressbar=False ("Finished [100%]", "Sequential sampling", ...).
+_PYMC_LOGGERS = ("pymc", "pymc.sampling.mcmc", "pymc.stats.convergence", "pymc.variational.inference",
+                 "pymc.tuning.starting")
 
 
 def clear_cache() -> None:
@@ -128,3 +146,174 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
     tree["posterior"].attrs["compile_time"] = compile_seconds
     tree["posterior"].attrs["compiled_model_reused"] = int(reused)
     return tree
+
+
+# ------------------------------------------------------------------------------ NUTS and ADVI
+
+
+def available_samplers() -> tuple[str, ...]:
+    """The NUTS implementations installed here: always ``"pymc"``, then nutpie and numpyro if present."""
+    found = ["pymc"]
+    if importlib.util.find_spec("nutpie") is not None:
+        found.append("nutpie")
+    if importlib.util.find_spec("numpyro") is not None and importlib.util.find_spec("jax") is not None:
+        found.append("numpyro")
+    return tuple(found)
+
+
+def _jax_chain_method(chains: int) -> str:
+    """numpyro's ``chain_method``: one chain per device when there are enough, else vectorized.
+
+    With fewer JAX devices than chains (one GPU, or a CPU), "parallel" falls back to
+    drawing the chains one after another; "vectorized" advances them together, which
+    on a GPU costs about what one chain does.
+    """
+    import jax
+
+    return "parallel" if jax.local_device_count() >= chains else "vectorized"
+
+
+def resolve_sampler(nuts: NUTS) -> NUTS:
+    """``nuts`` with the sampler that will run (nutpie when installed and none was named, else PyMC's)
+    and the cores it will use (one per usable CPU, at most one per chain, when none were named)."""
+    sampler = nuts.sampler or ("nutpie" if "nutpie" in available_samplers() else "pymc")
+    if sampler not in available_samplers():
+        raise ValueError(f"nuts.sampler={sampler!r} is not installed; available: "
+                         f"{', '.join(available_samplers())}")
+    cores = min(nuts.chains, _usable_cores()) if nuts.cores is None else nuts.cores
+    return dataclasses.replace(nuts, sampler=sampler, cores=cores)
+
+
+def rms(a) -> float:
+    """The root-mean-square entry of ``a`` (1 where that is 0): the scale of a start's jitter and spread."""
+    return float(np.sqrt(np.mean(a * a))) or 1.0
+
+
+def factor_start(u0, v0, jitter: float, rng) -> dict:
+    """The balanced factors plus a jitter of ``jitter`` times their root-mean-square entry.
+
+    Some jitter is needed even for a single shared start: nutpie refuses a start
+    where a gradient entry is exactly 0 ("bad initial gradient"), which is the
+    case at the minimum-norm MLE for rows of V that no comparison reaches.
+    """
+    return {D.LEFT: u0 + jitter * rms(u0) * rng.standard_normal(u0.shape),
+            D.RIGHT: v0 + jitter * rms(v0) * rng.standard_normal(v0.shape)}
+
+
+@contextlib.contextmanager
+def quiet_pymc(quiet: bool):
+    """Silence PyMC's log lines ("Sequential sampling …", "Finished [100%] …") while ``quiet``."""
+    if not quiet:
+        yield
+        return
+    loggers = [logging.getLogger(name) for name in _PYMC_LOGGERS]
+    levels = [lg.level for lg in loggers]
+    try:
+        for lg in loggers:
+            lg.setLevel(logging.CRITICAL + 1)
+        yield
+    finally:
+        for lg, level in zip(loggers, levels, strict=True):
+            lg.setLevel(level)
+
+
+def _usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the OS has one)."""
+    if hasattr(os, "process_cpu_count"):  # Python ≥ 3.13
+        return os.process_cpu_count() or 1
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key=None) -> xr.DataTree:
+    """NUTS from ``draw_start(rng)`` (one start per chain for PyMC's sampler, one shared otherwise).
+
+    nutpie runs through :func:`sample_nutpie`, which compiles a model of
+    the structure ``key`` once per process; the others through ``pm.sample``. The
+    sampler adds no jitter of its own on top of the start's.
+    """
+    rng = np.random.default_rng(seed)
+    per_chain = nuts.sampler == "pymc"
+    starts = [draw_start(rng) for _ in range(nuts.chains if per_chain else 1)]
+    limit = contextlib.nullcontext()
+    if not per_chain and nuts.blas_threads is not None:
+        limit = threadpool_limits(limits=nuts.blas_threads)
+    if nuts.sampler == "nutpie":
+        with limit:
+            return sample_nutpie(model, key, starts[0], draws=nuts.draws, tune=nuts.tune, chains=nuts.chains,
+                                 cores=nuts.cores, seed=seed, target_accept=nuts.target_accept,
+                                 progressbar=progressbar)
+    kwargs = dict(draws=nuts.draws, tune=nuts.tune, chains=nuts.chains, cores=nuts.cores, random_seed=seed,
+                  progressbar=progressbar, quiet=not progressbar, nuts_sampler=nuts.sampler,
+                  initvals=starts if per_chain else starts[0], target_accept=nuts.target_accept,
+                  compute_convergence_checks=False, model=model)
+    if per_chain:
+        kwargs["init"] = "adapt_diag"  # no jitter on top of ours
+    else:
+        kwargs["nuts"] = {"jitter": False, "chain_method": _jax_chain_method(nuts.chains)}
+        if nuts.blas_threads is not None:
+            # PyMC's own limiter ("auto": as many threads as cores) would replace ours.
+            kwargs["blas_cores"] = None
+    with warnings.catch_warnings(), limit:
+        warnings.filterwarnings("ignore", category=FutureWarning)
+        return pm.sample(**kwargs)
+
+
+def model_key(model: pm.Model, frame, prior: Prior) -> tuple:
+    """What fixes a model's compiled log density (the ``key`` of :func:`sample_nutpie`): all but its inputs.
+
+    The parametrisation and its ranks and span dimensions, the prior's settings
+    (constants of the graph), the coordinates (the names nutpie labels draws
+    with; the comparisons by their count), and the data containers' names (which
+    likelihood the graph holds: Bernoulli, "half" or Davidson's, :mod:`.ties`).
+    """
+    shape = None if frame is None else (frame.rank, frame.chart_rank, frame.left.shape, frame.right.shape,
+                                         frame.left_null.shape, frame.right_null.shape)
+    coords = tuple((name, len(values) if name == D.COMPARISON else tuple(map(str, values)))
+                   for name, values in model.coords.items())
+    return (shape, dataclasses.astuple(prior), coords, tuple(sorted(var.name for var in model.data_vars)))
+
+
+def _vi_inference(model, vi: VI, u0, v0, seed: int):
+    """ADVI from the frequentist start with a small initial spread (5 % of the factor scale).
+
+    PyMC's default initial spread (σ ≈ 0.7 mean-field, 1.3 full-rank) around
+    factors of size ~1, with adagrad, sends η to overflow in the first steps.
+    """
+    start = {D.LEFT: u0, D.RIGHT: v0}
+    sigma = np.concatenate([np.full(u0.size, 0.05 * rms(u0)), np.full(v0.size, 0.05 * rms(v0))])
+    with model:
+        if vi.method == "advi":
+            return pm.ADVI(start=start, start_sigma={D.LEFT: sigma[:u0.size], D.RIGHT: sigma[u0.size:]},
+                           random_seed=seed)
+        inference = pm.FullRankADVI(start=start, random_seed=seed)
+    group = inference.approx.groups[0]
+    n = group.ddim
+    spread = np.full(n, 0.1)  # the other coordinates (log-scales with prior.hyper, Davidson's log ν)
+    for name, part in ((D.LEFT, sigma[:u0.size]), (D.RIGHT, sigma[u0.size:])):
+        spread[group.ordering[name][1]] = part
+    tril = np.zeros((n, n))
+    tril[np.diag_indices(n)] = np.log(np.expm1(spread))  # inverse of softplus (rho2sigma)
+    group.params_dict["L_tril"].set_value(tril[np.tril_indices(n)])
+    return inference
+
+
+def fit_vi(model, vi: VI, u0, v0, seed: int, progressbar: bool) -> tuple[xr.DataTree, np.ndarray]:
+    """Fit ADVI with Adam and draw from it (one chain); returns the draws and the loss of every iteration."""
+    inference = _vi_inference(model, vi, u0, v0, seed)
+    with model:
+        try:
+            approx = inference.fit(n=vi.iterations, progressbar=progressbar,
+                                   obj_optimizer=pm.adam(learning_rate=vi.learning_rate))
+        except FloatingPointError as exc:
+            raise ValueError(f"ADVI diverged: its parameters became NaN with vi.learning_rate="
+                             f"{vi.learning_rate:g}; lower vi.learning_rate (the default is "
+                             f"{VI.learning_rate}) or use method='nuts'") from exc
+        tree = approx.sample(vi.draws, random_seed=seed + 1)
+    return tree, np.asarray(approx.hist, dtype=float)
+
+
+def final_loss(loss: np.ndarray) -> float:
+    """The mean loss of the last 1 % of the iterations."""
+    return float(np.mean(loss[-max(1, loss.size // 100):]))

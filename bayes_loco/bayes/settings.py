@@ -1,10 +1,11 @@
-"""The prior settings group of the Bayesian road, and how every settings group is read.
+"""The settings groups of the Bayesian road, and how every settings group is read.
 
 :func:`~bayes_loco.bayes.fit_posterior` takes its settings in groups, each a frozen
-dataclass that also accepts a dict of its fields (:func:`settings_group`). The
-sampler's groups (``NUTS``, ``MAP``, ``VI``) live beside the fit in
-:mod:`bayes_loco.bayes.fit`; the prior is here, where the model builders
-(:mod:`.model`, :mod:`.chart`) read it without importing the fit.
+dataclass that also accepts a dict of its fields (:func:`settings_group`):
+:class:`Prior`, :class:`NUTS`, :class:`MAP` and :class:`VI`. They live here, at the
+bottom of the Bayesian road, so that the model builders (:mod:`.model`,
+:mod:`.chart`), the samplers and the :class:`~.posterior.Posterior` read them
+without importing the fit.
 """
 
 from __future__ import annotations
@@ -13,7 +14,16 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from .._validation import check_real
+from .._validation import check_int, check_option, check_real
+
+METHODS = ("nuts", "map", "vi")
+NUTS_SAMPLERS = ("pymc", "nutpie", "numpyro")
+VI_METHODS = ("advi", "fullrank_advi")
+# The coordinates NUTS moves in (``nuts.parametrization``; :mod:`.chart`, :mod:`.geometry`).
+AUTO = "auto"
+CHART = "chart"
+FACTORED = "factored"
+PARAMETRIZATIONS = (AUTO, CHART, FACTORED)
 
 
 def _set(obj, name, value) -> None:
@@ -85,3 +95,146 @@ def prior_record(prior: Prior) -> dict:
     if prior.nu_scale is None:
         del record["nu_scale"]
     return record
+
+
+@dataclass(frozen=True)
+class NUTS:
+    """Settings of NUTS (``method="nuts"``).
+
+    Attributes
+    ----------
+    draws, tune : int
+        Draws kept and tuning steps, per chain.
+    chains : int
+    cores : int or None
+        Chains sampled at once: processes for PyMC's sampler, threads for
+        nutpie's. None (default): one per usable CPU, at most ``chains``
+        (the process's CPU affinity). PyMC's own guess halves the CPU count to skip
+        hyperthreads, which on a 2-core machine ran every chain on one core.
+    sampler : {"pymc", "nutpie", "numpyro"} or None
+        The NUTS implementation; None picks nutpie (a dependency of the
+        package, PyMC 6's default) and PyMC's own where nutpie is missing (the
+        fit records the one used). nutpie compiles the model with numba first
+        (~10 s, less from its cache): on small problems ``"pymc"`` is faster.
+        ``"numpyro"`` runs on JAX's default device (a GPU where JAX sees one),
+        its chains vectorized when there are fewer devices than chains.
+    target_accept : float
+        Target acceptance in (0, 1).
+    init_jitter : float
+        Relative jitter (times the root-mean-square factor entry) of the starts:
+        one per chain for PyMC's sampler, one shared start for nutpie and
+        numpyro (which take a single initial point).
+    rhat_max, ess_min : float
+        A :class:`~bayes_loco.SamplerWarning` is issued when R-hat of some entry
+        of Θ or θ_rtv exceeds ``rhat_max``, its bulk or tail ESS is below
+        ``ess_min``, or any transition diverged.
+    parametrization : {"auto", "chart", "factored"}
+        The coordinates NUTS moves in; all give the same posterior of Θ (same
+        prior, same likelihood). ``"chart"``: the identified chart of
+        :mod:`bayes_loco.bayes.chart` for the leading ``chart_rank``
+        components, without the rotation and scale ridges of (U, V) and
+        preconditioned by the curvature at the start, so that the leapfrog
+        steps per draw do not grow with N; the other components stay factored
+        (near a lower-rank Θ the chart's coordinates of an undetermined
+        component grow heavy tails). ``"factored"``: U and V themselves (the
+        model of :func:`~bayes_loco.bayes.build_model`), whose steps per draw
+        grow like √N. ``"auto"`` (default): the chart for the leading
+        components whose column space the data determine at the start
+        (:attr:`~bayes_loco.bayes.chart.ChartFrame.determined_rank`), the
+        factored model where there are none; the fit's settings record what
+        ran. docs/results.md ("Posterior geometry") measures them.
+    chart_rank : int or None
+        r₁, 1 ≤ r₁ ≤ r: how many leading components ``"chart"`` or ``"auto"``
+        sample in chart coordinates. None (default): all r for ``"chart"``, the
+        determined ones for ``"auto"``.
+    blas_threads : int or None
+        BLAS threads while nutpie or numpyro sample (their chains run as
+        threads of this process); None leaves the BLAS library's own number.
+        One (default) is fastest: the products here are small, and a threaded
+        BLAS under parallel chains or a busy machine oversubscribes the cores
+        (nutpie, N = 10,000, one other job running: 437 s with the library's
+        two threads, 43 s with one). PyMC's sampler gives each chain's process
+        one thread itself.
+    """
+
+    draws: int = 1000
+    tune: int = 1000
+    chains: int = 4
+    cores: int | None = None
+    sampler: str | None = None
+    target_accept: float = 0.9
+    init_jitter: float = 0.01
+    rhat_max: float = 1.01
+    ess_min: float = 400.0
+    parametrization: str = AUTO
+    chart_rank: int | None = None
+    blas_threads: int | None = 1
+
+    def __post_init__(self):
+        _set(self, "draws", check_int(self.draws, "nuts.draws", 1))
+        _set(self, "tune", check_int(self.tune, "nuts.tune", 0))
+        _set(self, "chains", check_int(self.chains, "nuts.chains", 1))
+        if self.cores is not None:
+            _set(self, "cores", check_int(self.cores, "nuts.cores", 1))
+        if self.sampler is not None:
+            check_option(self.sampler, "nuts.sampler", NUTS_SAMPLERS)
+        _set(self, "target_accept", check_real(self.target_accept, "nuts.target_accept", 0.0, 1.0,
+                                               low_open=True, high_open=True))
+        _set(self, "init_jitter", check_real(self.init_jitter, "nuts.init_jitter", 0.0))
+        _set(self, "rhat_max", check_real(self.rhat_max, "nuts.rhat_max", 1.0))
+        _set(self, "ess_min", check_real(self.ess_min, "nuts.ess_min", 0.0))
+        check_option(self.parametrization, "nuts.parametrization", PARAMETRIZATIONS)
+        if self.chart_rank is not None:
+            _set(self, "chart_rank", check_int(self.chart_rank, "nuts.chart_rank", 1))
+            if self.parametrization == FACTORED:
+                raise ValueError("nuts.chart_rank is for nuts.parametrization 'chart' or 'auto', got "
+                                 f"chart_rank={self.chart_rank} with 'factored'")
+        if self.blas_threads is not None:
+            _set(self, "blas_threads", check_int(self.blas_threads, "nuts.blas_threads", 1))
+
+
+@dataclass(frozen=True)
+class VI:
+    """Settings of variational inference (``method="vi"``).
+
+    Attributes
+    ----------
+    method : {"advi", "fullrank_advi"}
+        Mean-field or full-rank ADVI.
+    iterations : int
+        Optimisation steps.
+    learning_rate : float
+        Adam's learning rate.
+    draws : int
+        Draws from the fitted approximation.
+    """
+
+    method: str = "advi"
+    iterations: int = 30000
+    learning_rate: float = 0.01
+    draws: int = 1000
+
+    def __post_init__(self):
+        check_option(self.method, "vi.method", VI_METHODS)
+        _set(self, "iterations", check_int(self.iterations, "vi.iterations", 1))
+        _set(self, "learning_rate", check_real(self.learning_rate, "vi.learning_rate", 0.0, low_open=True))
+        _set(self, "draws", check_int(self.draws, "vi.draws", 1))
+
+
+@dataclass(frozen=True)
+class MAP:
+    """Settings of the MAP fit (``method="map"``).
+
+    Attributes
+    ----------
+    draws : int
+        Draws of its Laplace approximation: the ``posterior`` group of the tree,
+        so that ArviZ summarises a MAP fit with intervals instead of NaN (see
+        :func:`~bayes_loco.bayes.fit_posterior`).
+    """
+
+    draws: int = 1000
+
+    def __post_init__(self):
+        _set(self, "draws", check_int(self.draws, "map.draws", 1))
+

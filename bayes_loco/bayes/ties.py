@@ -45,6 +45,7 @@ from scipy.special import log_expit, logsumexp
 from .._validation import check_option
 from ..data import PreferenceData
 from . import dims as D
+from .dims import DATA_NU_START, DATA_WEIGHTS, NU, NU_SHIFT
 from .settings import Prior
 
 #: The tie models of ``fit_posterior(ties=...)``.
@@ -56,12 +57,6 @@ BERNOULLI = "bernoulli"
 #: σ_ν of Davidson's prior log ν ~ N(0, σ_ν²) when ``prior.nu_scale`` is not given.
 NU_SCALE = 1.0
 
-#: Names in the model and the tree: ν (a Deterministic; the tree's ``posterior``), the
-#: sampler's coordinate log ν − log ν₀, and the data containers of weights and log ν₀.
-NU = "nu"
-NU_SHIFT = "log_nu_shift"
-DATA_WEIGHTS = "weights"
-DATA_NU_START = "log_nu_start"
 
 
 def tie_prior(prior: Prior, ties: str | None) -> Prior:

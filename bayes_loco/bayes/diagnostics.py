@@ -1,0 +1,219 @@
+"""Diagnostics of a posterior fit: R-hat, ESS and divergences of NUTS, the optimisers' accounts, advice.
+
+Only identified quantities are diagnosed (docs/design.md, convention 6): every entry
+of Θ and θ_rtv, and Davidson's ν where the model has it (:mod:`.ties`); U and V are
+not (rotations U R, V R give the same Θ). Each problem becomes a message naming the
+worst quantity, with the NUTS settings to re-run with (:func:`_advice`); the fit
+issues the messages as :class:`~bayes_loco.SamplerWarning` or
+:class:`~bayes_loco.ConvergenceWarning`. What ran and why (:mod:`.geometry`) is
+recorded by :func:`geometry_record` and read back by :func:`geometry_notes`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import arviz as az
+import numpy as np
+import pandas as pd
+
+from ..results import Diagnostics, FitStatus
+from ..trees import CONSTANT_DATA
+from . import dims as D
+from .chart import ANGLE_MAX
+from .settings import CHART, FACTORED, NUTS, VI
+
+# Sampler-stat names differ between the NUTS implementations (docs/design.md, 'Samplers').
+_DEPTH_STATS = ("tree_depth", "depth")
+_MAXDEPTH_STATS = ("reached_max_treedepth", "maxdepth_reached")
+RTV_IDENTIFIED = f"rtv_{D.IDENTIFIED_COORD}"
+# The target_accept values a divergent factored fit is advised to re-run with, in turn.
+TARGET_ACCEPT_STEPS = (0.95, 0.99)
+
+
+def diagnosed_variables(tree) -> tuple[str, ...]:
+    """The variables of ``tree``'s ``posterior`` that R-hat and ESS cover: θ_rtv, Θ, and ν where present."""
+    return (D.THETA_RTV, D.THETA) + ((D.NU,) if D.NU in tree[D.POSTERIOR].data_vars else ())
+
+
+def _stat(stats, names):
+    """The first of the sampler statistics ``names`` that ``stats`` holds, as an array, or None."""
+    for name in names:
+        if name in stats.data_vars:
+            return np.asarray(stats[name].values)
+    return None
+
+
+def _worst(table: pd.DataFrame, column: str, largest: bool) -> tuple[float, str]:
+    """The extreme value of ``column`` (NaN skipped) and the row (quantity) where it occurs."""
+    values = table[column].to_numpy(float)
+    if np.all(np.isnan(values)):
+        return np.nan, ""
+    i = int(np.nanargmax(values) if largest else np.nanargmin(values))
+    return float(values[i]), str(table.index[i])
+
+
+def _unidentified_note(name: str, tree) -> str:
+    """A remark when ``name`` (an az.summary row) is a θ_rtv coordinate that no comparison reaches."""
+    chart = tree[CONSTANT_DATA]
+    if RTV_IDENTIFIED not in chart.data_vars:
+        return ""
+    for label, identified in zip(chart[D.RTV_COORD].values, chart[RTV_IDENTIFIED].values, strict=True):
+        if name == f"{D.THETA_RTV}[{label}]" and not identified:
+            return " (a coordinate no comparison reaches: its posterior is the prior's)"
+    return ""
+
+
+def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool) -> dict:
+    """The NUTS settings to re-run with, each a step that improves this fit (empty: none known).
+
+    Divergences in the chart: the factored model (:mod:`.geometry`). Divergences in
+    the factored model: the next ``target_accept`` of :data:`TARGET_ACCEPT_STEPS`
+    above the one that ran (none past the last: smaller steps no longer help). R-hat
+    or ESS short: twice the draws (ESS grows about linearly with them), and with R-hat
+    twice the tuning too. Each suggestion is computed from the settings that ran, so a
+    fit re-run as advised is never advised the same again.
+    """
+    advice = {}
+    if divergences:
+        if nuts.parametrization == CHART:
+            advice["parametrization"] = FACTORED
+        else:
+            higher = [t for t in TARGET_ACCEPT_STEPS if t > nuts.target_accept + 1e-9]
+            if higher:
+                advice["target_accept"] = higher[0]
+    if rhat_bad or ess_bad or "target_accept" in advice:
+        advice["draws"] = 2 * nuts.draws
+    if rhat_bad:
+        advice["tune"] = 2 * max(nuts.tune, nuts.draws)
+    return advice
+
+
+
+def nuts_diagnostics(tree, nuts: NUTS, seconds: float) -> tuple[Diagnostics, dict]:
+    """Divergences, tree depth, and R-hat/ESS over Θ, θ_rtv and ν (:func:`diagnosed_variables`); messages.
+
+    The messages name the worst quantity (its ArviZ label); the advice (:func:`_advice`)
+    is returned beside the diagnostics and written into each message as the exact
+    ``nuts={...}`` to pass.
+    """
+    stats = tree[D.SAMPLE_STATS]
+    div, depth, maxd = (_stat(stats, names) for names in (("diverging",), _DEPTH_STATS, _MAXDEPTH_STATS))
+    variables = diagnosed_variables(tree)
+    over = "Θ and θ_rtv" if len(variables) == 2 else "Θ, θ_rtv and ν"
+    both = pd.concat([az.summary(tree, var_names=[var], kind="diagnostics", round_to="none")
+                      for var in variables])
+    divergences = None if div is None else int(div.sum())
+    max_rhat, at_rhat = _worst(both, "r_hat", largest=True)
+    min_bulk, at_bulk = _worst(both, "ess_bulk", largest=False)
+    min_tail, at_tail = _worst(both, "ess_tail", largest=False)
+    chains = tree[D.POSTERIOR].sizes.get("chain", 1)
+    rhat_bad = chains > 1 and not max_rhat <= nuts.rhat_max
+    ess_bad = not min(min_bulk, min_tail) >= nuts.ess_min
+    advice = _advice(nuts, divergences, rhat_bad, ess_bad)
+    rerun = f"; re-run with nuts={advice}" if advice else ""
+    messages = []
+    if divergences:
+        if "parametrization" in advice:
+            why = "the chart's coordinates are ratios that are near-singular where the data are few"
+        elif "target_accept" in advice:
+            why = f"smaller leapfrog steps (target_accept {advice['target_accept']}) follow the curvature"
+        else:
+            why = (f"they persist at target_accept {nuts.target_accept}: the draws near them may be biased; "
+                   "compare a lower rank (select_rank) or a tighter prior (prior={'scale': ...})")
+        messages.append(f"{divergences} divergent transitions after tuning in the {nuts.parametrization} "
+                        f"coordinates: {why}{rerun}")
+    if rhat_bad:
+        messages.append(f"max R-hat {max_rhat:.4f} at {at_rhat}{_unidentified_note(at_rhat, tree)} > "
+                        f"{nuts.rhat_max} (over {over}): the chains disagree{rerun}")
+    if ess_bad and not np.isfinite(min(min_bulk, min_tail)):
+        messages.append(f"ESS cannot be estimated from {chains} chain(s) × {nuts.draws} draw(s), so this fit "
+                        f"is not checked{rerun}")
+    elif ess_bad:
+        worst = (f"bulk {min_bulk:.0f} at {at_bulk}{_unidentified_note(at_bulk, tree)}, "
+                 f"tail {min_tail:.0f} at {at_tail}{_unidentified_note(at_tail, tree)}")
+        messages.append(f"min ESS over {over} is {worst} < {nuts.ess_min}{rerun}")
+    converged = not messages
+    message = (f"{chains} chains × {nuts.draws} draws after {nuts.tune} tuning steps: {divergences} "
+               f"divergences, max R-hat {max_rhat:.4f} ({at_rhat}), min ESS bulk {min_bulk:.0f} "
+               f"({at_bulk}) / tail {min_tail:.0f} ({at_tail})")
+    diagnostics = Diagnostics(
+        f"nuts-{nuts.sampler}", converged, nuts.draws,
+        FitStatus.CONVERGED if converged else FitStatus.SAMPLER_WARNINGS, message, tuple(messages), seconds,
+        divergences=divergences, max_depth_hits=None if maxd is None else int(maxd.sum()),
+        mean_tree_depth=None if depth is None else float(depth.mean()),
+        max_rhat=max_rhat, min_ess_bulk=min_bulk, min_ess_tail=min_tail)
+    return diagnostics, advice
+
+
+def map_diagnostics(tree, seconds: float) -> Diagnostics:
+    """The optimiser's own account, from find_MAP's ``optimizer_result`` group."""
+    if D.OPTIMIZER_RESULT not in tree.children:
+        return Diagnostics("map", True, None, FitStatus.CONVERGED, "find_MAP gave no optimizer_result",
+                           seconds=seconds)
+    result = tree[D.OPTIMIZER_RESULT]
+    success = bool(result["success"].values) if "success" in result.data_vars else True
+    n_iter = int(result["nit"].values) if "nit" in result.data_vars else None
+    message = str(result["message"].values) if "message" in result.data_vars else ""
+    messages = () if success else (
+        f"the MAP search (L-BFGS-B) stopped before converging after {n_iter} iterations: {message}",)
+    return Diagnostics("map", success, n_iter, FitStatus.CONVERGED if success else FitStatus.NOT_CONVERGED,
+                       message, messages, seconds)
+
+
+
+def vi_diagnostics(vi: VI, final_loss: float, seconds: float) -> Diagnostics:
+    """A VI fit's account: its iterations and final loss (no convergence test of its own)."""
+    message = f"{vi.iterations} iterations of {vi.method}, final loss {final_loss:.6g}"
+    return Diagnostics(f"vi-{vi.method}", True, vi.draws, FitStatus.CONVERGED, message, seconds=seconds)
+
+
+def note_loose(diagnostics: Diagnostics, frame) -> Diagnostics:
+    """``diagnostics`` with a warning naming the charted components the data leave loose, if any."""
+    charted = frame.angles[:frame.chart_rank]
+    loose = ", ".join(f"{j} ({a:.2f} rad)" for j, a in enumerate(charted) if a > ANGLE_MAX)
+    if not loose:
+        return diagnostics
+    return dataclasses.replace(diagnostics, warnings=(*diagnostics.warnings, (
+        f"NUTS ran in the chart although the data leave the column space of component(s) {loose} "
+        f"loose (> {ANGLE_MAX} rad at the start): their chart coordinates have heavy tails. Chart fewer "
+        "components (nuts={'chart_rank': ...}; the others stay factored) or none "
+        "(nuts={'parametrization': 'auto'} chooses); if a component's singular value is within noise of 0, "
+        "a lower rank may fit the data as well (select_rank)")))
+
+
+def geometry_record(geometry, ran: NUTS, first: tuple[NUTS, Diagnostics] | None, start_note: str) -> dict:
+    """What ran and why, for ``settings["geometry"]``: the choice, its reason, and a fall-back's cause.
+
+    ``ran``: the NUTS settings of the run kept; ``first``: the settings and diagnostics of
+    the run it replaced (:func:`~.geometry.ranking`), None when the first run was kept.
+    """
+    record = {"parametrization": ran.parametrization, "chart_rank": ran.chart_rank,
+              "reason": geometry.reason,
+              "fell_back": first is not None and first[0].parametrization != ran.parametrization}
+    if first is not None:
+        nuts, d = first
+        record["first"] = {"parametrization": nuts.parametrization, "chart_rank": nuts.chart_rank,
+                           "divergences": d.divergences, "max_rhat": d.max_rhat,
+                           "min_ess_bulk": d.min_ess_bulk, "min_ess_tail": d.min_ess_tail,
+                           "seconds": d.seconds}
+        record["reason"] += (f"; the chart gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS "
+                             f"{d.min_ess_bulk:.0f} in {d.seconds:.0f} s, so the factored model ran too and "
+                             "was kept")
+    if start_note:
+        record["start"] = start_note
+    return record
+
+
+def geometry_notes(settings: dict) -> list[str]:
+    """Where the chains started and which coordinates NUTS moved in, and why, from a fit's ``settings``."""
+    record = settings.get("geometry", {})
+    notes = []
+    if record:
+        rank = record["chart_rank"]
+        ran = record["parametrization"] + (f" (r₁ = {rank})" if rank else "")
+        notes.append(f"NUTS moved in the {ran} coordinates: {record['reason']}.")
+    start = record.get("start") or settings.get("start")
+    if start:
+        notes.append(f"The start: {start}.")
+    return notes

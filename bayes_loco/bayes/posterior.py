@@ -1,0 +1,367 @@
+"""The result of :func:`~bayes_loco.bayes.fit_posterior`: :class:`Posterior`, a fit in RTV coordinates.
+
+A :class:`Posterior` is plain data (its DataTree, basis, start, identified
+directions, diagnostics and settings) and follows the
+:class:`~bayes_loco.results.Fit` protocol like the frequentist fits: ``theta``,
+``estimate``, ``penalty_set``, ``calibrated_set``, ``diagnostics``, ``summary``.
+Its tie model, ν and pointwise log-likelihood come from
+:class:`~.loocv.PosteriorLikelihood`; its PyMC model is rebuilt on demand.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+
+import arviz as az
+import numpy as np
+import pandas as pd
+import pymc as pm
+import xarray as xr
+
+from .._validation import check_option, check_real
+from ..coordinates import RTVBasis, check_coordinates, design
+from ..data import PreferenceData
+from ..frequentist.fgd import LowRankResult
+from ..model import fisher_information, margins
+from ..predict import Predictive
+from ..results import (
+    Diagnostics,
+    InRTVCoordinates,
+    Summary,
+    SummaryHTML,
+    data_header,
+    diagnostics_header,
+    penalty_ellipsoid,
+    unidentified_note,
+)
+from ..sets import EllipsoidSet
+from ..trees import identified_coordinates
+from . import dims as D
+from .chart import build_chart_model, chart_frame
+from .credible import KINDS, credible_set
+from .diagnostics import geometry_notes
+from .loocv import PosteriorLikelihood
+from .model import build_model
+from .reduced import draws_moments, stacked_draws
+from .settings import CHART, FACTORED, METHODS, Prior, settings_group
+
+SUMMARY_COLUMNS = ("estimate", "std_err", "lower", "upper", "ess_bulk", "ess_tail", "r_hat")
+
+
+@dataclass(frozen=True, eq=False)
+class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
+    """A posterior fit of the factored model and its reduced coordinates.
+
+    It follows the :class:`~bayes_loco.results.Fit` protocol in the RTV
+    coordinates of ``basis``: ``theta`` is the posterior mean Θ̄, ``estimate``
+    the posterior mean of θ_rtv, and ``calibrated_set`` gives the credible
+    ellipsoid, its sandwich, the hull of draws or the pointwise quantile.
+
+    Every field is plain data (picklable, and what :func:`bayes_loco.save`
+    stores); the PyMC model is rebuilt on demand (:attr:`model`).
+
+    Attributes
+    ----------
+    tree : xarray.DataTree
+        ArviZ DataTree (:mod:`bayes_loco.bayes.layout`). Its ``posterior``
+        holds the identified quantities only, ``theta`` = Θ (context × feature)
+        and ``theta_rtv`` = θ_rtv (rtv_coord, with an ``identified``
+        coordinate), so ``az.diagnose``, ``az.summary`` and ArviZ's plots with
+        default arguments look at nothing else; the factors U, V are in
+        ``factors``. Also ``prior``, ``posterior_predictive`` (replicated labels
+        ``y``) with ``observed_data``, ``preference_probability`` (``p``), and per
+        method ``sample_stats`` (NUTS), ``point_estimate`` and
+        ``optimizer_result`` (MAP), ``vi_loss`` (VI). Its ``attrs`` hold typed
+        scalars (version, rank, method, sampler, chains, draws, k, k_eff, …)
+        and the whole ``settings`` as JSON (``"settings"``), all of which netCDF
+        can store, so ``tree.to_netcdf`` works as ArviZ users expect.
+    basis : RTVBasis
+        Û, V̂ and r of the fit whose RTV coordinates define θ_rtv (``basis=`` of
+        :func:`~bayes_loco.bayes.fit_posterior`).
+    start : LowRankResult
+        The frequentist low-rank fit the sampler/optimiser started from.
+    directions : ndarray, shape (k, k_eff)
+        Orthonormal basis of the θ_rtv directions the data identify (range of
+        the reduced design's Gram matrix); credible sets are restricted to them.
+    diagnostics : Diagnostics
+        ``method`` is ``"nuts-<sampler>"``, ``"map"`` or ``"vi-<method>"``.
+    method : {"nuts", "map", "vi"}
+    data : PreferenceData
+    settings : dict
+        The fit's settings as JSON-able values: ``rank``, ``method``,
+        ``ridge``, ``random_seed``, ``predictive_draws``, the group ``prior``
+        and the method's group ``nuts`` (with the sampler that ran), ``map`` or
+        ``vi``; ``ties`` unless the likelihood is the plain Bernoulli one (:mod:`.ties`).
+    """
+
+    tree: xr.DataTree
+    basis: RTVBasis
+    start: LowRankResult
+    directions: np.ndarray
+    diagnostics: Diagnostics
+    method: str
+    data: PreferenceData
+    settings: dict
+
+    calibrated_kinds = KINDS
+
+    def __post_init__(self):
+        for name, cls in (("tree", xr.DataTree), ("basis", RTVBasis), ("start", LowRankResult),
+                          ("diagnostics", Diagnostics), ("data", PreferenceData), ("settings", Mapping)):
+            if not isinstance(getattr(self, name), cls):
+                raise TypeError(f"Posterior.{name} must be a {cls.__name__}, got "
+                                f"{type(getattr(self, name)).__name__}")
+        check_option(self.method, "method", METHODS)
+        check_coordinates(self.basis, self.data.d_x, self.data.d_phi, "Posterior.basis")
+        # C order, as a loaded posterior's: products with a Fortran-ordered copy take other BLAS paths and
+        # differ in the last bits, so a posterior and its saved copy would give different sets.
+        directions = np.ascontiguousarray(self.directions, dtype=float)
+        k = self.basis.dim
+        if directions.ndim != 2 or directions.shape[0] != k or directions.shape[1] > k:
+            raise ValueError(f"Posterior.directions must have shape ({k}, k_eff), "
+                             f"got {directions.shape}")
+        object.__setattr__(self, "directions", directions)
+
+    def __getstate__(self) -> dict:
+        """The fields only: not the cached PyMC model, which does not pickle, nor the cached draws.
+
+        Each is rebuilt on first use (the draws from ``tree``, the model from
+        ``data``, ``rank`` and ``settings["prior"]``).
+        """
+        state = self.__dict__.copy()
+        for cached in _CACHED:
+            state.pop(cached, None)
+        return state
+
+    @cached_property
+    def model(self) -> pm.Model:
+        """The PyMC model that was fitted, on ``data``, ``rank`` and the prior settings.
+
+        :func:`~bayes_loco.bayes.build_model`, or for NUTS in the chart
+        parametrisation :func:`~bayes_loco.bayes.build_chart_model` around
+        ``start`` (the same posterior of Θ). The fitted model itself after
+        :func:`~bayes_loco.bayes.fit_posterior`; rebuilt after unpickling or loading. Reusable
+        with ``pm.set_data``.
+        """
+        nuts = self.settings.get("nuts", {})
+        return _model(self.data, self.rank, self.method, self.settings.get("prior"),
+                      nuts.get("parametrization", FACTORED), nuts.get("chart_rank"), self.start)
+
+    @property
+    def k_eff(self) -> int:
+        """Number of identified directions of θ_rtv."""
+        return self.directions.shape[1]
+
+    @cached_property
+    def theta_draws(self) -> np.ndarray:
+        """Draws of Θ, shape (J, d_x, d_φ), chains concatenated."""
+        return stacked_draws(self.tree, D.THETA)
+
+    @cached_property
+    def rtv_draws(self) -> np.ndarray:
+        """Draws of θ_rtv, shape (J, k), chains concatenated."""
+        return stacked_draws(self.tree, D.THETA_RTV)
+
+    def _point(self, var: str) -> np.ndarray | None:
+        """``var`` of the tree's ``point_estimate`` group (a MAP fit), or None."""
+        if D.POINT_ESTIMATE in self.tree.children:
+            return np.asarray(self.tree[D.POINT_ESTIMATE][var].values, dtype=float)
+        return None
+
+    @property
+    def theta(self) -> np.ndarray:
+        """Posterior mean Θ̄ (d_x × d_φ); for MAP, the MAP estimate."""
+        point = self._point(D.THETA)
+        return self.theta_draws.mean(axis=0) if point is None else point
+
+    @property
+    def estimate(self) -> np.ndarray:
+        """Posterior mean of θ_rtv (k,); for MAP, the MAP estimate's θ_rtv."""
+        point = self._point(D.THETA_RTV)
+        return self.rtv_draws.mean(axis=0) if point is None else point
+
+    @property
+    def identified(self) -> np.ndarray:
+        """Whether each coordinate e_i of θ_rtv lies in the span of ``directions`` (bool, (k,)).
+
+        The tree carries it as ``constant_data.rtv_identified``.
+        """
+        return identified_coordinates(self.directions)
+
+    @property
+    def rtv_covariance(self) -> np.ndarray:
+        """Posterior covariance of θ_rtv (k × k): of the draws (NUTS, VI) or of the Laplace draws (MAP)."""
+        self._need_draws("rtv_covariance")
+        return draws_moments(self.rtv_draws)[1]
+
+    def _need_draws(self, what):
+        if self.rtv_draws.shape[0] < 2:
+            raise ValueError(f"{what} needs at least 2 posterior draws, but this fit "
+                             f"(method={self.method!r}) has {self.rtv_draws.shape[0]}; fit with more draws")
+
+    def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
+        """The paper's tuned penalty around the posterior mean: ‖θ − θ̄_rtv‖_W ≤ C₂·sqrt(k/N), W = ZᵀZ.
+
+        Z is the N × k design of the comparisons in RTV coordinates (W is the
+        Gram matrix Σ_t z_t z_tᵀ); the set has no level (docs/design.md,
+        convention 2).
+        """
+        z = design(self.basis, self.data)
+        return penalty_ellipsoid(self.estimate, z.T @ z, self.data.n, self.basis, c2)
+
+    def calibrated_set(self, level: float = 0.9, kind: str | None = "credible", *, identified: bool = True):
+        """A ``kind`` set for θ_rtv at ``level`` that :func:`bayes_loco.pessimistic_policy` accepts.
+
+        The set's ``.kind`` is ``kind``.
+
+        Parameters
+        ----------
+        level : float
+            Level in (0, 1).
+        kind : {"credible", "sandwich", "draws", "quantile", "cvar"}
+            ``"credible"`` (default; None means it too): the Gaussian credible
+            ellipsoid around the posterior mean with W = inverse posterior
+            covariance of the identified directions and R² = χ²_{k_eff}(level)
+            (an EllipsoidSet; both objectives). ``"sandwich"``: the same
+            ellipsoid with the sandwich shape Σ F Σ, F the Fisher information
+            at the posterior mean Θ̄ (:meth:`information`) — a confidence set
+            for θ_rtv centred at θ̄; near a low-rank Θ* the posterior is wider
+            than the error of its mean and the credible set over-covers
+            (docs/results.md measures both). ``"draws"``: the convex hull of
+            the ``level`` fraction of draws with the smallest Mahalanobis
+            distance (a DrawsSet; both objectives). ``"quantile"``: the
+            pointwise (1 − level) posterior quantile of θᵀz (a QuantileSet;
+            relaxed objective only). ``"cvar"``: all draws as a CVaR set with
+            tail 1 − level (a DrawsSet; both objectives): a policy's
+            pessimistic value is the posterior CVaR of its value, below its
+            value with posterior probability ≥ level. See
+            :mod:`bayes_loco.bayes.credible` for what each guarantees.
+        identified : bool
+            Restrict the ellipsoids and the Mahalanobis distance to the
+            directions the data identify (default; see
+            :mod:`bayes_loco.bayes.credible`); False uses all k directions.
+
+        Raises
+        ------
+        ValueError
+            An unknown kind, a bad level, or a MAP fit (no draws).
+        """
+        kind = "credible" if kind is None else kind
+        check_option(kind, "kind", self.calibrated_kinds)
+        self._need_draws("calibrated_set")
+        information = self.information() if kind == "sandwich" else None
+        return credible_set(self.rtv_draws, self.basis, level, kind,
+                            directions=self.directions if identified else None, information=information)
+
+    def information(self) -> np.ndarray:
+        """Fisher information of θ_rtv at the posterior mean, Σ_t p̄_t(1 − p̄_t) z_t z_tᵀ (k × k).
+
+        p̄_t uses the posterior mean Θ̄ itself, x_tᵀ Θ̄ Δφ_t, not its reduction
+        (Θ̄ has a component outside the reduced subspace).
+        """
+        data = self.data
+        eta = margins(self.theta, data.contexts, data.differences)
+        return fisher_information(design(self.basis, data), eta)
+
+    def _summary_table(self, level: float) -> pd.DataFrame:
+        index = pd.Index(self.basis.labels(), name="coordinate")
+        table = pd.DataFrame(np.nan, index=index, columns=list(SUMMARY_COLUMNS))
+        table["estimate"] = self.estimate
+        if self.rtv_draws.shape[0] < 2:  # one draw (map={"draws": 1}): nothing to summarise
+            return table
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # R-hat of one chain (VI), few draws: NaN, reported as such
+            stats = az.summary(self.tree, var_names=[D.THETA_RTV], ci_prob=level, ci_kind="eti",
+                               round_to="none")
+        if len(stats) != self.k:
+            raise RuntimeError(f"az.summary gave {len(stats)} rows for θ_rtv, expected {self.k}")
+        table["std_err"] = stats["sd"].to_numpy(float)
+        for column, suffix in (("lower", "_lb"), ("upper", "_ub")):
+            table[column] = stats[_interval_column(stats, suffix)].to_numpy(float)
+        for column in ("ess_bulk", "ess_tail", "r_hat"):
+            table[column] = stats[column].to_numpy(float)
+        return table
+
+    def _title_and_facts(self) -> tuple[str, dict]:
+        d, post = self.diagnostics, self.tree["posterior"]
+        if self.method == "nuts":
+            return (f"Posterior (NUTS, {d.method.removeprefix('nuts-')})",
+                    {"chains": post.sizes.get("chain", 1), "draws": post.sizes.get("draw", 1),
+                     "parametrization": self.settings["nuts"].get("parametrization", FACTORED),
+                     "divergences": d.divergences, "max R-hat": d.max_rhat, "min ESS bulk": d.min_ess_bulk})
+        if self.method == "vi":
+            return (f"Posterior (VI, {d.method.removeprefix('vi-')})",
+                    {"chains": 1, "draws": self.rtv_draws.shape[0],
+                     "final loss": self.tree.attrs.get("final_loss")})
+        return "Posterior (MAP, L-BFGS-B)", {"Laplace draws": self.rtv_draws.shape[0]}
+
+    def summary(self, level: float = 0.95) -> Summary:
+        """Posterior mean, sd and equal-tailed ``level`` interval of each identified coordinate of θ_rtv.
+
+        The table has one row per coordinate e_i of θ_rtv (labels of
+        ``basis.labels()``) that the data identify (e_i in the span of
+        ``directions``), with ArviZ's ESS and R-hat; the header the data's
+        dimensions, the fit's diagnostics and the sampler's facts. A MAP fit's
+        estimate is the MAP, its sd and interval those of its Laplace
+        approximation; a note says so.
+        """
+        level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+        identified = self.identified
+        table = self._summary_table(level)[identified]
+        title, facts = self._title_and_facts()
+        header = (data_header(self.data, self.basis, self.rank, self.k_eff)
+                  | diagnostics_header(self.diagnostics) | facts)
+        notes = list(self.diagnostics.warnings)
+        if self.method == "map":
+            notes.append("MAP: the estimate is the MAP; sd and intervals are those of its Laplace "
+                         "approximation (a Gaussian on the tangent space of the rank-r matrices at the "
+                         "MAP), not of the posterior.")
+        elif self.method == "vi":
+            notes.append("VI is a Gaussian approximation in (U, V): its intervals are typically too narrow. "
+                         "Its draws are independent draws of one approximation (one chain: no R-hat).")
+        notes += geometry_notes(self.settings)
+        notes += unidentified_note(int((~identified).sum()), self.k)
+        return Summary(title, header, table, tuple(notes))
+
+    @property
+    def advice(self) -> dict:
+        """The NUTS settings the fit's warnings advise re-running with (empty when it converged).
+
+        Update the NUTS settings of the fit with them: ``fit_posterior(data, rank, nuts=mine | post.advice)``,
+        ``mine`` the dict the fit was called with.
+        """
+        return dict(self.settings.get("advice", {}))
+
+    def __repr__(self) -> str:
+        d = self.diagnostics
+        draws = self.rtv_draws.shape[0]
+        extra = ""
+        if self.method == "nuts":
+            extra = (f", divergences={d.divergences}, max R-hat={d.max_rhat:.4f}, "
+                     f"min ESS bulk={d.min_ess_bulk:.0f}")
+        return (f"Posterior(method={d.method!r}, rank={self.rank}, k={self.k}, k_eff={self.k_eff}, "
+                f"draws={draws}{extra}, converged={d.converged}, seconds={d.seconds:.1f})")
+
+
+def _model(data, rank, method, prior, parametrization, chart_rank, start) -> pm.Model:
+    if method == "nuts" and parametrization == CHART:
+        prior = settings_group(prior, Prior, "prior")
+        frame = chart_frame(data, start.theta, rank, prior.scale, chart_rank)
+        return build_chart_model(data, rank, frame, prior=prior)
+    return build_model(data, rank, prior=prior)
+
+
+# What Posterior computes on first use and does not pickle.
+_CACHED = ("model", "theta_draws", "rtv_draws")
+
+
+def _interval_column(stats: pd.DataFrame, suffix: str) -> str:
+    """The name of az.summary's interval bound column (``eti95_lb`` at level 0.95)."""
+    found = [c for c in stats.columns if c.startswith("eti") and c.endswith(suffix)]
+    if len(found) != 1:
+        raise RuntimeError(f"az.summary has no single equal-tailed interval column ending in {suffix!r}: "
+                           f"{list(stats.columns)}")
+    return found[0]
