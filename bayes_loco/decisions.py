@@ -22,7 +22,8 @@ import pandas as pd
 
 from ._validation import check_option
 from .data import SCOPES, Population
-from .policy import FEATURE_BLOCK_BYTES, _check_coordinates, _check_set, _feature_blocks
+from .design import population_coordinates
+from .policy import FEATURE_BLOCK_BYTES, _check_set, _feature_blocks
 from .results import Fit
 from .sets.base import UncertaintySet, check_set_level, guarantee
 
@@ -168,7 +169,7 @@ def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, 
     if isinstance(uncertainty_set, Fit) and not isinstance(uncertainty_set, UncertaintySet):
         uncertainty_set = uncertainty_set.calibrated_set(0.9 if level is None else level)
     _check_set(uncertainty_set)
-    _check_coordinates(uncertainty_set, population)
+    population_coordinates(uncertainty_set, population)
     found = guarantee(uncertainty_set)
     if found.sized_for is not None:
         raise ValueError(f"uncertainty_set is sized for the values of {found.sized_for} policies "

@@ -34,8 +34,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ._validation import as_float_array, check_int, check_memory, check_option, check_real
+from ._validation import as_float_array, check_int, check_option, check_real
 from .data import SCOPES, Population, Units
+from .design import candidate_features, mean_candidate_features, population_coordinates, relative_features
 from .exceptions import ConvergenceWarning
 from .model import rewards
 from .sets.base import (
@@ -43,10 +44,12 @@ from .sets.base import (
     ConvexSet,
     ExactProblem,
     FeatureBlocks,
+    NashSet,
     PolicyStatus,
     UncertaintySet,
     check_set_level,
     guarantee,
+    reads_feature_blocks,
 )
 
 OBJECTIVES = ("relaxed", "exact")
@@ -270,34 +273,10 @@ def _check_set(uncertainty_set) -> UncertaintySet:
     return uncertainty_set
 
 
-def _check_coordinates(uncertainty_set: UncertaintySet, population: Population):
-    coordinates = uncertainty_set.coordinates
-    if (population.d_x, population.d_phi) != (coordinates.d_x, coordinates.d_phi):
-        raise ValueError(f"population has (d_x, d_phi) = ({population.d_x}, {population.d_phi}), but the "
-                         f"set's coordinates live on ({coordinates.d_x}, {coordinates.d_phi}): evaluate "
-                         "the set on a population with the features of the data it was fitted on")
-    return coordinates
-
-
-def _relative(coordinates, contexts: np.ndarray, feats: np.ndarray, reference_action: int) -> np.ndarray:
-    return coordinates.transform(contexts, feats - feats[:, reference_action: reference_action + 1, :])
-
-
-def candidate_features(uncertainty_set: UncertaintySet, population: Population,
-                       reference_action: int = 0) -> np.ndarray:
-    """z(x_i, s_i, a) = coordinates of x_i (φ(s_i, a) − φ(s_i, a_ref))ᵀ, shape (n, A, k)."""
-    coordinates = _check_coordinates(uncertainty_set, population)
-    feats = population.features
-    check_memory(8.0 * feats.shape[0] * feats.shape[1] * coordinates.dim,
-                 f"the candidate features of {feats.shape[0]} units x {feats.shape[1]} actions in "
-                 f"{coordinates.dim} coordinates", "evaluate the policy on fewer units at a time")
-    return _relative(coordinates, population.contexts, feats, reference_action)
-
-
 def _feature_blocks(uncertainty_set: UncertaintySet, population: Population, units: Units,
                     reference_action: int) -> FeatureBlocks:
     """The units' mean candidate features, :data:`FEATURE_BLOCK_BYTES` of rows' features at a time."""
-    coordinates = _check_coordinates(uncertainty_set, population)
+    coordinates = population_coordinates(uncertainty_set, population)
     n_actions, k = population.n_actions, coordinates.dim
     own_rows = units.n == population.n and np.array_equal(units.of_row, np.arange(units.n))
     per_block = max(1, int(FEATURE_BLOCK_BYTES * units.n / (8.0 * n_actions * k * population.n)))
@@ -305,7 +284,8 @@ def _feature_blocks(uncertainty_set: UncertaintySet, population: Population, uni
     def make(lo, hi):
         part = units.average[lo:hi]
         rows = np.arange(lo, hi) if own_rows else np.unique(part.indices)
-        z = _relative(coordinates, population.contexts[rows], population.features[rows], reference_action)
+        z = relative_features(coordinates, population.contexts[rows], population.features[rows],
+                              reference_action)
         return z if own_rows else (part[:, rows] @ z.reshape(rows.size, -1)).reshape(hi - lo, n_actions, k)
 
     return FeatureBlocks((units.n, n_actions, k), make, per_block)
@@ -335,11 +315,11 @@ def greedy_policy(theta: np.ndarray, population: Population, *, scope: str = "pe
 def _exact_problem(uncertainty_set, population, units: Units, reference_action, tol=1e-4,
                    max_iter=60) -> ExactProblem:
     size = 8.0 * population.n * population.n_actions * uncertainty_set.coordinates.dim
-    if getattr(uncertainty_set, "accepts_feature_blocks", False) and size > 2 * FEATURE_BLOCK_BYTES:
+    if reads_feature_blocks(uncertainty_set) and size > 2 * FEATURE_BLOCK_BYTES:
         return ExactProblem(_feature_blocks(uncertainty_set, population, units, reference_action),
                             units.weights, tol, max_iter)
-    z = candidate_features(uncertainty_set, population, reference_action)
-    return ExactProblem(units.mean(z), units.weights, tol, max_iter)
+    return ExactProblem(mean_candidate_features(uncertainty_set, population, units, reference_action),
+                        units.weights, tol, max_iter)
 
 
 def pessimistic_value(uncertainty_set: UncertaintySet, population: Population, probabilities: np.ndarray,
@@ -452,12 +432,11 @@ def _relaxed(uncertainty_set, population, units, reference_action, welfare, floo
 
 
 def _exact_nash(uncertainty_set, problem: ExactProblem, floor: float, common) -> Policy:
-    solve_nash = getattr(uncertainty_set, "solve_nash", None)
-    if solve_nash is None:
+    if not isinstance(uncertainty_set, NashSet):
         raise TypeError(f"objective='exact' with welfare='nash' needs a set with an exact Nash program "
                         f"(solve_nash: the hull of draws, DrawsSet); {type(uncertainty_set).__name__} has "
                         "none. Use objective='relaxed', whose per-unit rule guarantees the Nash welfare of "
                         "the units' lower bounds.")
-    probs, value = solve_nash(problem, floor)
+    probs, value = uncertainty_set.solve_nash(problem, floor)
     return Policy(probs, objective="exact", objective_value=value,
                   pessimistic_value=problem.worst_case(uncertainty_set, probs), **common)

@@ -29,8 +29,8 @@ import pandas as pd
 from scipy import stats
 
 from ._validation import as_float_array, check_instance, check_int, check_real
-from .coordinates import DESIGN_BLOCK_BYTES
 from .data import Population, PreferenceData
+from .design import DESIGN_BLOCK_BYTES
 from .model import MARGIN_BLOCK_BYTES, expected_label, margins
 
 # The sample dims of a posterior's draws, in the order Posterior.theta_draws stacks them.
@@ -194,7 +194,7 @@ def predict_interval(fit, data: PreferenceData, level: float = 0.9) -> Predictio
     interval η̂_t ± z_{(1+level)/2} sd(η̂_t) is mapped through the (increasing) link
     η ↦ E[y | η, ν̂]; ν̂ is plugged in. A comparison outside the identified range gets
     (0, 1): the data say nothing about it. The design is formed a block
-    of rows at a time (:data:`~bayes_loco.coordinates.DESIGN_BLOCK_BYTES`).
+    of rows at a time (:data:`~bayes_loco.design.DESIGN_BLOCK_BYTES`).
 
     Posteriors: equal-tailed posterior quantiles of the per-draw probability.
 

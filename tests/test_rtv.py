@@ -226,14 +226,14 @@ def test_weighted_gram_in_blocks_is_the_full_sum(kind, block_rows, panel, gram_p
     """Blocks of rows, ragged mirror panels, and (gram_panel < k) the sums that replace dsyrk at LLM width:
     column panels of the general product (vec(Θ), k = 30: ragged, one column each, or all k) and, in RTV
     coordinates (k = 18), the Kronecker-structured sum with ragged pair panels."""
-    from bayes_loco import coordinates
+    from bayes_loco import coordinates, design
 
     basis = _basis(6, 6, 5, 2)[2] if kind == "rtv" else coordinates.VecCoordinates(6, 5)
     data = _comparisons(7, 6, 5, n=50)
-    monkeypatch.setattr(coordinates, "DESIGN_BLOCK_BYTES", block_rows * basis.dim * 8)
-    monkeypatch.setattr(coordinates, "MIRROR_PANEL", panel)
-    monkeypatch.setattr(coordinates, "GRAM_PANEL", gram_panel)
-    monkeypatch.setattr(coordinates, "PAIR_PANEL", 2)  # d_φ = 5: panels of 2, 2 and 1 columns
+    monkeypatch.setattr(design, "DESIGN_BLOCK_BYTES", block_rows * basis.dim * 8)
+    monkeypatch.setattr(design, "MIRROR_PANEL", panel)
+    monkeypatch.setattr(design, "GRAM_PANEL", gram_panel)
+    monkeypatch.setattr(design, "PAIR_PANEL", 2)  # d_φ = 5: panels of 2, 2 and 1 columns
     z = coordinates.design(basis, data)
     w = np.random.default_rng(8).uniform(0, 0.25, data.n)
     np.testing.assert_allclose(coordinates.weighted_gram(basis, data), z.T @ z, rtol=1e-12, atol=1e-12)
@@ -245,12 +245,12 @@ def test_weighted_gram_in_blocks_is_the_full_sum(kind, block_rows, panel, gram_p
 def test_the_kronecker_structured_gram_is_the_sum_over_the_design(d_x, d_phi, r, monkeypatch):
     """Every block of W in RTV coordinates (11, 12, 21 and their crossings) from the structured sum, for
     each shape (r = d_x and r = d_φ leave block 21 or 12 empty), against zᵀ diag(w) z."""
-    from bayes_loco import coordinates
+    from bayes_loco import coordinates, design
 
     basis = _basis(3, d_x, d_phi, r)[2]
     data = _comparisons(4, d_x, d_phi, n=60)
-    monkeypatch.setattr(coordinates, "GRAM_PANEL", 0)
-    monkeypatch.setattr(coordinates, "DESIGN_BLOCK_BYTES", 17 * d_phi * 8)  # 17 rows a block
+    monkeypatch.setattr(design, "GRAM_PANEL", 0)
+    monkeypatch.setattr(design, "DESIGN_BLOCK_BYTES", 17 * d_phi * 8)  # 17 rows a block
     z = coordinates.design(basis, data)
     w = np.random.default_rng(9).uniform(0, 0.25, data.n)
     gram = coordinates.weighted_gram(basis, data, w)
@@ -270,7 +270,7 @@ def test_weighted_gram_refuses_weights_it_cannot_take_a_square_root_of():
 
 
 def test_a_gram_matrix_larger_than_memory_is_refused(monkeypatch):
-    from bayes_loco import _validation, coordinates
+    from bayes_loco import _validation, coordinates, design
 
     basis = _basis(6, 6, 5, 2)[2]
     data = _comparisons(7, 6, 5, n=50)
@@ -279,8 +279,8 @@ def test_a_gram_matrix_larger_than_memory_is_refused(monkeypatch):
         coordinates.weighted_gram(basis, data)
     # The structured sum also holds its r(r+1)/2 partial sums and a block of f̃: 4,232 bytes here, where
     # W and a block of the design need 2,880.
-    monkeypatch.setattr(coordinates, "GRAM_PANEL", 0)
-    monkeypatch.setattr(coordinates, "DESIGN_BLOCK_BYTES", 8 * 18 * 2)
+    monkeypatch.setattr(design, "GRAM_PANEL", 0)
+    monkeypatch.setattr(design, "DESIGN_BLOCK_BYTES", 8 * 18 * 2)
     monkeypatch.setattr(_validation, "available_memory", lambda: 3500)
     with pytest.raises(MemoryError, match=r"18 x 18 Gram matrix of the coordinates and its 3 partial sums"):
         coordinates.weighted_gram(basis, data)

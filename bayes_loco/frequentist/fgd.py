@@ -31,8 +31,9 @@ from .._validation import (
     check_real,
     check_shape,
 )
-from ..coordinates import RTVBasis, rtv_basis, weighted_gram
+from ..coordinates import RTVBasis, rtv_basis
 from ..data import PreferenceData, checks_data
+from ..design import information
 from ..exceptions import ConvergenceWarning, DataWarning
 from ..model import TIE_MODELS, Likelihood, margins, score_matrix
 from ..results import (
@@ -157,7 +158,7 @@ class LowRankResult(WaldFit):
 
     @cached_property
     def _gram(self) -> np.ndarray:
-        return weighted_gram(self.coordinates, self.data)
+        return information(self.coordinates, self.data)
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """The paper's Gram-W ellipsoid around Θ̂'s RTV coordinates, C = C₂·sqrt(k/N)."""
@@ -166,7 +167,7 @@ class LowRankResult(WaldFit):
     def _fitted(self):
         """The data, Θ̂'s own margins (not the reduced ones) and Σ_t c_t z_t z_tᵀ in its RTV coordinates."""
         eta = margins(self.theta, self.data.contexts, self.data.differences)
-        return self.data, eta, lambda c: weighted_gram(self.coordinates, self.data, c)
+        return self.data, eta, lambda c: information(self.coordinates, self.data, c)
 
     def summary(self, level: float = 0.95) -> Summary:
         """θ̂_rtv of the FGD fit with ``level`` Wald intervals, singular values and FGD's convergence."""

@@ -11,6 +11,7 @@ import numpy as np
 from .._validation import check_finite, check_int, check_real
 from ..coordinates import VecCoordinates
 from ..data import PreferenceData, checks_data
+from ..design import information
 from ..model import margins, score_matrix
 from ..results import (
     Diagnostics,
@@ -100,23 +101,15 @@ class MLEResult(WaldFit):
     def _gram(self, weights: np.ndarray | None = None) -> np.ndarray:
         """Σ_t w_t z_t z_tᵀ in vec(Θ) coordinates (w_t = 1: the Gram matrix), refused above 2 GiB.
 
-        Computed on the data's support (:attr:`PreferenceData.support`) and zero
-        elsewhere: the N × |support| design instead of N × d_x·d_φ (at d_x × d_φ =
-        100 × 50 in the paper's simulation, 900 columns instead of 5,000).
+        :func:`~bayes_loco.design.information`, which sums it on the data's support
+        (:attr:`PreferenceData.support`) and leaves the rest zero.
         """
         d = self.coordinates.dim
         if d * d * 8 > MAX_FULL_W_BYTES:
             raise MemoryError(
                 f"the MLE baseline's W is {d} x {d} ({d * d * 8 / 1024**3:.1f} GiB), above the "
                 f"{MAX_FULL_W_BYTES / 1024**3:.0f} GiB limit; use the low-rank PRS fit at this size")
-        rows, cols = self.data.support
-        z = VecCoordinates(rows.size, cols.size).transform(self.data.contexts[:, rows],
-                                                           self.data.differences[:, cols])
-        inner = z.T @ (z if weights is None else weights[:, None] * z)
-        index = (rows[:, None] * self.data.d_phi + cols).ravel()
-        full = np.zeros((d, d))
-        full[np.ix_(index, index)] = inner
-        return full
+        return information(self.coordinates, self.data, weights)
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """MLE-Pessimistic's set: ‖vec Θ − vec Θ̂‖_W ≤ C₂ sqrt(d_x d_φ / N), W = Σ z zᵀ (Gram)."""

@@ -25,14 +25,9 @@ from .._validation import (
     check_real,
     check_shape,
 )
-from ..coordinates import (
-    DESIGN_BLOCK_BYTES,
-    RTVBasis,
-    design,
-    design_operator,
-    weighted_gram,
-)
+from ..coordinates import RTVBasis
 from ..data import PreferenceData, checks_data
+from ..design import DESIGN_BLOCK_BYTES, design, design_operator, gram_rows, information
 from ..model import TIE_MODELS
 from ..results import (
     Diagnostics,
@@ -66,7 +61,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
         Û, V̂ and r from the low-rank fit on the first N₀ comparisons.
     gram : ndarray, shape (k, k), or None
         W = Σ_t z_t z_tᵀ over the estimation comparisons; None when the design is
-        too large to form at once (above :data:`~bayes_loco.coordinates.DESIGN_BLOCK_BYTES`):
+        too large to form at once (above :data:`~bayes_loco.design.DESIGN_BLOCK_BYTES`):
         then :meth:`penalty_set` sums it block by block when first asked.
     low_rank : LowRankResult
         The FGD fit that defined the subspace.
@@ -141,7 +136,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
 
     @cached_property
     def _gram(self) -> np.ndarray:
-        return weighted_gram(self.basis, self.estimation_data)
+        return information(self.basis, self.estimation_data)
 
     def _fitted(self):
         """The estimation data, the reduced model's margins z_tᵀθ̂_rtv and Σ_t c_t z_t z_tᵀ.
@@ -151,9 +146,9 @@ class PRSResult(InRTVCoordinates, WaldFit):
         """
         forward, _, z = _reduced_design(self.basis, self.estimation_data)
         if z is not None:  # the design fits in one block and is already formed
-            return self.estimation_data, forward(self.theta_rtv), lambda c: z.T @ (c[:, None] * z)
+            return self.estimation_data, forward(self.theta_rtv), lambda c: gram_rows(z, c)
         return (self.estimation_data, forward(self.theta_rtv),
-                lambda c: weighted_gram(self.basis, self.estimation_data, c))
+                lambda c: information(self.basis, self.estimation_data, c))
 
     def summary(self, level: float = 0.95) -> Summary:
         """θ̂_rtv with ``level`` Wald intervals on its identified coordinates, the split, both fits' state."""
@@ -234,14 +229,14 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     status = own.status if own.status is not FitStatus.CONVERGED or converged else FitStatus.NOT_CONVERGED
     diagnostics = Diagnostics("prs", converged, own.n_iter, status, own.message, fgd.warnings + own.warnings,
                               own.seconds)
-    gram = None if z is None else z.T @ z
+    gram = None if z is None else gram_rows(z)
     return PRSResult(reduced.params, basis, gram, low_rank, estimation, n_initial, reduced.nll,
                      reduced.max_abs_margin, reduced.separated, diagnostics, ties, fitted_nu(ties, reduced))
 
 
 def _reduced_design(basis: RTVBasis, data: PreferenceData):
     """η = Zθ, Zᵀw and Z of the reduced model: the explicit design while it fits in one block, else
-    :func:`~bayes_loco.coordinates.design_operator` (Z is then None)."""
+    :func:`~bayes_loco.design.design_operator` (Z is then None)."""
     if data.n * basis.dim * 8 <= DESIGN_BLOCK_BYTES:
         z = design(basis, data)
         return (lambda t: z @ t), (lambda w: z.T @ w), z

@@ -12,8 +12,9 @@ A new set kind implements these two methods; the solver never needs to know its
 class. :meth:`ExactProblem.solution` turns a candidate θ and policy into a
 certified :class:`ExactSolution`, so a set only has to find them. A set whose
 ``solve_exact`` reads the features only through :meth:`ExactProblem.blocks` says so
-with a class attribute ``accepts_feature_blocks = True``; the solver then hands it
-populations too large to hold their features whole as :class:`FeatureBlocks`.
+with a class attribute ``accepts_feature_blocks = True`` (:class:`BlockwiseSet`); the solver then
+hands it populations too large to hold their features whole as :class:`FeatureBlocks`. A set with
+an exact Nash-welfare program implements ``solve_nash`` (:class:`NashSet`).
 """
 
 from __future__ import annotations
@@ -197,6 +198,29 @@ class ConvexSet(UncertaintySet, Protocol):
     def solve_exact(self, problem: ExactProblem) -> ExactSolution:
         """min_{θ ∈ set} Σ_u w_u max_a θᵀz_ua with a stochastic policy and a certificate."""
         ...
+
+
+@runtime_checkable
+class BlockwiseSet(ConvexSet, Protocol):
+    """A convex set whose ``solve_exact`` reads the features only through :meth:`ExactProblem.blocks`
+    when ``accepts_feature_blocks`` is True: it then takes :class:`FeatureBlocks`."""
+
+    accepts_feature_blocks: bool
+
+
+@runtime_checkable
+class NashSet(UncertaintySet, Protocol):
+    """A set with an exact program for the Nash welfare Σ_u w_u log(value_u − floor) of its worst case."""
+
+    def solve_nash(self, problem: ExactProblem, floor: float) -> tuple[np.ndarray, float]:
+        """The policy (units, A) maximising the worst-case Nash welfare over the set, and that welfare."""
+        ...
+
+
+def reads_feature_blocks(uncertainty_set) -> bool:
+    """Whether the set declares that its ``solve_exact`` takes :class:`FeatureBlocks`
+    (a :class:`BlockwiseSet` whose ``accepts_feature_blocks`` is true)."""
+    return isinstance(uncertainty_set, BlockwiseSet) and bool(uncertainty_set.accepts_feature_blocks)
 
 
 @dataclass(frozen=True, eq=False)

@@ -34,6 +34,7 @@ from scipy.optimize import linprog, nnls
 
 from .._validation import check_int, check_option, check_real, rng_from
 from ..data import SCOPES, Population
+from ..design import mean_candidate_features
 from .ellipsoid import EllipsoidSet, chi_radius
 
 # Directions shorter than this (relative to the longest) are the reference action's own zeros.
@@ -72,14 +73,12 @@ def value_directions(ellipsoid: EllipsoidSet, population: Population, *, scope: 
     Every m(π) = Σ_u w_u Σ_a π_ua z̄_ua is a non-negative combination of them
     (the reference action's z̄ is 0), whatever the policy.
     """
-    from ..policy import candidate_features  # policy.py imports the sets
-
     if not isinstance(population, Population):
         raise TypeError(f"population must be a Population, got {type(population).__name__}")
     check_option(scope, "scope", SCOPES)
     reference_action = check_int(reference_action, "reference_action", 0, population.n_actions - 1)
     units = population.units(scope)
-    z = units.mean(candidate_features(ellipsoid, population, reference_action))
+    z = mean_candidate_features(ellipsoid, population, units, reference_action)
     z = z.reshape(-1, z.shape[-1])
     norms = np.linalg.norm(z, axis=1)
     return z[norms > ZERO_RTOL * max(norms.max(initial=0.0), np.finfo(float).tiny)]
