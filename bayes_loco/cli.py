@@ -20,6 +20,7 @@ import pandas as pd
 
 from .datasets.personalllm import write_standin
 from .experiments import METHODS, STUDIES, run_study, summarise
+from .experiments.figures import plot_calibration, plot_results
 from .experiments.problems import PERSONALLLM_FILES
 from .experiments.runner import (
     OutputBusyError,
@@ -31,7 +32,6 @@ from .experiments.runner import (
     select_cells,
 )
 from .experiments.studies import Study
-from .plots import plot_calibration, plot_results
 
 EXIT_USAGE = 2
 EXIT_INPUT = 3

@@ -8,17 +8,19 @@ Geometry that ArviZ does not draw, in the coordinates the sets live in:
 - :func:`plot_spectrum`: the eigenvalues of W, which directions the data reach (k_eff);
 - :func:`plot_reward_intervals`: each action's reward interval at one (x, s) under each set;
 - :func:`plot_policies`: several methods' policies on one population, side by side;
-- :func:`plot_calibration` (with :func:`calibration`) and :func:`plot_results`: coverage against
-  nominal level and study results, from a study's CSV or from
-  :func:`bayes_loco.experiments.compare_policies`;
 - :func:`plot_reliability`: held-out reliability diagrams of predicted probabilities
   (:func:`bayes_loco.evaluate.calibration_curve`), no truth needed.
+
+A study's figures, :func:`~bayes_loco.experiments.figures.plot_results` and
+:func:`~bayes_loco.experiments.figures.plot_calibration` (with the coverage it draws,
+:func:`~bayes_loco.experiments.figures.calibration`), live in :mod:`bayes_loco.experiments.figures`;
+``bayes_loco.plots.plot_results`` and the others still reach them, importing the studies on first use.
 
 For the posterior's own marginals, pairs and traces use ArviZ on the fit's tree, e.g.
 ``arviz_plots.plot_dist(post.tree, var_names=["theta_rtv"])``: those are not re-drawn here.
 
 Every function draws on the Axes it is given (``ax=``) or on a new figure, and returns the
-Axes (or, for the study figures, the Figure). Nothing here selects a backend, shows a figure or
+Axes. Nothing here selects a backend, shows a figure or
 changes rcParams: importing this module leaves matplotlib as it was (without a display,
 matplotlib picks Agg itself), and the figures are returned open, for the caller to show, save
 or close.
@@ -26,18 +28,22 @@ or close.
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.axes import Axes
-from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from ._projection import (
+    held_precision,
+    project_ellipsoid,
+    projection_directions,
+    truth_vector,
+    value_direction,
+)
 from ._validation import check_int
 from .coordinates import RANGE_RTOL, RTVBasis
 from .data import Population
@@ -45,13 +51,21 @@ from .evaluate import truth_theta
 from .model import rewards
 from .policy import Policy, candidate_features
 from .sets import DrawsSet, EllipsoidSet, QuantileSet
-from .sets.ellipsoid import IDENTIFIED_RTOL
 
-__all__ = ["LEVELS", "calibration", "plot_calibration", "plot_policies", "plot_reliability", "plot_results",
-           "plot_reward_intervals", "plot_sets", "plot_spectrum", "value_direction"]
+__all__ = ["plot_policies", "plot_reliability", "plot_reward_intervals", "plot_sets", "plot_spectrum",
+           "value_direction"]
 
-# Points on each projected ellipse.
-ELLIPSE_POINTS = 361
+# Study figures that moved to experiments.figures; reached from here on first use, so that the geometry
+# plots do not import the studies (and PyMC through their methods).
+_MOVED = ("LEVELS", "calibration", "plot_calibration", "plot_results")
+
+
+def __getattr__(name: str):
+    if name in _MOVED:
+        from .experiments import figures
+
+        return getattr(figures, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------------------- helpers
@@ -131,202 +145,7 @@ def _check_sets(sets, *, drawable: bool) -> list[tuple[str, object]]:
     return pairs
 
 
-def _theta_symbol(coordinates) -> str:
-    return "θ_rtv" if isinstance(coordinates, RTVBasis) else "θ"
-
-
-def _orthonormal(vectors: np.ndarray, what: str) -> np.ndarray:
-    """Columns of ``vectors`` (k × 2) orthonormalised by Gram–Schmidt, keeping the first's direction."""
-    q, r = np.linalg.qr(vectors)
-    diag = np.abs(np.diag(r))
-    if diag.min() <= 1e-10 * max(diag.max(), np.finfo(float).tiny):
-        raise ValueError(f"{what}: the two directions are parallel (or one is zero); give two independent "
-                         "directions")
-    return q * np.sign(np.diag(r))
-
-
-def _truth_vector(truth, coordinates, what: str = "truth") -> np.ndarray:
-    """θ* in the sets' coordinates from a (k,) vector, Θ* (d_x × d_φ) or anything with ``.theta``."""
-    value = np.asarray(getattr(truth, "theta", truth), dtype=float)
-    k = coordinates.dim
-    if value.shape == (k,):
-        return value
-    if value.shape == (coordinates.d_x, coordinates.d_phi):
-        return np.asarray(coordinates.to_coordinates(value), dtype=float)
-    raise ValueError(f"{what} must be θ* in the sets' coordinates (shape ({k},)) or Θ* (shape "
-                     f"({coordinates.d_x}, {coordinates.d_phi})), got shape {value.shape}")
-
-
-# ------------------------------------------------------------------------------------ directions
-
-
-def _eigen(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Eigenvalues and vectors of a symmetric PSD matrix, split by the range rule of the sets."""
-    vals, vecs = np.linalg.eigh(0.5 * (matrix + matrix.T))
-    keep = vals > RANGE_RTOL * max(vals.max(), np.finfo(float).tiny)
-    return vals, vecs, keep
-
-
-def _shape(s) -> np.ndarray:
-    """The set's spread matrix: R² W⁺ for an ellipsoid, the draws' covariance for a hull."""
-    if isinstance(s, EllipsoidSet):
-        return s.radius**2 * (s.factor @ s.factor.T)
-    return np.atleast_2d(np.cov(s.draws, rowvar=False)) if s.draws.shape[0] > 1 else np.zeros((s.dim,) * 2)
-
-
-def _widest(shape: np.ndarray, basis: np.ndarray) -> np.ndarray:
-    """The two widest directions of ``shape`` within span(``basis``)."""
-    _, vecs = np.linalg.eigh(basis.T @ shape @ basis)
-    return basis @ vecs[:, [-1, -2]]
-
-
-def _differing_directions(named) -> tuple[np.ndarray, list[str]]:
-    """The two directions where the first two sets differ most, and what each axis shows.
-
-    With spread matrices S₁, S₂ (R² W⁺ for an ellipsoid, the covariance for draws), the
-    width of set i along a direction v is ∝ sqrt(vᵀ S_i v). The ratio of the widths is
-    extreme at the generalised eigenvectors of (S₁, S₂) on the directions both bound:
-    the top one is where set 1 is widest relative to set 2, the bottom one the reverse.
-    This is scale-free (a Gram penalty and a Wald set differ in size by orders of
-    magnitude, and the difference S₁ − S₂ would only find the larger set's longest axes)
-    and stays in directions where both projections are bounded. When the two shapes are
-    proportional, or only one set is given, the set's two widest directions are used.
-    """
-    (name_a, a), rest = named[0], named[1:]
-    shape_a = _shape(a)
-    k = shape_a.shape[0]
-    _, vecs, keep = _eigen(shape_a)
-    range_a = vecs[:, keep]
-    if rest:
-        name_b, b = rest[0]
-        shape_b = _shape(b)
-        _, vecs_b, keep_b = _eigen(shape_b)
-        # range(S_a) ∩ range(S_b): the null space of the sum of the two orthogonal projectors' complements.
-        outside = (np.eye(k) - range_a @ range_a.T) + (np.eye(k) - vecs_b[:, keep_b] @ vecs_b[:, keep_b].T)
-        vals_o, vecs_o = np.linalg.eigh(outside)
-        common = vecs_o[:, vals_o < 1e-8]
-        if common.shape[1] < 2:
-            raise ValueError(f"directions=None: sets[{name_a!r}] and sets[{name_b!r}] bound fewer than two "
-                             "common directions; pass directions=")
-        from scipy import linalg
-
-        reduced_a = common.T @ shape_a @ common
-        reduced_b = common.T @ shape_b @ common
-        ratio, gen = linalg.eigh(0.5 * (reduced_a + reduced_a.T), 0.5 * (reduced_b + reduced_b.T))
-        if ratio[-1] > ratio[0] * (1 + 1e-6):
-            p = _orthonormal(common @ gen[:, [-1, 0]], "directions")
-            # Width ratio along the drawn (orthonormalised) directions.
-            along = np.sqrt(np.einsum("ki,kl,li->i", p, shape_a, p) / np.einsum("ki,kl,li->i", p, shape_b, p))
-            template = f"(width {name_a} / {name_b} = {{:.3g}})"
-            return p, [f"where '{name_a}' is widest relative to '{name_b}'\n" + template.format(along[0]),
-                       f"where '{name_b}' is widest relative to '{name_a}'\n" + template.format(along[1])]
-        range_a = common
-    if range_a.shape[1] < 2:
-        raise ValueError(f"directions=None: sets[{name_a!r}] bounds fewer than two directions; "
-                         "pass directions=")
-    return (_orthonormal(_widest(shape_a, range_a), "directions"),
-            [f"the widest direction of '{name_a}'", "its second widest direction"])
-
-
-def _directions(directions, named, labels) -> tuple[np.ndarray, list[str]]:
-    """(k × 2 orthonormal P, axis labels) from the ``directions`` argument of :func:`plot_sets`."""
-    coordinates = named[0][1].coordinates
-    k, symbol = coordinates.dim, _theta_symbol(coordinates)
-    if directions is None:
-        p, names = _differing_directions(named)
-        names = [f"d{i}ᵀ{symbol}: {name}" for i, name in zip("₁₂", names, strict=True)]
-    elif isinstance(directions, np.ndarray) and directions.ndim == 2:
-        if directions.shape != (k, 2) or not np.isfinite(directions).all():
-            raise ValueError(f"directions must be a finite ({k}, 2) array of direction vectors, got shape "
-                             f"{directions.shape}")
-        p = _orthonormal(np.asarray(directions, dtype=float), "directions")
-        names = [f"d₁ᵀ{symbol} (direction 1)", f"d₂ᵀ{symbol} (direction 2, orthonormalised)"]
-    else:
-        if isinstance(directions, str) or not isinstance(directions, Sequence | np.ndarray) \
-                or len(directions) != 2:
-            raise TypeError("directions must be None, a pair of coordinate indices or labels, or a (k, 2) "
-                            f"array; got {directions!r}")
-        all_labels = coordinates.labels()
-        index = []
-        for d in directions:
-            if isinstance(d, str):
-                if d not in all_labels:
-                    shown = ", ".join(all_labels[:6]) + (", …" if len(all_labels) > 6 else "")
-                    raise ValueError(f"directions: {d!r} is not a coordinate label of the sets' "
-                                     f"{type(coordinates).__name__} (labels: {shown})")
-                index.append(all_labels.index(d))
-            elif isinstance(d, int | np.integer) and not isinstance(d, bool):
-                if not 0 <= d < k:
-                    raise ValueError(f"directions: coordinate index {d} is outside 0..{k - 1}")
-                index.append(int(d))
-            else:
-                raise TypeError(f"directions: each coordinate must be an int index or a str label, got {d!r}")
-        if index[0] == index[1]:
-            raise ValueError(f"directions: the two coordinates are the same ({all_labels[index[0]]!r})")
-        p = np.eye(k)[:, index]
-        names = [f"{symbol} {all_labels[i]}" for i in index]
-    if labels is not None:
-        if isinstance(labels, str) or len(labels) != 2:
-            raise ValueError(f"labels must be two axis labels, got {labels!r}")
-        names = [str(lab) for lab in labels]
-    return p, names
-
-
-def value_direction(policy: Policy, uncertainty_set, population: Population) -> np.ndarray:
-    """m(π) = E_ρ Σ_a π(a | x, s) z(x, s, a): the direction along which a policy's value θᵀm(π) is read.
-
-    The exact objective's worst case over a set is min_{θ ∈ set} θᵀm(π), so projecting
-    the sets on m(π) (and another direction) shows the pessimistic value of the policy
-    as the lowest point of each set along the first axis (``plot_sets(..., directions=
-    np.column_stack([m, other]))``).
-
-    Parameters
-    ----------
-    policy : Policy
-        Solved on ``population``.
-    uncertainty_set : set
-        Gives the coordinates of z (any set of the fit).
-    population : Population
-
-    Returns
-    -------
-    ndarray, shape (k,)
-        Not normalised: θᵀm(π) is the policy's value relative to the reference action.
-    """
-    if not isinstance(policy, Policy):
-        raise TypeError(f"policy must be a Policy, got {type(policy).__name__}")
-    if not isinstance(population, Population):
-        raise TypeError(f"population must be a Population, got {type(population).__name__}")
-    if policy.unit_of_row.shape[0] != population.n:
-        raise ValueError(f"policy was solved on {policy.unit_of_row.shape[0]} rows, population has "
-                         f"{population.n}")
-    units = population.units(policy.scope)
-    z = units.mean(candidate_features(uncertainty_set, population, policy.reference_action))
-    return np.einsum("u,ua,uak->k", units.weights, policy.probabilities, z)
-
-
 # -------------------------------------------------------------------------------------- plot_sets
-
-
-def _ellipse(s: EllipsoidSet, p: np.ndarray):
-    """The projection {Pᵀθ : θ ∈ s}: ("ellipse", points), ("strip", centre, along, across, half) or
-    ("plane", centre)."""
-    centre = p.T @ s.center
-    _, vecs, keep = _eigen(_held_precision(s, "plot_sets"))
-    null = vecs[:, ~keep]
-    u, sv, _ = np.linalg.svd(p.T @ null) if null.shape[1] else (np.eye(2), np.zeros(0), None)
-    unbounded = int((sv > IDENTIFIED_RTOL).sum())
-    if unbounded == 2:
-        return ("plane", centre)
-    if unbounded == 1:
-        along, across = u[:, 0], u[:, 1]
-        half = s.radius * float(np.linalg.norm(s.factor.T @ (p @ across)))
-        return ("strip", centre, along, across, half)
-    m = s.radius * (p.T @ s.factor)  # 2 × k_eff: the projection of the unit ball
-    vals, vecs2 = np.linalg.eigh(m @ m.T)
-    root = vecs2 @ np.diag(np.sqrt(np.maximum(vals, 0.0))) @ vecs2.T  # (R² Pᵀ W⁺ P)^{1/2}
-    t = np.linspace(0.0, 2.0 * np.pi, ELLIPSE_POINTS)
-    return ("ellipse", centre[:, None] + root @ np.vstack([np.cos(t), np.sin(t)]))
 
 
 def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax: Axes | None = None) -> Axes:
@@ -382,8 +201,8 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     named = _check_sets(sets, drawable=True)
     coordinates = named[0][1].coordinates
     k = coordinates.dim
-    p, names = _directions(directions, named, labels)
-    star = None if truth is None else p.T @ _truth_vector(truth, coordinates)
+    p, names = projection_directions(directions, named, labels)
+    star = None if truth is None else p.T @ truth_vector(truth, coordinates)
     if draws is not None:
         draws = np.asarray(draws, dtype=float)
         if draws.ndim != 2 or draws.shape[1] != k:
@@ -399,7 +218,7 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
         if isinstance(s, DrawsSet):
             _draw_hull(ax, s.draws @ p, name, colour)
             continue
-        shape = _ellipse(s, p)
+        shape = project_ellipsoid(s, p)
         centre = shape[1] if shape[0] != "ellipse" else p.T @ s.center
         if shape[0] == "ellipse":
             ax.plot(shape[1][0], shape[1][1], color=colour, lw=1.8, label=name, gid="ellipse")
@@ -446,23 +265,15 @@ def _draw_hull(ax: Axes, points: np.ndarray, name: str, colour: str) -> None:
 # ----------------------------------------------------------------------------------- plot_spectrum
 
 
-def _held_precision(s: EllipsoidSet, name: str) -> np.ndarray:
-    """The set's W; a set that holds only W's factor (EllipsoidSet.factored, LLM width) is refused."""
-    if s.precision is None:
-        raise ValueError(f"{name}: the set holds only W's Cholesky factor (k = {s.dim}, "
-                         "EllipsoidSet.factored), not the W this plot decomposes")
-    return s.precision
-
-
 def _precision_of(item, name: str) -> np.ndarray:
     if isinstance(item, EllipsoidSet):
-        return _held_precision(item, f"items[{name!r}]")
+        return held_precision(item, f"items[{name!r}]")
     if hasattr(item, "calibrated_set"):  # a Fit: its Wald set, or a posterior's credible ellipsoid
         s = item.calibrated_set(0.9)
         if not isinstance(s, EllipsoidSet):
             raise TypeError(f"items[{name!r}]: its calibrated_set(0.9) is a {type(s).__name__}, not an "
                             "ellipsoid with a W")
-        return _held_precision(s, f"items[{name!r}]")
+        return held_precision(s, f"items[{name!r}]")
     if isinstance(item, np.ndarray) and item.ndim == 2 and item.shape[0] == item.shape[1]:
         return item
     raise TypeError(f"items[{name!r}] must be an EllipsoidSet, a Fit or a square precision matrix, got "
@@ -684,206 +495,6 @@ def plot_policies(policies, *, max_units: int = 40, ax: Axes | None = None) -> A
               title="action (bar height: π(a | unit))", title_fontsize=8, loc="upper left",
               bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax
-
-
-# ------------------------------------------------------------------ study results and calibration
-
-
-def _finish(fig: Figure, title: str, n_panels: int, out: str | Path | None) -> Figure:
-    """Title, layout, and ``<out>.png`` / ``<out>.pdf`` when ``out`` is given."""
-    if title:
-        # About 11 characters of 9-point text per inch of figure.
-        fig.suptitle(textwrap.fill(title, width=max(45 * n_panels, int(11 * fig.get_figwidth()))), fontsize=9)
-    fig.tight_layout()
-    if out is not None:
-        out = Path(out)
-        for ext in ("png", "pdf"):
-            fig.savefig(out.with_suffix(f".{ext}"), dpi=130)
-    return fig
-
-
-def _format_value(value) -> str:
-    return f"{value:g}" if isinstance(value, float | int | np.floating | np.integer) else f"{value}"
-
-
-def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "imbalance",
-                 y: str = "suboptimality", scope: str = "personalised", title: str = "",
-                 out: str | Path | None = None) -> Figure:
-    """Mean ± s.e. of ``y`` against ``x`` per method, one panel per value of ``panel``.
-
-    Works on a study's results (``run_study``, its CSVs) and on the table of
-    :func:`bayes_loco.experiments.compare_policies`: when ``x`` is not a column, or takes
-    one value, the methods are compared side by side on a categorical axis; a ``panel``
-    that is not a column gives one panel.
-
-    Parameters
-    ----------
-    results : pandas.DataFrame
-        One row per method × scope × task, with ``method`` and ``y`` (and ``scope``).
-    x : str
-        The horizontal axis (log scale when its grid spans a decade or more).
-    panel : str or None
-        One panel per value of this column.
-    y : str
-        The plotted column.
-    scope : str
-        Keep the rows of this ``scope`` (when the column exists).
-    title : str
-        The figure's title.
-    out : path, optional
-        Save ``<out>.png`` and ``<out>.pdf``.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-
-    Raises
-    ------
-    ValueError
-        ``y`` is not a column, or no row has ``scope``.
-    """
-    if y not in results:
-        raise ValueError(f"y={y!r} is not a column of results (columns: "
-                         f"{', '.join(map(str, results.columns))})")
-    data = results[results["scope"] == scope] if "scope" in results else results
-    if data.empty:
-        raise ValueError(f"no results for scope={scope!r}")
-    panels = [None] if panel is None or panel not in data else sorted(data[panel].dropna().unique())
-    # No x (compare_policies' table) or one value of it (a single setting, as in the demo): compare
-    # the methods side by side instead.
-    has_x = x in data
-    categorical = not has_x or data[x].nunique() <= 1
-    n_methods = data["method"].nunique()
-    width = max(4.2, 0.42 * n_methods + 1.6) if categorical else 4.2
-    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 3.6 + 0.9 * categorical),
-                             sharey=True, squeeze=False)
-    for ax, value in zip(axes[0], panels, strict=True):
-        part = data if value is None else data[data[panel] == value]
-        for i, (method, rows) in enumerate(part.groupby("method", sort=False)):
-            if categorical:
-                values = rows[y].astype(float)
-                count = values.count()
-                mean, se = values.mean(), values.std() / np.sqrt(count) if count > 1 else 0.0
-                ax.errorbar([i], [mean], yerr=[0.0 if np.isnan(se) else se], marker="o", ms=5, capsize=3,
-                            label=method)
-                continue
-            stats = rows.groupby(x)[y].agg(["mean", "std", "count"])
-            se = stats["std"].fillna(0) / np.sqrt(stats["count"])
-            ax.errorbar(stats.index, stats["mean"], yerr=se, marker="o", ms=5, capsize=3, label=method)
-        if categorical:
-            names = list(part.groupby("method", sort=False).groups)
-            ax.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
-            ax.set_xlabel(f"method ({x} = {_format_value(data[x].iloc[0])})" if has_x else "method")
-        else:
-            ax.set_xlabel(x)
-            grid = part[x].dropna().to_numpy(dtype=float)
-            if grid.min() > 0 and grid.max() >= 10 * grid.min():  # N, C₂: grids spanning a decade or more
-                ax.set_xscale("log")
-        ax.set_title("" if value is None else f"{panel} = {_format_value(value)}")
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel(f"{y} ({scope})")
-    if not categorical:  # the tick labels name the methods already
-        axes[0][-1].legend(fontsize=8)
-    return _finish(fig, title, len(panels), out)
-
-
-LEVELS = np.linspace(0.05, 0.99, 48)
-
-
-def calibration(results: pd.DataFrame, levels=LEVELS, *,
-                by: tuple[str, ...] = ("method",)) -> pd.DataFrame:
-    """Frequentist coverage of θ* against nominal level, for every ellipsoid method in ``results``.
-
-    θ* lies in the level-α set (Wald or credible ellipsoid, radius² = χ²_{k_eff}(α))
-    iff its W-distance² ≤ χ²_{k_eff}(α), so one run at any level gives the whole
-    curve from the ``truth_distance`` and ``k_eff`` columns. Rows with no distance
-    (greedy, hull, quantile sets; the paper's Gram set, whose radius is not a level)
-    are left out.
-
-    Parameters
-    ----------
-    results : pandas.DataFrame
-        A study's results or :func:`~bayes_loco.experiments.compare_policies`' table, with
-        ``truth_distance``, ``k_eff``, ``level`` and the ``by`` columns.
-    levels : sequence of float
-        Nominal levels in (0, 1).
-    by : tuple of str
-        One curve per group of these columns.
-
-    Returns
-    -------
-    pandas.DataFrame
-        The ``by`` columns, ``level``, ``coverage`` and ``seeds``.
-    """
-    from scipy import stats
-
-    need = {"truth_distance", "k_eff", "level", *by}
-    missing = need - set(results.columns)
-    if missing:
-        raise ValueError(f"results lack the columns {sorted(missing)}")
-    levels = np.asarray(levels, dtype=float)
-    if levels.ndim != 1 or levels.size == 0 or not ((levels > 0) & (levels < 1)).all():
-        raise ValueError("levels must be a non-empty 1-d sequence in (0, 1)")
-    rows = results[results["truth_distance"].notna() & results["k_eff"].notna() & results["level"].notna()]
-    # One row per fitted set: the personalised and global rows of a task share it.
-    keys = [c for c in ("study", "cell", "rep", *by) if c in rows]
-    rows = rows.drop_duplicates(keys)
-    out = []
-    for group, part in rows.groupby(list(by), sort=False):
-        d2 = part["truth_distance"].to_numpy() ** 2
-        k = part["k_eff"].to_numpy()
-        inside = d2[None, :] <= stats.chi2.ppf(levels[:, None], k[None, :])
-        labels = dict(zip(by, group if isinstance(group, tuple) else (group,), strict=True))
-        out.append(pd.DataFrame({**labels, "level": levels, "coverage": inside.mean(axis=1),
-                                 "seeds": len(part)}))
-    if not out:
-        raise ValueError("results hold no ellipsoid with a level (Wald or credible) and a truth distance")
-    return pd.concat(out, ignore_index=True)
-
-
-def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: str = "",
-                     out: str | Path | None = None) -> Figure:
-    """Coverage of θ* against nominal level per ellipsoid method, one panel per value of ``panel``.
-
-    The grey band is the 95% binomial band around the diagonal for the number of
-    seeds: a curve inside it is calibrated as far as the seeds can tell. The curves
-    come from :func:`calibration`.
-
-    Parameters
-    ----------
-    results : pandas.DataFrame
-        As for :func:`calibration`.
-    panel : str or None
-        One panel per value of this column (e.g. ``"n"``).
-    title : str
-    out : path, optional
-        Save ``<out>.png`` and ``<out>.pdf``.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
-    by = ("method",) if panel is None or panel not in results else ("method", panel)
-    table = calibration(results, by=by)
-    panels = [None] if len(by) == 1 else sorted(table[panel].unique())
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), squeeze=False)
-    for ax, value in zip(axes[0], panels, strict=True):
-        part = table if value is None else table[table[panel] == value]
-        seeds = int(part["seeds"].min())
-        level = np.sort(part["level"].unique())
-        half = 1.96 * np.sqrt(level * (1 - level) / seeds)
-        ax.fill_between(level, level - half, level + half, color="0.85", label=f"±1.96 s.e. ({seeds} seeds)")
-        ax.plot([0, 1], [0, 1], color="0.5", lw=0.8)
-        for method, rows in part.groupby("method", sort=False):
-            ax.plot(rows["level"], rows["coverage"], lw=1.8, label=method)
-        ax.set_xlabel("nominal level")
-        ax.set_title("" if value is None else f"{panel} = {value}")
-        ax.set_xlim(0, 1)
-        ax.set_ylim(0, 1.02)
-        ax.grid(alpha=0.3)
-    axes[0][0].set_ylabel("coverage of θ*_rtv")
-    axes[0][-1].legend(fontsize=8, loc="best")
-    return _finish(fig, title, len(panels), out)
 
 
 # ------------------------------------------------------------------------------ reliability diagram

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
@@ -22,6 +23,9 @@ from bayes_loco.experiments import (
     STUDIES,
     Fitter,
     Study,
+    calibration,
+    plot_calibration,
+    plot_results,
     posterior_settings,
     run_methods,
     run_study,
@@ -183,8 +187,6 @@ def test_cli_run_with_settings_and_a_subset_of_cells(tmp_path, monkeypatch, caps
 
 
 def test_cli_plot_combines_runs_of_different_cells(reference_run, tmp_path, capsys):
-    import matplotlib.pyplot as plt
-
     out, whole = reference_run
     for n in (300, 600):
         whole[whole["n"] == n].to_csv(tmp_path / f"tiny{n}.csv", index=False)
@@ -496,3 +498,148 @@ def test_task_inputs_are_the_data_and_populations_run_task_evaluates():
     for scope, population in inputs.populations.items():
         policy = greedy_policy(mle.theta, population, scope=scope)
         assert rows.loc[scope, "suboptimality"] == suboptimality(policy, inputs.truth, population)
+
+
+# ------------------------------------------------------------- plot_results, calibration, plot_calibration
+
+
+def legend_texts(ax):
+    legend = ax.get_legend()
+    return [] if legend is None else [t.get_text() for t in legend.get_texts()]
+
+
+def test_plot_writes_png_and_pdf(reference_run, tmp_path):
+    _, results = reference_run
+    fig = plot_results(results, panel="imbalance", out=tmp_path / "fig")
+    assert len(fig.axes) == 2  # one panel per imbalance value
+    assert (tmp_path / "fig.png").stat().st_size > 1000
+    assert (tmp_path / "fig.pdf").exists()
+    with pytest.raises(ValueError, match="scope"):
+        plot_results(results, scope="nowhere")
+    timing = plot_results(results, panel=None, y="fit_seconds")  # the runtime study's figure
+    assert timing.axes[0].get_ylabel().startswith("fit_seconds")
+    plt.close("all")
+
+
+def test_single_setting_figure_compares_methods_side_by_side(reference_run, tmp_path):
+    _, results = reference_run
+    one = results[results["n"] == 300]
+    fig = plot_results(one, panel=None, out=tmp_path / "one")
+    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    assert labels == ["MLE-Greedy", "PRS", "PRS-exact-Wald"]
+    assert "n = 300" in fig.axes[0].get_xlabel()
+    plt.close(fig)
+
+
+@pytest.mark.parametrize(("x", "grid", "scale"),
+                         [("c2", [0.5, 5.0, 50.0], "log"), ("level", [0.5, 0.9, 0.99], "linear")])
+def test_strength_figure_uses_a_log_axis_for_a_wide_grid(x, grid, scale):
+    frame = pd.DataFrame([{"scope": "personalised", x: v, "method": "PRS", "suboptimality": v, "imbalance": 3}
+                          for v in grid for _ in range(2)])
+    fig = plot_results(frame, x=x)
+    assert fig.axes[0].get_xscale() == scale
+    plt.close(fig)
+
+
+def test_plot_results_takes_the_compare_policies_table():
+    # compare_policies' table: one row per method, no "n" and no panel column.
+    frame = pd.DataFrame({"method": ["PRS", "PRS-exact-Wald", "Posterior-exact-ellipsoid", "PRS"],
+                          "scope": ["personalised", "personalised", "personalised", "global"],
+                          "suboptimality": [0.3, 0.1, 0.2, 9.0]})
+    fig = plot_results(frame, title="compare")
+    (ax,) = fig.axes
+    methods = ["PRS", "PRS-exact-Wald", "Posterior-exact-ellipsoid"]
+    assert [t.get_text() for t in ax.get_xticklabels()] == methods
+    assert ax.get_xlabel() == "method" and ax.get_ylabel() == "suboptimality (personalised)"
+    means = [c.lines[0].get_ydata()[0] for c in ax.containers]
+    assert means == [0.3, 0.1, 0.2]  # the global row is another scope
+    assert fig._suptitle.get_text() == "compare"
+    with pytest.raises(ValueError, match="y='regret'"):
+        plot_results(frame, y="regret")
+    plt.close(fig)
+
+
+def test_plot_results_on_a_study_frame_draws_one_curve_per_method():
+    frame = pd.DataFrame([{"scope": "personalised", "n": n, "imbalance": q, "method": m,
+                           "suboptimality": n * s}
+                          for n in (1000, 3000, 10000) for q in (1, 3)
+                          for m, s in (("PRS", 1e-4), ("W", 2e-4)) for _ in range(3)])
+    fig = plot_results(frame)
+    assert [ax.get_title() for ax in fig.axes] == ["imbalance = 1", "imbalance = 3"]
+    for ax in fig.axes:
+        assert ax.get_xscale() == "log" and ax.get_xlabel() == "n"
+        assert len(ax.containers) == 2
+        np.testing.assert_allclose(np.asarray(ax.containers[1].lines[0].get_ydata(), float), [0.2, 0.6, 2.0])
+    assert legend_texts(fig.axes[-1]) == ["PRS", "W"]
+    plt.close(fig)
+
+
+def _distances(seed=0, n=400, k=12):
+    """A calibrated method (distance² ~ χ²_k, as for a correct set), one at distance 0, and a Gram row."""
+    from scipy import stats
+
+    d2 = stats.chi2.rvs(k, size=n, random_state=np.random.default_rng(seed))
+    calibrated = pd.DataFrame({"method": "calibrated", "rep": range(n), "truth_distance": np.sqrt(d2),
+                               "k_eff": k, "level": 0.9, "n": 1000})
+    return pd.concat([calibrated, calibrated.assign(method="centred", truth_distance=0.0),
+                      calibrated.assign(method="gram", level=np.nan)], ignore_index=True)
+
+
+def test_calibration_recovers_nominal_coverage_of_a_correct_set():
+    n = 400
+    table = calibration(_distances(n=n))
+    assert set(table.method) == {"calibrated", "centred"}  # the Gram set has no level
+    calibrated = table[table.method == "calibrated"]
+    half = 4 * np.sqrt(calibrated.level * (1 - calibrated.level) / n)
+    assert (np.abs(calibrated.coverage - calibrated.level) <= half).all()
+    assert (table[table.method == "centred"].coverage == 1.0).all()
+    assert (table.seeds == n).all()
+    with pytest.raises(ValueError, match="truth_distance"):
+        calibration(pd.DataFrame({"method": ["a"], "level": [0.9]}))
+    with pytest.raises(ValueError, match="levels"):
+        calibration(_distances(), levels=[0.5, 1.0])
+
+
+def test_plot_calibration_draws_one_panel_per_value(tmp_path):
+    frame = pd.concat([_distances(0).assign(n=10000), _distances(1).assign(n=3000)], ignore_index=True)
+    fig = plot_calibration(frame, panel="n", out=tmp_path / "cal")
+    assert [ax.get_title() for ax in fig.axes] == ["n = 3000", "n = 10000"]  # numeric order
+    assert (tmp_path / "cal.png").stat().st_size > 1000 and (tmp_path / "cal.pdf").exists()
+    ax = fig.axes[0]
+    assert ax.get_xlabel() == "nominal level" and ax.get_ylabel() == "coverage of θ*_rtv"
+    assert legend_texts(fig.axes[-1]) == ["±1.96 s.e. (400 seeds)", "calibrated", "centred"]
+    plt.close(fig)
+
+
+def test_plot_calibration_takes_the_compare_policies_table():
+    frame = pd.DataFrame({"method": ["PRS", "PRS-exact-Wald", "Posterior-exact-ellipsoid"],
+                          "scope": "personalised", "truth_distance": [30.0, 8.0, 20.0],
+                          "k_eff": [78.0, 78.0, 78.0], "level": [np.nan, 0.9, 0.9]})
+    fig = plot_calibration(frame)
+    (ax,) = fig.axes
+    curves = {line.get_label(): line for line in ax.get_lines()}
+    assert set(curves) >= {"PRS-exact-Wald", "Posterior-exact-ellipsoid"} and "PRS" not in curves
+    # One seed: coverage is 0 below the level where χ²_78 reaches the distance², 1 above.
+    from scipy import stats
+
+    level, coverage = curves["PRS-exact-Wald"].get_data()
+    np.testing.assert_array_equal(coverage, (stats.chi2.ppf(level, 78) >= 64.0).astype(float))
+    plt.close(fig)
+
+
+def test_study_figures_are_still_reached_through_bayes_loco_plots():
+    import bayes_loco as bl
+    from bayes_loco.experiments import figures
+
+    for name in ("LEVELS", "calibration", "plot_calibration", "plot_results"):
+        assert getattr(bl.plots, name) is getattr(figures, name)
+    assert bl.experiments.calibration is figures.calibration
+    with pytest.raises(AttributeError, match="plot_nothing"):
+        bl.plots.plot_nothing  # noqa: B018
+
+
+def test_importing_the_geometry_plots_leaves_the_studies_and_pymc_unloaded():
+    code = ("import sys, bayes_loco.plots as p; print('bayes_loco.experiments' in sys.modules, 'pymc' in "
+            "sys.modules); p.plot_results; print('bayes_loco.experiments' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False", "True"]

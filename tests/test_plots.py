@@ -15,7 +15,6 @@ import sys
 import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 import pytest
 from matplotlib.figure import Figure
 from scipy import linalg
@@ -24,13 +23,9 @@ from scipy.spatial import ConvexHull
 import bayes_loco as bl
 from bayes_loco import plots
 from bayes_loco.coordinates import VecCoordinates
-from bayes_loco.experiments import Study, run_study
-from bayes_loco.plots import calibration, plot_calibration, plot_results
 from bayes_loco.sets import DrawsSet, EllipsoidSet, QuantileSet
 
 COORDS = VecCoordinates(2, 3)  # k = 6
-TINY = {"d_x": 4, "d_s": 3, "d_a": 4, "rank": 1, "population": 40, "global_states": 5,
-        "contexts_per_state": 4}
 
 
 def new_axes():
@@ -353,139 +348,6 @@ def test_plot_policies_of_real_methods_on_one_population(real):
     shown = exact.probabilities[:20]
     assert len([p for p in ax.patches if p.get_gid() == "policy exact Wald"]) == int((shown > 1e-9).sum())
     assert f"({int((shown.max(1) < 1 - 1e-9).sum())} of 20 mixed)" in ax.get_yticklabels()[2].get_text()
-
-
-# ------------------------------------------------------------------- plot_results, plot_calibration
-
-
-def tiny_study(name="tiny", reps=2):
-    return Study(name, ({"n": 300, "imbalance": 1.0}, {"n": 600, "imbalance": 3.0}),
-                 methods=("MLE-Greedy", "PRS", "PRS-exact-Wald"), fixed=TINY, reps=reps, panel="imbalance")
-
-
-@pytest.fixture(scope="module")
-def reference_run(tmp_path_factory):
-    out = tmp_path_factory.mktemp("reference")
-    return out, run_study(tiny_study(), out, progress=False, workers=1)
-
-
-def test_plot_writes_png_and_pdf(reference_run, tmp_path):
-    _, results = reference_run
-    fig = plot_results(results, panel="imbalance", out=tmp_path / "fig")
-    assert len(fig.axes) == 2  # one panel per imbalance value
-    assert (tmp_path / "fig.png").stat().st_size > 1000
-    assert (tmp_path / "fig.pdf").exists()
-    with pytest.raises(ValueError, match="scope"):
-        plot_results(results, scope="nowhere")
-    timing = plot_results(results, panel=None, y="fit_seconds")  # the runtime study's figure
-    assert timing.axes[0].get_ylabel().startswith("fit_seconds")
-    plt.close("all")
-
-
-def test_single_setting_figure_compares_methods_side_by_side(reference_run, tmp_path):
-    _, results = reference_run
-    one = results[results["n"] == 300]
-    fig = plot_results(one, panel=None, out=tmp_path / "one")
-    labels = [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    assert labels == ["MLE-Greedy", "PRS", "PRS-exact-Wald"]
-    assert "n = 300" in fig.axes[0].get_xlabel()
-    plt.close(fig)
-
-
-@pytest.mark.parametrize(("x", "grid", "scale"),
-                         [("c2", [0.5, 5.0, 50.0], "log"), ("level", [0.5, 0.9, 0.99], "linear")])
-def test_strength_figure_uses_a_log_axis_for_a_wide_grid(x, grid, scale):
-    frame = pd.DataFrame([{"scope": "personalised", x: v, "method": "PRS", "suboptimality": v, "imbalance": 3}
-                          for v in grid for _ in range(2)])
-    fig = plot_results(frame, x=x)
-    assert fig.axes[0].get_xscale() == scale
-    plt.close(fig)
-
-
-def test_plot_results_takes_the_compare_policies_table():
-    # compare_policies' table: one row per method, no "n" and no panel column.
-    frame = pd.DataFrame({"method": ["PRS", "PRS-exact-Wald", "Posterior-exact-ellipsoid", "PRS"],
-                          "scope": ["personalised", "personalised", "personalised", "global"],
-                          "suboptimality": [0.3, 0.1, 0.2, 9.0]})
-    fig = plot_results(frame, title="compare")
-    (ax,) = fig.axes
-    methods = ["PRS", "PRS-exact-Wald", "Posterior-exact-ellipsoid"]
-    assert [t.get_text() for t in ax.get_xticklabels()] == methods
-    assert ax.get_xlabel() == "method" and ax.get_ylabel() == "suboptimality (personalised)"
-    means = [c.lines[0].get_ydata()[0] for c in ax.containers]
-    assert means == [0.3, 0.1, 0.2]  # the global row is another scope
-    assert fig._suptitle.get_text() == "compare"
-    with pytest.raises(ValueError, match="y='regret'"):
-        plot_results(frame, y="regret")
-    plt.close(fig)
-
-
-def test_plot_results_on_a_study_frame_draws_one_curve_per_method():
-    frame = pd.DataFrame([{"scope": "personalised", "n": n, "imbalance": q, "method": m,
-                           "suboptimality": n * s}
-                          for n in (1000, 3000, 10000) for q in (1, 3)
-                          for m, s in (("PRS", 1e-4), ("W", 2e-4)) for _ in range(3)])
-    fig = plot_results(frame)
-    assert [ax.get_title() for ax in fig.axes] == ["imbalance = 1", "imbalance = 3"]
-    for ax in fig.axes:
-        assert ax.get_xscale() == "log" and ax.get_xlabel() == "n"
-        assert len(ax.containers) == 2
-        np.testing.assert_allclose(np.asarray(ax.containers[1].lines[0].get_ydata(), float), [0.2, 0.6, 2.0])
-    assert legend_texts(fig.axes[-1]) == ["PRS", "W"]
-    plt.close(fig)
-
-
-def _distances(seed=0, n=400, k=12):
-    """A calibrated method (distance² ~ χ²_k, as for a correct set), one at distance 0, and a Gram row."""
-    from scipy import stats
-
-    d2 = stats.chi2.rvs(k, size=n, random_state=np.random.default_rng(seed))
-    calibrated = pd.DataFrame({"method": "calibrated", "rep": range(n), "truth_distance": np.sqrt(d2),
-                               "k_eff": k, "level": 0.9, "n": 1000})
-    return pd.concat([calibrated, calibrated.assign(method="centred", truth_distance=0.0),
-                      calibrated.assign(method="gram", level=np.nan)], ignore_index=True)
-
-
-def test_calibration_recovers_nominal_coverage_of_a_correct_set():
-    n = 400
-    table = calibration(_distances(n=n))
-    assert set(table.method) == {"calibrated", "centred"}  # the Gram set has no level
-    calibrated = table[table.method == "calibrated"]
-    half = 4 * np.sqrt(calibrated.level * (1 - calibrated.level) / n)
-    assert (np.abs(calibrated.coverage - calibrated.level) <= half).all()
-    assert (table[table.method == "centred"].coverage == 1.0).all()
-    assert (table.seeds == n).all()
-    with pytest.raises(ValueError, match="truth_distance"):
-        calibration(pd.DataFrame({"method": ["a"], "level": [0.9]}))
-    with pytest.raises(ValueError, match="levels"):
-        calibration(_distances(), levels=[0.5, 1.0])
-
-
-def test_plot_calibration_draws_one_panel_per_value(tmp_path):
-    frame = pd.concat([_distances(0).assign(n=10000), _distances(1).assign(n=3000)], ignore_index=True)
-    fig = plot_calibration(frame, panel="n", out=tmp_path / "cal")
-    assert [ax.get_title() for ax in fig.axes] == ["n = 3000", "n = 10000"]  # numeric order
-    assert (tmp_path / "cal.png").stat().st_size > 1000 and (tmp_path / "cal.pdf").exists()
-    ax = fig.axes[0]
-    assert ax.get_xlabel() == "nominal level" and ax.get_ylabel() == "coverage of θ*_rtv"
-    assert legend_texts(fig.axes[-1]) == ["±1.96 s.e. (400 seeds)", "calibrated", "centred"]
-    plt.close(fig)
-
-
-def test_plot_calibration_takes_the_compare_policies_table():
-    frame = pd.DataFrame({"method": ["PRS", "PRS-exact-Wald", "Posterior-exact-ellipsoid"],
-                          "scope": "personalised", "truth_distance": [30.0, 8.0, 20.0],
-                          "k_eff": [78.0, 78.0, 78.0], "level": [np.nan, 0.9, 0.9]})
-    fig = plot_calibration(frame)
-    (ax,) = fig.axes
-    curves = {line.get_label(): line for line in ax.get_lines()}
-    assert set(curves) >= {"PRS-exact-Wald", "Posterior-exact-ellipsoid"} and "PRS" not in curves
-    # One seed: coverage is 0 below the level where χ²_78 reaches the distance², 1 above.
-    from scipy import stats
-
-    level, coverage = curves["PRS-exact-Wald"].get_data()
-    np.testing.assert_array_equal(coverage, (stats.chi2.ppf(level, 78) >= 64.0).astype(float))
-    plt.close(fig)
 
 
 # ------------------------------------------------------------------------------- backend, ax=None

@@ -11,10 +11,11 @@
   methods) under a lock on its folder (:func:`output_lock`), refusing settings the
   study does not use (:func:`check_overrides`); :func:`read_results` reads its CSV
   (mending a torn last line), :func:`summarise`,
-  :func:`plot_results` and :func:`plot_calibration` report it.
+  :func:`plot_results` and :func:`plot_calibration` (:mod:`.figures`, with the coverage
+  :func:`calibration` it draws) report it.
 """
 
-from ..plots import calibration, plot_calibration, plot_results
+from .figures import calibration, plot_calibration, plot_results
 from .methods import (
     COLUMNS,
     COMPARE_METHODS,

@@ -1,0 +1,221 @@
+"""Figures of a study's results, and the coverage of its sets (:func:`calibration`).
+
+- :func:`plot_results`: mean ± s.e. of a column against a setting per method, from a study's
+  CSV (:func:`~bayes_loco.experiments.run_study`) or
+  :func:`~bayes_loco.experiments.compare_policies`' table;
+- :func:`calibration`: the frequentist coverage of θ* by each ellipsoid method against the
+  nominal level (:data:`LEVELS`), from the W-distances the runner records;
+  :func:`plot_calibration` draws it.
+
+The geometry of sets, spectra and policies is :mod:`bayes_loco.plots`. As there, nothing here
+selects a backend or changes rcParams; the figures are returned open, and ``out=`` saves
+``<out>.png`` and ``<out>.pdf``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from scipy import stats
+
+__all__ = ["LEVELS", "calibration", "plot_calibration", "plot_results"]
+
+
+def _finish(fig: Figure, title: str, n_panels: int, out: str | Path | None) -> Figure:
+    """Title, layout, and ``<out>.png`` / ``<out>.pdf`` when ``out`` is given."""
+    if title:
+        # About 11 characters of 9-point text per inch of figure.
+        fig.suptitle(textwrap.fill(title, width=max(45 * n_panels, int(11 * fig.get_figwidth()))), fontsize=9)
+    fig.tight_layout()
+    if out is not None:
+        out = Path(out)
+        for ext in ("png", "pdf"):
+            fig.savefig(out.with_suffix(f".{ext}"), dpi=130)
+    return fig
+
+
+def _format_value(value) -> str:
+    return f"{value:g}" if isinstance(value, float | int | np.floating | np.integer) else f"{value}"
+
+
+def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "imbalance",
+                 y: str = "suboptimality", scope: str = "personalised", title: str = "",
+                 out: str | Path | None = None) -> Figure:
+    """Mean ± s.e. of ``y`` against ``x`` per method, one panel per value of ``panel``.
+
+    Works on a study's results (``run_study``, its CSVs) and on the table of
+    :func:`bayes_loco.experiments.compare_policies`: when ``x`` is not a column, or takes
+    one value, the methods are compared side by side on a categorical axis; a ``panel``
+    that is not a column gives one panel.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame
+        One row per method × scope × task, with ``method`` and ``y`` (and ``scope``).
+    x : str
+        The horizontal axis (log scale when its grid spans a decade or more).
+    panel : str or None
+        One panel per value of this column.
+    y : str
+        The plotted column.
+    scope : str
+        Keep the rows of this ``scope`` (when the column exists).
+    title : str
+        The figure's title.
+    out : path, optional
+        Save ``<out>.png`` and ``<out>.pdf``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        ``y`` is not a column, or no row has ``scope``.
+    """
+    if y not in results:
+        raise ValueError(f"y={y!r} is not a column of results (columns: "
+                         f"{', '.join(map(str, results.columns))})")
+    data = results[results["scope"] == scope] if "scope" in results else results
+    if data.empty:
+        raise ValueError(f"no results for scope={scope!r}")
+    panels = [None] if panel is None or panel not in data else sorted(data[panel].dropna().unique())
+    # No x (compare_policies' table) or one value of it (a single setting, as in the demo): compare
+    # the methods side by side instead.
+    has_x = x in data
+    categorical = not has_x or data[x].nunique() <= 1
+    n_methods = data["method"].nunique()
+    width = max(4.2, 0.42 * n_methods + 1.6) if categorical else 4.2
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 3.6 + 0.9 * categorical),
+                             sharey=True, squeeze=False)
+    for ax, value in zip(axes[0], panels, strict=True):
+        part = data if value is None else data[data[panel] == value]
+        for i, (method, rows) in enumerate(part.groupby("method", sort=False)):
+            if categorical:
+                values = rows[y].astype(float)
+                count = values.count()
+                mean, se = values.mean(), values.std() / np.sqrt(count) if count > 1 else 0.0
+                ax.errorbar([i], [mean], yerr=[0.0 if np.isnan(se) else se], marker="o", ms=5, capsize=3,
+                            label=method)
+                continue
+            moments = rows.groupby(x)[y].agg(["mean", "std", "count"])
+            se = moments["std"].fillna(0) / np.sqrt(moments["count"])
+            ax.errorbar(moments.index, moments["mean"], yerr=se, marker="o", ms=5, capsize=3, label=method)
+        if categorical:
+            names = list(part.groupby("method", sort=False).groups)
+            ax.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
+            ax.set_xlabel(f"method ({x} = {_format_value(data[x].iloc[0])})" if has_x else "method")
+        else:
+            ax.set_xlabel(x)
+            grid = part[x].dropna().to_numpy(dtype=float)
+            if grid.min() > 0 and grid.max() >= 10 * grid.min():  # N, C₂: grids spanning a decade or more
+                ax.set_xscale("log")
+        ax.set_title("" if value is None else f"{panel} = {_format_value(value)}")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel(f"{y} ({scope})")
+    if not categorical:  # the tick labels name the methods already
+        axes[0][-1].legend(fontsize=8)
+    return _finish(fig, title, len(panels), out)
+
+
+LEVELS = np.linspace(0.05, 0.99, 48)
+
+
+def calibration(results: pd.DataFrame, levels=LEVELS, *,
+                by: tuple[str, ...] = ("method",)) -> pd.DataFrame:
+    """Frequentist coverage of θ* against nominal level, for every ellipsoid method in ``results``.
+
+    θ* lies in the level-α set (Wald or credible ellipsoid, radius² = χ²_{k_eff}(α))
+    iff its W-distance² ≤ χ²_{k_eff}(α), so one run at any level gives the whole
+    curve from the ``truth_distance`` and ``k_eff`` columns. Rows with no distance
+    (greedy, hull, quantile sets; the paper's Gram set, whose radius is not a level)
+    are left out.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame
+        A study's results or :func:`~bayes_loco.experiments.compare_policies`' table, with
+        ``truth_distance``, ``k_eff``, ``level`` and the ``by`` columns.
+    levels : sequence of float
+        Nominal levels in (0, 1).
+    by : tuple of str
+        One curve per group of these columns.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The ``by`` columns, ``level``, ``coverage`` and ``seeds``.
+    """
+    need = {"truth_distance", "k_eff", "level", *by}
+    missing = need - set(results.columns)
+    if missing:
+        raise ValueError(f"results lack the columns {sorted(missing)}")
+    levels = np.asarray(levels, dtype=float)
+    if levels.ndim != 1 or levels.size == 0 or not ((levels > 0) & (levels < 1)).all():
+        raise ValueError("levels must be a non-empty 1-d sequence in (0, 1)")
+    rows = results[results["truth_distance"].notna() & results["k_eff"].notna() & results["level"].notna()]
+    # One row per fitted set: the personalised and global rows of a task share it.
+    keys = [c for c in ("study", "cell", "rep", *by) if c in rows]
+    rows = rows.drop_duplicates(keys)
+    out = []
+    for group, part in rows.groupby(list(by), sort=False):
+        d2 = part["truth_distance"].to_numpy() ** 2
+        k = part["k_eff"].to_numpy()
+        inside = d2[None, :] <= stats.chi2.ppf(levels[:, None], k[None, :])
+        labels = dict(zip(by, group if isinstance(group, tuple) else (group,), strict=True))
+        out.append(pd.DataFrame({**labels, "level": levels, "coverage": inside.mean(axis=1),
+                                 "seeds": len(part)}))
+    if not out:
+        raise ValueError("results hold no ellipsoid with a level (Wald or credible) and a truth distance")
+    return pd.concat(out, ignore_index=True)
+
+
+def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: str = "",
+                     out: str | Path | None = None) -> Figure:
+    """Coverage of θ* against nominal level per ellipsoid method, one panel per value of ``panel``.
+
+    The grey band is the 95% binomial band around the diagonal for the number of
+    seeds: a curve inside it is calibrated as far as the seeds can tell. The curves
+    come from :func:`calibration`.
+
+    Parameters
+    ----------
+    results : pandas.DataFrame
+        As for :func:`calibration`.
+    panel : str or None
+        One panel per value of this column (e.g. ``"n"``).
+    title : str
+    out : path, optional
+        Save ``<out>.png`` and ``<out>.pdf``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    by = ("method",) if panel is None or panel not in results else ("method", panel)
+    table = calibration(results, by=by)
+    panels = [None] if len(by) == 1 else sorted(table[panel].unique())
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), squeeze=False)
+    for ax, value in zip(axes[0], panels, strict=True):
+        part = table if value is None else table[table[panel] == value]
+        seeds = int(part["seeds"].min())
+        level = np.sort(part["level"].unique())
+        half = 1.96 * np.sqrt(level * (1 - level) / seeds)
+        ax.fill_between(level, level - half, level + half, color="0.85", label=f"±1.96 s.e. ({seeds} seeds)")
+        ax.plot([0, 1], [0, 1], color="0.5", lw=0.8)
+        for method, rows in part.groupby("method", sort=False):
+            ax.plot(rows["level"], rows["coverage"], lw=1.8, label=method)
+        ax.set_xlabel("nominal level")
+        ax.set_title("" if value is None else f"{panel} = {value}")
+        ax.set_xlim(0, 1)
+        ax.set_ylim(0, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0][0].set_ylabel("coverage of θ*_rtv")
+    axes[0][-1].legend(fontsize=8, loc="best")
+    return _finish(fig, title, len(panels), out)
