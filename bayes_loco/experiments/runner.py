@@ -5,16 +5,14 @@ rerun, a parallel run or a cluster run gives the same numbers. Each finished tas
 appends its rows to ``<out>/<study>.csv`` in one write, with its row count; a rerun
 skips the tasks whose rows are all there and repairs what a killed run left. One
 runner at a time writes to a folder (an ``flock`` on ``<out>/.bayes-loco.lock``), and
-the workers of a process pool end with the runner.
+the workers of a process pool end with the runner. The folder, its lock and the CSV's
+writes and repairs are :mod:`.store`.
 """
 
 from __future__ import annotations
 
-import csv
 import ctypes
 import difflib
-import fcntl
-import io
 import json
 import multiprocessing as mp
 import os
@@ -27,7 +25,6 @@ import warnings
 import zlib
 from collections.abc import Iterable
 from concurrent.futures import Executor, ProcessPoolExecutor, as_completed
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +39,11 @@ from ..problems import Problem
 from ..simulate import CONTEXT_LAWS
 from .methods import METHODS, POSTERIOR_PREFIX, posterior_settings, run_methods
 from .problems import PERSONALLLM_FILES, PROBLEM_KEYS, PROBLEM_SETTINGS, build_problem
+from .store import LOCK_NAME as LOCK_NAME  # these three and read_results lived here: still importable
+from .store import OutputBusyError as OutputBusyError
+from .store import OutputFolderError as OutputFolderError
+from .store import StudyConfigError, append_task, output_folder, output_lock, resume, write_atomic
+from .store import read_results as read_results
 from .studies import Study
 
 DEFAULTS = {"d_s": 20, "d_a": 10, "d_x": 20, "rank": 3, "imbalance": 1.0, "theta_kind": "paper",
@@ -50,24 +52,12 @@ DEFAULTS = {"d_s": 20, "d_a": 10, "d_x": 20, "rank": 3, "imbalance": 1.0, "theta
             "global_law": "shifted"}
 
 
-class StudyConfigError(ValueError):
-    """An output folder holds results of the same study run with another configuration, or a bad setting."""
-
-
 class SettingError(StudyConfigError):
     """A setting the study does not use, or a value of the wrong kind; ``key`` names it (None if unknown)."""
 
     def __init__(self, key: str | None, message: str):
         super().__init__(message)
         self.key = key
-
-
-class OutputFolderError(StudyConfigError):
-    """The output folder is a file, or cannot be created or written."""
-
-
-class OutputBusyError(RuntimeError):
-    """Another runner holds the output folder's lock."""
 
 
 def task_seed(seed: int, study: str, cell: int, rep: int) -> np.random.SeedSequence:
@@ -276,189 +266,6 @@ def _check_arguments(reps, seed, workers) -> None:
         check_int(workers, "workers", 1)
 
 
-# ------------------------------------------------------------------------------- the output folder
-
-LOCK_NAME = ".bayes-loco.lock"
-
-
-def _output_folder(out: Path) -> Path:
-    """``out``, created if need be; a file, a path under a file or an unwritable place is refused."""
-    if out.exists() and not out.is_dir():
-        raise OutputFolderError(f"{out} is a file, not a folder")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise OutputFolderError(f"cannot create the folder {out}: {exc.strerror}") from None
-    if not os.access(out, os.W_OK | os.X_OK):
-        raise OutputFolderError(f"cannot write in the folder {out}")
-    return out
-
-
-@contextmanager
-def output_lock(out: Path):
-    """Hold ``out``'s lock while a runner writes there; a second runner is refused, naming the first's pid.
-
-    The lock is an ``flock`` on ``out/.bayes-loco.lock``: the kernel releases it when its
-    holder ends, however it ends, so the lock file of a killed runner blocks nothing.
-    The file holds the holder's pid for the message, and is emptied on release.
-    """
-    try:
-        fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    except OSError as exc:
-        raise OutputFolderError(f"cannot write in the folder {out}: {exc.strerror}") from None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
-            raise OutputBusyError(f"{out} is in use by another bayes-loco run (pid {holder}): wait for it to "
-                                  "finish, or write to another folder") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        try:
-            yield
-        finally:
-            os.ftruncate(fd, 0)
-    finally:
-        os.close(fd)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` in one step: a reader, or a kill, sees the old file or the new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    folder = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(folder)
-    finally:
-        os.close(folder)
-
-
-def _records(path: Path) -> tuple[list[str], list[list[str]], int]:
-    """The header, the whole records and the count of torn ones of a results CSV.
-
-    Blocks are appended whole (:func:`_append`), so only the end of the file can be torn: a
-    last line without its newline, or a quoted field left open.
-    """
-    data = path.read_bytes()
-    cut = data.rfind(b"\n") + 1
-    torn = int(cut < len(data))
-    try:
-        text = data[:cut].decode()
-    except UnicodeDecodeError as exc:
-        raise StudyConfigError(f"{path} is not a results CSV: not UTF-8 text ({exc.reason})") from None
-    reader = csv.reader(io.StringIO(text), strict=True)
-    rows = []
-    try:
-        rows.extend(row for row in reader if row)
-    except csv.Error:
-        torn += 1
-    if not rows:
-        return [], [], torn
-    header, body = rows[0], rows[1:]
-    whole = [row for row in body if len(row) == len(header)]
-    return header, whole, torn + len(body) - len(whole)
-
-
-def _csv_bytes(header: list[str], rows: list[list[str]]) -> bytes:
-    text = io.StringIO()
-    csv.writer(text, lineterminator="\n").writerows([header, *rows])
-    return text.getvalue().encode()
-
-
-def read_results(path: str | Path) -> pd.DataFrame:
-    """A results CSV of :func:`run_study` as a frame, without a torn last line (with a warning).
-
-    Raises
-    ------
-    StudyConfigError
-        The file holds no header.
-    """
-    path = Path(path)
-    header, rows, torn = _records(path)
-    if not header:
-        raise StudyConfigError(f"{path} holds no CSV header")
-    if torn:
-        warnings.warn(f"{path}: ignored {torn} torn line(s) at its end (a run killed while writing; "
-                      "`bayes-loco run` repairs the file when it resumes)", RuntimeWarning, stacklevel=2)
-    return pd.read_csv(io.BytesIO(_csv_bytes(header, rows)))
-
-
-def _resume(csv_path: Path) -> set[tuple[int, int]]:
-    """Repair ``csv_path`` for a resumed run and return its finished (cell, rep) tasks.
-
-    A torn last line is cut and the rows of a task that has fewer rows than its
-    ``task_rows`` are dropped (both with a warning), so the task runs again and
-    every row ends up once. Rows written before ``task_rows`` existed count as finished.
-    """
-    if not csv_path.exists():
-        return set()
-    header, rows, torn = _records(csv_path)
-    if not header:  # killed before the header was whole: start afresh
-        csv_path.unlink()
-        return set()
-    if not {"cell", "rep"} <= set(header):
-        raise StudyConfigError(f"{csv_path} is not a results CSV of bayes-loco run (no cell and rep columns)")
-    cell, rep = header.index("cell"), header.index("rep")
-    size = header.index("task_rows") if "task_rows" in header else None
-    counts: dict[tuple[str, str], int] = {}
-    for row in rows:
-        counts[row[cell], row[rep]] = counts.get((row[cell], row[rep]), 0) + 1
-    incomplete = {task for task, rows_of_task in _expected(rows, cell, rep, size).items()
-                  if rows_of_task != counts[task]}
-    if torn or incomplete:
-        kept = [row for row in rows if (row[cell], row[rep]) not in incomplete]
-        warnings.warn(f"{csv_path}: repaired for the resumed run: cut {torn} torn line(s) at its end and "
-                      f"dropped the {len(rows) - len(kept)} rows of {len(incomplete)} incomplete task(s) "
-                      f"{sorted(incomplete)}, which run again", RuntimeWarning, stacklevel=3)
-        _write_atomic(csv_path, _csv_bytes(header, kept))
-    return {(int(c), int(r)) for c, r in counts if (c, r) not in incomplete}
-
-
-def _expected(rows, cell: int, rep: int, size: int | None) -> dict[tuple[str, str], int]:
-    """Each task's row count as its rows record it in column ``size`` (tasks without one left out)."""
-    if size is None:
-        return {}
-    return {(row[cell], row[rep]): int(float(row[size])) for row in rows if row[size]}
-
-
-def _append(csv_path: Path, rows: list[dict]) -> None:
-    """Append one task's rows, all or none: one write of the whole block, then fsync.
-
-    Each row carries ``task_rows``, the task's row count, so a resumed run knows a task is whole.
-    A write that fails (a full disk) is undone before the error goes on.
-    """
-    frame = pd.DataFrame(rows).assign(task_rows=len(rows))
-    if not csv_path.exists():
-        _write_atomic(csv_path, frame.to_csv(index=False).encode())
-        return
-    with open(csv_path, newline="") as handle:
-        header = next(csv.reader(handle))
-    new = [c for c in frame.columns if c not in header]
-    if new:  # a column the file lacks (a newer version's): rewrite the file with it, not drop it
-        _, old, _ = _records(csv_path)
-        header = [*header, *new]
-        block = frame.reindex(columns=header).to_csv(index=False, header=False)
-        _write_atomic(csv_path, _csv_bytes(header, [row + [""] * len(new) for row in old]) + block.encode())
-        return
-    block = memoryview(frame.reindex(columns=header).to_csv(index=False, header=False).encode())
-    fd = os.open(csv_path, os.O_WRONLY | os.O_APPEND)
-    start = os.fstat(fd).st_size
-    try:
-        while block:
-            block = block[os.write(fd, block):]
-        os.fsync(fd)
-    except BaseException:
-        os.ftruncate(fd, start)
-        raise
-    finally:
-        os.close(fd)
-
-
 # ------------------------------------------------------------------------------------- workers
 
 def _limit_threads(threads: int) -> None:
@@ -566,7 +373,7 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
     check_overrides(study, overrides)
     chosen = select_cells(study, only)
     _check_tasks(study, chosen, overrides, seed)
-    out = _output_folder(Path(out))
+    out = output_folder(Path(out))
     with output_lock(out):
         return _run_locked(study, out, reps, seed, executor, workers, progress, overrides, chosen)
 
@@ -588,13 +395,13 @@ def _run_locked(study: Study, out: Path, reps: int, seed: int, executor: Executo
             raise StudyConfigError(f"{csv_path} holds results of study {study.name!r} run with another "
                                    "configuration (seed, methods, cells or settings); use another "
                                    "output folder or delete it to start afresh")
-    done = _resume(csv_path)
+    done = resume(csv_path)
     # Replication-major order: an interrupted run leaves every cell with about as many reps.
     tasks = [(i, {**study.fixed, **study.cells[i], **overrides}, rep)
              for rep in range(reps) for i in sorted(chosen) if (i, rep) not in done]
     meta = {"config": config, "description": study.description, "reps": reps, "versions": _versions(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    _write_atomic(meta_path, json.dumps(meta, indent=2, default=str).encode())
+    write_atomic(meta_path, json.dumps(meta, indent=2, default=str).encode())
     own = executor is None and len(tasks) > 1 and (workers or 2) > 1
     pool = executor
     if own:
@@ -606,7 +413,7 @@ def _run_locked(study: Study, out: Path, reps: int, seed: int, executor: Executo
     try:
         if pool is None:
             for i, settings, rep in tasks:
-                _append(csv_path, _pinned_task(study.name, i, settings, rep, seed, study.methods,
+                append_task(csv_path, _pinned_task(study.name, i, settings, rep, seed, study.methods,
                                                problem=study.problem))
                 bar.update()
         else:
@@ -614,7 +421,7 @@ def _run_locked(study: Study, out: Path, reps: int, seed: int, executor: Executo
                                    problem=study.problem)
                        for i, settings, rep in tasks]
             for future in as_completed(futures):
-                _append(csv_path, future.result())
+                append_task(csv_path, future.result())
                 bar.update()
     finally:
         bar.close()
