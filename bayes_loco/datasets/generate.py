@@ -40,6 +40,7 @@ MODELS = (("gpt-4-1106-preview", "openai"), ("claude-2.1", "anthropic"), ("meta-
           ("HuggingFaceH4/zephyr-7b-beta", "huggingface"), ("luminous-supreme-control", "aleph_alpha"),
           ("models/chat-bison-001", "google"), ("gpt-3.5-turbo", "openai"), ("claude-instant-1", "anthropic"),
           ("tiiuae/falcon-7b-instruct", "huggingface"), ("command-light", "cohere"))
+PROVIDERS = dict(MODELS)
 CONVERSATION_TYPES = ("unguided", "values guided", "controversy guided")
 
 
@@ -138,82 +139,26 @@ def write_prism(folder, n_users: int, seed, *, n_models: int = 10, rank: int = 2
     rng = rng_from(seed)
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    answers = {}
-    for question, shares in ANSWERS.items():
-        levels = list(shares)
-        p = np.array(list(shares.values()))
-        answers[question] = [levels[i] for i in rng.choice(len(levels), size=n_users, p=p / p.sum())]
+    answers = _answers(rng, n_users)
     users = pd.DataFrame({"user_id": [f"user{i}" for i in range(n_users)], **answers})
     x, context_names = one_hot(users, list(SURVEY_COLUMNS))
     rank = check_int(rank, "rank", 1, min(x.shape[1], n_models - 1))
-    theta = rng.normal(size=(x.shape[1], rank)) @ rng.normal(size=(n_models - 1, rank)).T
-    rewards = np.hstack([np.zeros((n_users, 1)), x @ theta])
-    scale = signal / rewards.std() if rewards.std() > 0 else 0.0
-    theta, rewards = theta * scale, rewards * scale
+    theta, rewards = _truth(rng, x, n_models, rank, signal)
     # the reader's order: the reference model first, the others by name
     models = [MODELS[0][0], *sorted(m for m, _ in MODELS[1:n_models])]
-    provider = dict(MODELS)
-
-    def response(user: int, model: int, turn: int, within: int, chosen: bool) -> dict:
-        chars = int(np.clip(np.exp(rng.normal(np.log(300), 0.5)), 20, 2000))
-        utility = rewards[user, model] + length_effect * np.log1p(chars) + rng.gumbel()
-        score = int(np.clip(np.round(50 + score_scale * (utility - np.euler_gamma)), 1, 100))
-        return {"role": "model", "turn": turn, "within_turn_id": within, "content": _text("response", chars),
-                "model_provider": provider[models[model]], "model_name": models[model], "score": score,
-                "if_chosen": chosen}
-
+    responses = _Responses(rng, rewards, models, length_effect, score_scale)
     survey_rows, conversation_rows, utterance_rows = [], [], []
     for u in range(n_users):
-        row = {"user_id": f"user{u}", "survey_only": False, "num_completed_conversations": conversations,
-               "consent": "Yes", "consent_age": "Yes", "lm_familiarity": answers["lm_familiarity"][u],
-               "lm_indirect_use": "Yes", "lm_direct_use": answers["lm_frequency_use"][u] is not None,
-               "lm_frequency_use": answers["lm_frequency_use"][u],
-               "self_description": "GENERATED participant", "system_string": "GENERATED",
-               "age": answers["age"][u], "gender": answers["gender"][u],
-               "employment_status": answers["employment_status"][u], "education": answers["education"][u],
-               "marital_status": "Prefer not to say",
-               "english_proficiency": answers["english_proficiency"][u],
-               "study_id": GENERATED_STUDY, "study_locale": "generated", "timing_duration_s": 0.0,
-               "religion": {"self_described": "generated", "categorised": "Prefer not to say",
-                            "simplified": "Prefer not to say"},
-               "ethnicity": {"self_described": "generated", "categorised": "Prefer not to say",
-                             "simplified": "Prefer not to say"},
-               "location": {"birth_country": "Prefer not to say", "reside_country": "Prefer not to say",
-                            "special_region": "Prefer not to say"},
-               "lm_usecases": {}, "stated_prefs": {}}
-        survey_rows.append(row)
+        survey_rows.append(_survey_row(u, answers, conversations))
         for _ in range(conversations):
             cid = f"c{len(conversation_rows)}"
-            kind = CONVERSATION_TYPES[int(rng.integers(len(CONVERSATION_TYPES)))]
-            history = [{"role": "user", "turn": 0, "content": "GENERATED opening prompt"}]
-            shown = rng.choice(n_models, size=4, replace=False)
-            opening = [response(u, int(m), 0, i, False) for i, m in enumerate(shown)]
-            best = int(np.argmax([r["score"] for r in opening]))
-            opening[best]["if_chosen"] = True
-            history += opening
-            for turn in range(1, later_turns + 1):
-                history.append({"role": "user", "turn": turn, "content": f"GENERATED prompt {turn}"})
-                pair = [response(u, int(shown[best]), turn, i, False) for i in range(2)]
-                pair[int(np.argmax([r["score"] for r in pair]))]["if_chosen"] = True
-                history += pair
+            kind, history = _conversation(rng, responses, u, n_models, later_turns)
             conversation_rows.append({
                 "conversation_id": cid, "user_id": f"user{u}", "included_in_balanced_subset": True,
                 "conversation_type": kind, "opening_prompt": "GENERATED opening prompt",
                 "conversation_turns": later_turns + 1, "conversation_history": history,
                 "performance_attributes": {}, "choice_attributes": {}, "open_feedback": "GENERATED"})
-            prompt = {}
-            for message in history:
-                if message["role"] == "user":
-                    prompt = message
-                    continue
-                utterance_rows.append({
-                    "utterance_id": f"ut{len(utterance_rows)}", "interaction_id": f"{cid}-{message['turn']}",
-                    "conversation_id": cid, "user_id": f"user{u}", "turn": message["turn"],
-                    "within_turn_id": message["within_turn_id"], "included_in_balanced_subset": True,
-                    "conversation_type": kind, "user_prompt": prompt["content"],
-                    "model_response": message["content"], "model_name": message["model_name"],
-                    "model_provider": message["model_provider"], "score": message["score"],
-                    "if_chosen": message["if_chosen"]})
+            utterance_rows += _utterances(history, cid, f"user{u}", kind, len(utterance_rows))
     _jsonl(folder / "survey.jsonl", survey_rows)
     _jsonl(folder / "conversations.jsonl", conversation_rows)
     _jsonl(folder / "utterances.jsonl", utterance_rows)
@@ -226,3 +171,98 @@ def write_prism(folder, n_users: int, seed, *, n_models: int = 10, rank: int = 2
     frame = pd.DataFrame(rewards, columns=models, index=pd.Index(users["user_id"], name="user_id"))
     return GeneratedPrism(folder, theta, tuple(context_names), tuple(f"model={m}" for m in models[1:]),
                           models[0], length_effect, frame)
+
+
+def _answers(rng: np.random.Generator, n_users: int) -> dict[str, list]:
+    """Each user's survey answers, drawn with PRISM's shares (:data:`ANSWERS`)."""
+    answers = {}
+    for question, shares in ANSWERS.items():
+        levels = list(shares)
+        p = np.array(list(shares.values()))
+        answers[question] = [levels[i] for i in rng.choice(len(levels), size=n_users, p=p / p.sum())]
+    return answers
+
+
+def _truth(rng: np.random.Generator, x: np.ndarray, n_models: int, rank: int,
+           signal: float) -> tuple[np.ndarray, np.ndarray]:
+    """Θ* = U Vᵀ (standard normal U, V) and the rewards [0, xᵀΘ*] of every user, scaled to s.d. ``signal``."""
+    theta = rng.normal(size=(x.shape[1], rank)) @ rng.normal(size=(n_models - 1, rank)).T
+    rewards = np.hstack([np.zeros((x.shape[0], 1)), x @ theta])
+    scale = signal / rewards.std() if rewards.std() > 0 else 0.0
+    return theta * scale, rewards * scale
+
+
+@dataclass(frozen=True, eq=False)
+class _Responses:
+    """Draws a model's rated response: Gumbel utility around the user's reward, scored 1–100."""
+
+    rng: np.random.Generator
+    rewards: np.ndarray
+    models: list[str]
+    length_effect: float
+    score_scale: float
+
+    def __call__(self, user: int, model: int, turn: int, within: int) -> dict:
+        chars = int(np.clip(np.exp(self.rng.normal(np.log(300), 0.5)), 20, 2000))
+        utility = self.rewards[user, model] + self.length_effect * np.log1p(chars) + self.rng.gumbel()
+        score = int(np.clip(np.round(50 + self.score_scale * (utility - np.euler_gamma)), 1, 100))
+        name = self.models[model]
+        return {"role": "model", "turn": turn, "within_turn_id": within, "content": _text("response", chars),
+                "model_provider": PROVIDERS[name], "model_name": name, "score": score, "if_chosen": False}
+
+
+def _survey_row(u: int, answers: dict[str, list], conversations: int) -> dict:
+    """User ``u``'s survey row: the drawn answers, every other field a GENERATED placeholder."""
+    return {"user_id": f"user{u}", "survey_only": False, "num_completed_conversations": conversations,
+            "consent": "Yes", "consent_age": "Yes", "lm_familiarity": answers["lm_familiarity"][u],
+            "lm_indirect_use": "Yes", "lm_direct_use": answers["lm_frequency_use"][u] is not None,
+            "lm_frequency_use": answers["lm_frequency_use"][u],
+            "self_description": "GENERATED participant", "system_string": "GENERATED",
+            "age": answers["age"][u], "gender": answers["gender"][u],
+            "employment_status": answers["employment_status"][u], "education": answers["education"][u],
+            "marital_status": "Prefer not to say",
+            "english_proficiency": answers["english_proficiency"][u],
+            "study_id": GENERATED_STUDY, "study_locale": "generated", "timing_duration_s": 0.0,
+            "religion": {"self_described": "generated", "categorised": "Prefer not to say",
+                         "simplified": "Prefer not to say"},
+            "ethnicity": {"self_described": "generated", "categorised": "Prefer not to say",
+                          "simplified": "Prefer not to say"},
+            "location": {"birth_country": "Prefer not to say", "reside_country": "Prefer not to say",
+                         "special_region": "Prefer not to say"},
+            "lm_usecases": {}, "stated_prefs": {}}
+
+
+def _conversation(rng: np.random.Generator, responses: _Responses, u: int, n_models: int,
+                  later_turns: int) -> tuple[str, list[dict]]:
+    """A conversation's type and history: four models open, the best-rated one answers twice a later turn."""
+    kind = CONVERSATION_TYPES[int(rng.integers(len(CONVERSATION_TYPES)))]
+    history = [{"role": "user", "turn": 0, "content": "GENERATED opening prompt"}]
+    shown = rng.choice(n_models, size=4, replace=False)
+    opening = [responses(u, int(m), 0, i) for i, m in enumerate(shown)]
+    best = int(np.argmax([r["score"] for r in opening]))
+    opening[best]["if_chosen"] = True
+    history += opening
+    for turn in range(1, later_turns + 1):
+        history.append({"role": "user", "turn": turn, "content": f"GENERATED prompt {turn}"})
+        pair = [responses(u, int(shown[best]), turn, i) for i in range(2)]
+        pair[int(np.argmax([r["score"] for r in pair]))]["if_chosen"] = True
+        history += pair
+    return kind, history
+
+
+def _utterances(history: list[dict], cid: str, user_id: str, kind: str, start: int) -> list[dict]:
+    """The rows of ``utterances.jsonl`` for one conversation's model messages, numbered from ``start``."""
+    rows, prompt = [], {}
+    for message in history:
+        if message["role"] == "user":
+            prompt = message
+            continue
+        rows.append({
+            "utterance_id": f"ut{start + len(rows)}", "interaction_id": f"{cid}-{message['turn']}",
+            "conversation_id": cid, "user_id": user_id, "turn": message["turn"],
+            "within_turn_id": message["within_turn_id"], "included_in_balanced_subset": True,
+            "conversation_type": kind, "user_prompt": prompt["content"],
+            "model_response": message["content"], "model_name": message["model_name"],
+            "model_provider": message["model_provider"], "score": message["score"],
+            "if_chosen": message["if_chosen"]})
+    return rows

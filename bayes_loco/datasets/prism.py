@@ -166,14 +166,7 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
         A file of another schema (naming the missing fields), an empty file, a
         non-numeric score, a rated user without a survey row.
     """
-    if not isinstance(folder, str | Path):
-        raise TypeError(f"folder must be a str or Path, got {type(folder).__name__}")
-    folder = Path(folder)
-    holds = f"{SURVEY} and {' or '.join(SOURCES.values())}"
-    if not folder.exists():
-        raise FileNotFoundError(f"PRISM folder {folder} does not exist; it should hold {holds}")
-    if not folder.is_dir():
-        raise ValueError(f"{folder} is a file; read_prism takes the folder that holds {holds}")
+    folder = _check_folder(folder)
     check_option(source, "source", tuple(SOURCES))
     check_option(turns, "turns", TURNS)
     if not isinstance(response_features, bool):
@@ -183,19 +176,7 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
     survey = _survey(folder, survey_columns)
     ratings, path = _ratings(folder, source, response_features)
     notes = []
-    if turns == "first":  # the opening turn: the first turn of its conversation, scored or not
-        later = ratings["turn"] != ratings.groupby("conversation_id")["turn"].transform("min")
-        if later.any():
-            notes.append(f"responses of later turns left out (turns='first'): {int(later.sum())}")
-        ratings = ratings[~later]
-    score = pd.to_numeric(ratings["score"], errors="coerce")
-    unscored = score.isna()
-    if (unscored & ratings["score"].notna()).any():
-        i = int(np.flatnonzero(unscored & ratings["score"].notna())[0])
-        raise ValueError(f"{path}: score of rated response {i} is {ratings['score'].iloc[i]!r}, not a number")
-    if unscored.any():
-        notes.append(f"responses without a score left out: {int(unscored.sum())}")
-    ratings = ratings.assign(score=score)[~unscored]
+    ratings = _scored(ratings, turns, path, notes)
     unknown = sorted(set(ratings["user_id"]) - set(survey["user_id"]))
     if unknown:
         raise ValueError(f"{path}: users {unknown[:5]} rated responses but have no row in {SURVEY}, so "
@@ -207,19 +188,13 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
     y = np.where(s1 > s0, 1.0, np.where(s1 < s0, 0.0, 0.5))
     actions, a0, a1 = encode_actions(pairs["model_name_0"], pairs["model_name_1"], reference_model,
                                      "reference_model")
-    differences = one_hot_differences(a0, a1, len(actions))
-    feature_names = [f"model={v}" for v in actions["name"].iloc[1:]]
-    if response_features:
-        chars = [pairs[f"response_{s}"].map(lambda r: len(r) if isinstance(r, str) else 0).to_numpy(float)
-                 for s in "01"]
-        differences = np.column_stack([differences, np.log1p(chars[1]) - np.log1p(chars[0])])
-        feature_names.append("log_chars")
+    differences, feature_names = _model_features(pairs, actions, a0, a1, response_features)
     user_ids = pairs["user_id_0"].to_numpy(dtype=str)
     rated = survey[survey["user_id"].isin(set(user_ids))].reset_index(drop=True)
     if len(rated) < len(survey):
         notes.append(f"surveyed users without comparisons left out: {len(survey) - len(rated)}")
     x_users, context_names = one_hot(rated, list(survey_columns), reference_levels=reference_levels,
-                                        min_count=min_count, argument="survey_columns")
+                                     min_count=min_count, argument="survey_columns")
     x = x_users[pd.Index(rated["user_id"]).get_indexer(user_ids)]
     comparisons = pd.DataFrame({
         "user_id": user_ids, "conversation_id": pairs["conversation_id"].to_numpy(),
@@ -235,3 +210,47 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
     data = PreferenceData(x, differences, y, np.column_stack([a0, a1]))
     return Dataset(data, comparisons, users, actions, tuple(context_names), tuple(feature_names), user_ids,
                    label, tuple(notes))
+
+
+def _check_folder(folder) -> Path:
+    """``folder`` as a Path to an existing folder, or an error saying what it should hold."""
+    if not isinstance(folder, str | Path):
+        raise TypeError(f"folder must be a str or Path, got {type(folder).__name__}")
+    folder = Path(folder)
+    holds = f"{SURVEY} and {' or '.join(SOURCES.values())}"
+    if not folder.exists():
+        raise FileNotFoundError(f"PRISM folder {folder} does not exist; it should hold {holds}")
+    if not folder.is_dir():
+        raise ValueError(f"{folder} is a file; read_prism takes the folder that holds {holds}")
+    return folder
+
+
+def _scored(ratings: pd.DataFrame, turns: str, path: Path, notes: list[str]) -> pd.DataFrame:
+    """The ratings of the ``turns`` wanted that have a numeric score; what is left out goes to ``notes``."""
+    if turns == "first":  # the opening turn: the first turn of its conversation, scored or not
+        later = ratings["turn"] != ratings.groupby("conversation_id")["turn"].transform("min")
+        if later.any():
+            notes.append(f"responses of later turns left out (turns='first'): {int(later.sum())}")
+        ratings = ratings[~later]
+    score = pd.to_numeric(ratings["score"], errors="coerce")
+    unscored = score.isna()
+    if (unscored & ratings["score"].notna()).any():
+        i = int(np.flatnonzero(unscored & ratings["score"].notna())[0])
+        raise ValueError(f"{path}: score of rated response {i} is {ratings['score'].iloc[i]!r}, not a number")
+    if unscored.any():
+        notes.append(f"responses without a score left out: {int(unscored.sum())}")
+    return ratings.assign(score=score)[~unscored]
+
+
+def _model_features(pairs: pd.DataFrame, actions: pd.DataFrame, a0: np.ndarray, a1: np.ndarray,
+                    response_features: bool) -> tuple[np.ndarray, list[str]]:
+    """Δφ of each pair and its names: one-hot of the models without the reference (action 0), and the
+    ``log_chars`` difference when ``response_features``."""
+    differences = one_hot_differences(a0, a1, len(actions))
+    feature_names = [f"model={v}" for v in actions["name"].iloc[1:]]
+    if response_features:
+        chars = [pairs[f"response_{s}"].map(lambda r: len(r) if isinstance(r, str) else 0).to_numpy(float)
+                 for s in "01"]
+        differences = np.column_stack([differences, np.log1p(chars[1]) - np.log1p(chars[0])])
+        feature_names.append("log_chars")
+    return differences, feature_names
