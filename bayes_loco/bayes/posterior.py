@@ -272,18 +272,18 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         table["estimate"] = self.estimate
         if self.rtv_draws.shape[0] < 2:  # one draw (map={"draws": 1}): nothing to summarise
             return table
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # R-hat of one chain (VI), few draws: NaN, reported as such
-            stats = az.summary(self.tree, var_names=[D.THETA_RTV], ci_prob=level, ci_kind="eti",
-                               round_to="none")
-        if len(stats) != self.k:
-            raise RuntimeError(f"az.summary gave {len(stats)} rows for θ_rtv, expected {self.k}")
-        table["std_err"] = stats["sd"].to_numpy(float)
-        for column, suffix in (("lower", "_lb"), ("upper", "_ub")):
-            table[column] = stats[_interval_column(stats, suffix)].to_numpy(float)
-        for column in ("ess_bulk", "ess_tail", "r_hat"):
-            table[column] = stats[column].to_numpy(float)
-        return table
+        return _fill_draw_stats(table, self.tree, D.THETA_RTV, level)
+
+    def _nu_row(self, level: float) -> pd.DataFrame:
+        """Davidson's ν as a row of the summary: the posterior mean (MAP: the MAP) and its draws' statistics.
+
+        A MAP fit's Laplace draws hold ν at the MAP, so its row has the estimate only.
+        """
+        row = pd.DataFrame(np.nan, index=pd.Index([D.NU], name="coordinate"), columns=list(SUMMARY_COLUMNS))
+        row["estimate"] = self.nu
+        if D.NU in self.tree[D.POSTERIOR].data_vars and self.rtv_draws.shape[0] >= 2:
+            row = _fill_draw_stats(row, self.tree, D.NU, level)
+        return row
 
     def _title_and_facts(self) -> tuple[str, dict]:
         d, post = self.diagnostics, self.tree["posterior"]
@@ -299,11 +299,12 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         return "Posterior (MAP, L-BFGS-B)", {"Laplace draws": self.rtv_draws.shape[0]}
 
     def summary(self, level: float = 0.95) -> Summary:
-        """Posterior mean, sd and equal-tailed ``level`` interval of each identified coordinate of θ_rtv.
+        """Posterior mean, sd and equal-tailed ``level`` interval of each identified θ_rtv coordinate (and ν).
 
         The table has one row per coordinate e_i of θ_rtv (labels of
         ``basis.labels()``) that the data identify (e_i in the span of
-        ``directions``), with ArviZ's ESS and R-hat; the header the data's
+        ``directions``), with ArviZ's ESS and R-hat, and for Davidson's model a
+        last row ``nu`` for ν (:mod:`.ties`); the header the data's
         dimensions, the fit's diagnostics and the sampler's facts. A MAP fit's
         estimate is the MAP, its sd and interval those of its Laplace
         approximation; a note says so.
@@ -311,6 +312,8 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
         identified = self.identified
         table = self._summary_table(level)[identified]
+        if self.nu is not None:
+            table = pd.concat([table, self._nu_row(level)])
         title, facts = self._title_and_facts()
         header = (data_header(self.data, self.basis, self.rank, self.k_eff)
                   | diagnostics_header(self.diagnostics) | facts)
@@ -319,6 +322,8 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
             notes.append("MAP: the estimate is the MAP; sd and intervals are those of its Laplace "
                          "approximation (a Gaussian on the tangent space of the rank-r matrices at the "
                          "MAP), not of the posterior.")
+            if self.nu is not None:
+                notes.append("ν is held at its MAP in the Laplace draws: its row has no sd or interval.")
         elif self.method == "vi":
             notes.append("VI is a Gaussian approximation in (U, V): its intervals are typically too narrow. "
                          "Its draws are independent draws of one approximation (one chain: no R-hat).")
@@ -365,3 +370,18 @@ def _interval_column(stats: pd.DataFrame, suffix: str) -> str:
         raise RuntimeError(f"az.summary has no single equal-tailed interval column ending in {suffix!r}: "
                            f"{list(stats.columns)}")
     return found[0]
+
+
+def _fill_draw_stats(table: pd.DataFrame, tree: xr.DataTree, var: str, level: float) -> pd.DataFrame:
+    """``table`` with az.summary's sd, equal-tailed ``level`` interval, ESS and R-hat of ``var``'s entries."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # R-hat of one chain (VI), few draws: NaN, reported as such
+        stats = az.summary(tree, var_names=[var], ci_prob=level, ci_kind="eti", round_to="none")
+    if len(stats) != len(table):
+        raise RuntimeError(f"az.summary gave {len(stats)} rows for {var}, expected {len(table)}")
+    table["std_err"] = stats["sd"].to_numpy(float)
+    for column, suffix in (("lower", "_lb"), ("upper", "_ub")):
+        table[column] = stats[_interval_column(stats, suffix)].to_numpy(float)
+    for column in ("ess_bulk", "ess_tail", "r_hat"):
+        table[column] = stats[column].to_numpy(float)
+    return table
