@@ -13,11 +13,12 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import linalg
 
-from .coordinates import RANGE_RTOL, RTVBasis
+from .coordinates import RTVBasis
 from .data import Population
-from .policy import Policy, candidate_features
+from .design import mean_candidate_features
+from .linalg import IDENTIFIED_RTOL, range_mask
+from .policy import Policy
 from .sets import EllipsoidSet
-from .sets.ellipsoid import IDENTIFIED_RTOL
 
 # Points on each projected ellipse.
 ELLIPSE_POINTS = 361
@@ -55,7 +56,7 @@ def truth_vector(truth, coordinates, what: str = "truth") -> np.ndarray:
 def eigen(matrix: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Eigenvalues and vectors of a symmetric PSD matrix, split by the range rule of the sets."""
     vals, vecs = np.linalg.eigh(0.5 * (matrix + matrix.T))
-    keep = vals > RANGE_RTOL * max(vals.max(), np.finfo(float).tiny)
+    keep = range_mask(vals)
     return vals, vecs, keep
 
 
@@ -191,7 +192,7 @@ def value_direction(policy: Policy, uncertainty_set, population: Population) -> 
         raise ValueError(f"policy was solved on {policy.unit_of_row.shape[0]} rows, population has "
                          f"{population.n}")
     units = population.units(policy.scope)
-    z = units.mean(candidate_features(uncertainty_set, population, policy.reference_action))
+    z = mean_candidate_features(uncertainty_set, population, units, policy.reference_action)
     return np.einsum("u,ua,uak->k", units.weights, policy.probabilities, z)
 
 

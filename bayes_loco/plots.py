@@ -45,11 +45,13 @@ from ._projection import (
     value_direction,
 )
 from ._validation import check_int
-from .coordinates import RANGE_RTOL, RTVBasis
+from .coordinates import RTVBasis
 from .data import Population
+from .design import candidate_features
 from .evaluate import truth_theta
+from .linalg import range_mask
 from .model import rewards
-from .policy import Policy, candidate_features
+from .policy import Policy
 from .sets import DrawsSet, EllipsoidSet, QuantileSet
 
 __all__ = ["plot_policies", "plot_reliability", "plot_reward_intervals", "plot_sets", "plot_spectrum",
@@ -287,7 +289,7 @@ def plot_spectrum(items, *, ax: Axes | None = None) -> Axes:
     Gram matrix of the paper's set, the Fisher information of a Wald set, the inverse
     posterior covariance of a credible set on the identified directions) are drawn
     against their rank. Eigenvalues at or below ``RANGE_RTOL`` = 1e-10 of the largest
-    are directions no comparison reaches (:mod:`bayes_loco.coordinates`): they are drawn
+    are directions no comparison reaches (:func:`bayes_loco.linalg.range_mask`): they are drawn
     as hollow triangles at the floor 1e-12·λ₁, and a dashed vertical line in the item's
     colour at k_eff + ½ marks the cut (none when every direction is identified).
 
@@ -308,7 +310,7 @@ def plot_spectrum(items, *, ax: Axes | None = None) -> Axes:
         w = np.asarray(_precision_of(item, str(name)), dtype=float)
         vals = np.linalg.eigvalsh(0.5 * (w + w.T))[::-1]
         top = max(float(vals[0]), np.finfo(float).tiny)
-        identified = vals > RANGE_RTOL * top
+        identified = range_mask(vals)
         k_eff, k = int(identified.sum()), vals.size
         rank = np.arange(1, k + 1)
         colour = f"C{i}"
@@ -348,7 +350,7 @@ def plot_reward_intervals(sets, population: Population, row: int, *, truth=None,
 
     For population row ``row`` and each action a the interval is
     [min_{θ ∈ set} θᵀz_a, max_{θ ∈ set} θᵀz_a] with z_a = z(x, s, a) − z(x, s, a_ref)
-    (:func:`~bayes_loco.policy.candidate_features`): the lower end is
+    (:func:`~bayes_loco.design.candidate_features`): the lower end is
     ``lower_bound(z_a)``, the upper ``−lower_bound(−z_a)``. For an ellipsoid that is
     θ̂ᵀz_a ± R‖z_a‖_{W⁻¹}; for a hull of draws the range of θ_jᵀz_a; for a
     QuantileSet the pointwise central interval of the posterior of θᵀz_a. The marker

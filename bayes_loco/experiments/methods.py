@@ -25,9 +25,10 @@ import pandas as pd
 
 from .._validation import check_option, check_real
 from ..data import SCOPES, Population, PreferenceData, checks_data
+from ..design import mean_candidate_features
 from ..evaluate import relative_value, suboptimality, truth_rewards, truth_theta
 from ..frequentist import fit_low_rank, fit_mle, fit_prs, select_rank
-from ..policy import candidate_features, greedy_policy, pessimistic_policy
+from ..policy import greedy_policy, pessimistic_policy
 from ..results import Fit
 from ..sets import EllipsoidSet, size_for_values
 
@@ -298,7 +299,7 @@ def _value_columns(policy, uset, population: Population, theta_star) -> dict:
     out["value_covered"] = float(true_value >= policy.pessimistic_value - 1e-12)
     if isinstance(uset, EllipsoidSet):
         units = population.units(policy.scope)
-        z = units.mean(candidate_features(uset, population, policy.reference_action))
+        z = mean_candidate_features(uset, population, units, policy.reference_action)
         best = units.mean(truth_rewards(theta_star, population)).argmax(axis=1)
         out["c_star"] = float(uset.dual_norm(units.weights @ z[np.arange(units.n), best]))
     return out
