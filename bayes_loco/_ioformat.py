@@ -54,7 +54,7 @@ TYPES: dict[str, str] = {
     "EllipsoidSet": "bayes_loco.sets.ellipsoid:EllipsoidSet",
     "DrawsSet": "bayes_loco.sets.hull:DrawsSet",
     "QuantileSet": "bayes_loco.sets.quantile:QuantileSet",
-    "ValueRadius": "bayes_loco.sets.value:ValueRadius",
+    "ValueRadius": "bayes_loco.sets.base:ValueRadius",
     "Certificate": "bayes_loco.sets.base:Certificate",
     "ExactSolution": "bayes_loco.sets.base:ExactSolution",
     "PolicyStatus": "bayes_loco.sets.base:PolicyStatus",
@@ -80,7 +80,8 @@ only when a file names the tag (loading a frequentist fit does not import PyMC).
 LOCATIONS: dict[str, str] = {location: tag for tag, location in TYPES.items()}
 # Format-1 names ("module:QualName") of classes that have moved since: old name → tag.
 MOVED: dict[str, str] = {"bayes_loco.personalllm:PersonalLLMProblem": "PersonalLLMProblem",
-                         "bayes_loco.bayes.fit:Posterior": "Posterior"}
+                         "bayes_loco.bayes.fit:Posterior": "Posterior",
+                         "bayes_loco.sets.value:ValueRadius": "ValueRadius"}
 
 SUPPORTED = ("PreferenceData, Population, coordinates (VecCoordinates, RTVBasis), uncertainty sets "
              "(EllipsoidSet, DrawsSet, QuantileSet), Policy, fits (MLEResult, LowRankResult, PRSResult, "

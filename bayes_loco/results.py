@@ -43,7 +43,8 @@ from .coordinates import Coordinates, RTVBasis
 from .data import PreferenceData
 from .model import TIE_MODELS, Likelihood, score_matrix, wald_precision
 from .predict import Predictive
-from .sets import EllipsoidSet, UncertaintySet, wald_set
+from .sets import EllipsoidSet, UncertaintySet
+from .sets.ellipsoid import penalty_ellipsoid  # noqa: F401 - re-exported: it was defined here
 from .trees import fit_tree
 
 
@@ -186,7 +187,7 @@ class WaldFit(Predictive, SummaryHTML):
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
         check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
         # The information is this call's own: at LLM width the set factorises it in place (one k × k matrix).
-        return wald_set(self.estimate, self._information(), level, self.coordinates, overwrite=True)
+        return EllipsoidSet.wald(self.estimate, self._information(), level, self.coordinates, overwrite=True)
 
     def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0) -> xr.DataTree:
         """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
@@ -365,18 +366,6 @@ def unidentified_note(left_out: int, k: int) -> tuple[str, ...]:
 # The identified part of an information matrix with a condition number above this gets a note
 # (below 1e-10 of the largest eigenvalue a direction already counts as unidentified: RANGE_RTOL).
 ILL_CONDITIONED = 1e8
-
-
-def penalty_ellipsoid(center: np.ndarray, gram: np.ndarray, n: int, coordinates: Coordinates,
-                      c2: float) -> EllipsoidSet:
-    """The paper's set {θ : ‖θ − θ̂‖_W ≤ C}, W = Σ_t z_t z_tᵀ (``gram``) over N = ``n``, C = C₂·sqrt(k/N).
-
-    docs/design.md, convention 2. With the paper's C₂ = 5 this is a tuned penalty, not a
-    confidence set: its ``level`` is None.
-    """
-    c2 = check_real(c2, "c2", 0.0)
-    radius = c2 * float(np.sqrt(coordinates.dim / n))
-    return EllipsoidSet(center, gram, radius, coordinates, kind="gram")
 
 
 def wald_summary(title: str, fit, data: PreferenceData, level: float, extra: Mapping[str, object],

@@ -118,6 +118,14 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
     # Large margins alone are no evidence: a strong, well-identified signal has them too.
     n_extreme = max(int((np.abs(forward(split(tight.x)[0])) > np.abs(eta) + 1.0).sum()), 1) if receding else 0
     max_abs_margin = float(np.abs(eta).max())
+    warning = _warn_fit(what, n_extreme, n, max_abs_margin, converged, res, tol)
+    return LogisticFit(params, likelihood.value(eta, lam), int(res.nit), converged, str(res.message),
+                       max_abs_margin, n_extreme, warning, None if lam is None else float(lam))
+
+
+def _warn_fit(what: str, n_extreme: int, n: int, max_abs_margin: float, converged: bool, res, tol: float
+              ) -> str | None:
+    """Warn (from the fit's caller) of separable data or of Newton-CG stopping early; the warning's text."""
     warning, category = None, None
     if n_extreme:
         warning = (f"{what}: the data look separable: {n_extreme} of {n} comparisons are fitted ever "
@@ -131,9 +139,8 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
                    f"gtol={tol:g} ({res.message}). Increase max_iter or pass a small ridge.")
         category = ConvergenceWarning
     if warning is not None:
-        warnings.warn(warning, category, stacklevel=4)
-    return LogisticFit(params, likelihood.value(eta, lam), int(res.nit), converged, str(res.message),
-                       max_abs_margin, n_extreme, warning, None if lam is None else float(lam))
+        warnings.warn(warning, category, stacklevel=5)
+    return warning
 
 
 def tie_likelihood(data: PreferenceData, ties: str,

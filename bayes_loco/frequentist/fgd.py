@@ -44,7 +44,6 @@ from ..results import (
     check_fit_common,
     check_fit_theta,
     check_fit_ties,
-    penalty_ellipsoid,
     tie_header,
     wald_summary,
 )
@@ -162,7 +161,7 @@ class LowRankResult(WaldFit):
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """The paper's Gram-W ellipsoid around Θ̂'s RTV coordinates, C = C₂·sqrt(k/N)."""
-        return penalty_ellipsoid(self.estimate, self._gram, self.data.n, self.coordinates, c2)
+        return EllipsoidSet.penalty(self.estimate, self._gram, self.data.n, self.coordinates, c2)
 
     def _fitted(self):
         """The data, Θ̂'s own margins (not the reduced ones) and Σ_t c_t z_t z_tᵀ in its RTV coordinates."""

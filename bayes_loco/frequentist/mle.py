@@ -20,7 +20,6 @@ from ..results import (
     check_fit_common,
     check_fit_theta,
     check_fit_ties,
-    penalty_ellipsoid,
     tie_header,
     wald_summary,
 )
@@ -113,7 +112,7 @@ class MLEResult(WaldFit):
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """MLE-Pessimistic's set: ‖vec Θ − vec Θ̂‖_W ≤ C₂ sqrt(d_x d_φ / N), W = Σ z zᵀ (Gram)."""
-        return penalty_ellipsoid(self.estimate, self._gram(), self.data.n, self.coordinates, c2)
+        return EllipsoidSet.penalty(self.estimate, self._gram(), self.data.n, self.coordinates, c2)
 
     def _fitted(self):
         """The data, the margins at Θ̂ and Σ_t c_t z_t z_tᵀ in vec(Θ) (refused above 2 GiB, as W)."""

@@ -37,7 +37,6 @@ from ..results import (
     WaldFit,
     check_fit_common,
     check_fit_ties,
-    penalty_ellipsoid,
     tie_header,
     wald_summary,
 )
@@ -132,7 +131,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """The paper's set {θ : ‖θ − θ̂_rtv‖_W ≤ C}, C = C₂·sqrt(k/(N − N₀)): a tuned penalty (no level)."""
         gram = self.gram if self.gram is not None else self._gram
-        return penalty_ellipsoid(self.theta_rtv, gram, self.estimation_data.n, self.basis, c2)
+        return EllipsoidSet.penalty(self.theta_rtv, gram, self.estimation_data.n, self.basis, c2)
 
     @cached_property
     def _gram(self) -> np.ndarray:
@@ -161,8 +160,9 @@ class PRSResult(InRTVCoordinates, WaldFit):
 
     def __repr__(self) -> str:
         split = "no split" if self.n_initial is None else f"N0={self.n_initial}"
-        return (f"PRSResult(rank={self.rank}, k={self.k}, k_eff={self.penalty_set().effective_dim}, "
-                f"n={self.estimation_data.n}, {split}, converged={self.diagnostics.converged})")
+        # No k_eff: it needs W's factorisation (minutes at LLM width); summary() and penalty_set() give it.
+        return (f"PRSResult(rank={self.rank}, k={self.k}, n={self.estimation_data.n}, {split}, "
+                f"converged={self.diagnostics.converged})")
 
 
 @checks_data

@@ -16,20 +16,25 @@ A new kind implements ``lower_bound`` (and ``solve_exact`` if it is convex); see
 :mod:`bayes_loco.sets.base`.
 """
 
+from ..linalg import IDENTIFIED_RTOL
 from .base import (
+    BlockwiseSet,
     Certificate,
     ConvexSet,
     ExactProblem,
     ExactSolution,
     FeatureBlocks,
+    NashSet,
     PolicyStatus,
     UncertaintySet,
+    ValueRadius,
 )
-from .ellipsoid import IDENTIFIED_RTOL, EllipsoidSet, wald_set
+from .ellipsoid import EllipsoidSet, penalty_ellipsoid, wald_set
 from .hull import DrawsSet
 from .quantile import QuantileSet
-from .value import ValueRadius, size_for_values, value_directions, value_radius
+from .value import size_for_values, value_directions, value_radius
 
-__all__ = ["IDENTIFIED_RTOL", "Certificate", "ConvexSet", "DrawsSet", "EllipsoidSet", "ExactProblem",
-           "ExactSolution", "FeatureBlocks", "PolicyStatus", "QuantileSet", "UncertaintySet", "ValueRadius",
-           "size_for_values", "value_directions", "value_radius", "wald_set"]
+__all__ = ["IDENTIFIED_RTOL", "BlockwiseSet", "Certificate", "ConvexSet", "DrawsSet", "EllipsoidSet",
+           "ExactProblem", "ExactSolution", "FeatureBlocks", "NashSet", "PolicyStatus", "QuantileSet",
+           "UncertaintySet", "ValueRadius", "penalty_ellipsoid", "size_for_values", "value_directions",
+           "value_radius", "wald_set"]

@@ -180,6 +180,31 @@ def guarantee(uncertainty_set) -> Guarantee:
                      kind not in SEPARATE_KINDS)
 
 
+@dataclass(frozen=True)
+class ValueRadius:
+    """The radius that guards a cone of value directions, and how it was found.
+
+    Attributes
+    ----------
+    radius : float
+        R_α, the α-quantile of ‖Π_{LᵀK}(g)‖.
+    statistical_dimension : float
+        δ(K) = E‖Π_{LᵀK}(g)‖²: the effective number of directions guarded.
+    full_radius : float
+        √χ²_{k_eff}(α), the radius that guards every direction.
+    draws : int
+        Monte Carlo draws of g; 0 when K is a subspace and R_α is exact.
+    generators : int
+        Non-zero value directions spanning K.
+    """
+
+    radius: float
+    statistical_dimension: float
+    full_radius: float
+    draws: int
+    generators: int
+
+
 @runtime_checkable
 class UncertaintySet(Protocol):
     """What the relaxed objective needs of a set: coordinates and a support function from below."""

@@ -10,12 +10,19 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from scipy import stats
 
-from .._validation import as_float_array, check_finite, check_magnitude, check_memory, check_option
+from .._validation import (
+    as_float_array,
+    check_finite,
+    check_magnitude,
+    check_memory,
+    check_option,
+    check_real,
+)
 from ..coordinates import Coordinates
 from ..data import SCOPES
 from ..linalg import (
@@ -33,13 +40,11 @@ from ..solvers.exact import solve_reduced
 from .base import (
     ExactProblem,
     ExactSolution,
+    ValueRadius,
     check_features,
     check_set_coordinates,
     check_set_level,
 )
-
-if TYPE_CHECKING:
-    from .value import ValueRadius
 
 # EllipsoidSet.factored keeps only W's pivoted Cholesky factor, computed in W's memory, from this many
 # coordinates on (W of 512 MiB): WaldFit.calibrated_set at LLM width holds one k × k matrix, not two.
@@ -205,6 +210,30 @@ class EllipsoidSet:
                 f"eigendecomposition ({24.0 * k**2 / 2**30:.1f} GiB more)")
         return cls(center, None, radius, coordinates, pivots=pivoted.perm, cholesky=pivoted.lead,
                    cholesky_tail=pivoted.tail, rcond=pivoted.rcond, **fields)
+
+    @classmethod
+    def penalty(cls, center: np.ndarray, gram: np.ndarray, n: int, coordinates: Coordinates,
+                c2: float = 5.0) -> EllipsoidSet:
+        """The paper's set {θ : ‖θ − θ̂‖_W ≤ C}, W = Σ_t z_t z_tᵀ (``gram``) over N = ``n``, C = C₂·sqrt(k/N).
+
+        docs/design.md, convention 2. With the paper's C₂ = 5 this is a tuned penalty, not a
+        confidence set: its ``level`` is None.
+        """
+        c2 = check_real(c2, "c2", 0.0)
+        radius = c2 * float(np.sqrt(coordinates.dim / n))
+        return cls(center, gram, radius, coordinates, kind="gram")
+
+    @classmethod
+    def wald(cls, center: np.ndarray, information: np.ndarray, level: float, coordinates: Coordinates, *,
+             overwrite: bool = False) -> EllipsoidSet:
+        """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I.
+
+        With ``overwrite`` the set may factorise ``information`` in its own memory and keep only the
+        factor (:meth:`factored`, from :data:`FACTORED_MIN` coordinates on).
+        """
+        build = cls.factored if overwrite else cls
+        unit = build(center, information, 1.0, coordinates, kind="wald", level=level)
+        return unit.with_radius(chi_radius(level, unit.effective_dim))
 
     @cached_property
     def _live(self) -> np.ndarray:
@@ -381,22 +410,8 @@ def chi_radius(level: float, dim: int) -> float:
     return float(np.sqrt(stats.chi2.ppf(level, dim)))
 
 
-def wald_set(center: np.ndarray, information: np.ndarray, level: float,
-             coordinates: Coordinates, *, overwrite: bool = False) -> EllipsoidSet:
-    """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I.
-
-    With ``overwrite`` the set may factorise ``information`` in its own memory and keep only the
-    factor (:meth:`EllipsoidSet.factored`, from :data:`FACTORED_MIN` coordinates on).
-    """
-    build = EllipsoidSet.factored if overwrite else EllipsoidSet
-    unit = build(center, information, 1.0, coordinates, kind="wald", level=level)
-    return unit.with_radius(chi_radius(level, unit.effective_dim))
-
-
 def _check_description(radius, kind, level, sized_for, sizing) -> None:
     """The radius, kind, level, scope and sizing of an ellipsoid, or one error naming the wrong one."""
-    from .value import ValueRadius  # value.py builds on this module
-
     radius = check_finite(radius, "radius")
     if radius < 0:
         raise ValueError(f"radius must be finite and >= 0, got {radius}")
@@ -424,3 +439,8 @@ def _check_symmetric(precision: np.ndarray) -> None:
             raise ValueError(f"precision (W) must be symmetric: W[{i}, {j}] = {precision[i, j]:.6g} but "
                              f"W[{j}, {i}] = {precision[j, i]:.6g}; pass (W + W.T) / 2 if the difference is "
                              "rounding")
+
+
+# The constructors under their functional names (results.py and the package face re-export them).
+wald_set = EllipsoidSet.wald
+penalty_ellipsoid = EllipsoidSet.penalty

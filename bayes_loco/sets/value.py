@@ -27,43 +27,17 @@ the paper's simulation reach every identified direction this way.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from scipy.optimize import linprog, nnls
 
 from .._validation import check_int, check_option, check_real, rng_from
 from ..data import SCOPES, Population
 from ..design import mean_candidate_features
+from .base import ValueRadius
 from .ellipsoid import EllipsoidSet, chi_radius
 
 # Directions shorter than this (relative to the longest) are the reference action's own zeros.
 ZERO_RTOL = 1e-12
-
-
-@dataclass(frozen=True)
-class ValueRadius:
-    """The radius that guards a cone of value directions, and how it was found.
-
-    Attributes
-    ----------
-    radius : float
-        R_α, the α-quantile of ‖Π_{LᵀK}(g)‖.
-    statistical_dimension : float
-        δ(K) = E‖Π_{LᵀK}(g)‖²: the effective number of directions guarded.
-    full_radius : float
-        √χ²_{k_eff}(α), the radius that guards every direction.
-    draws : int
-        Monte Carlo draws of g; 0 when K is a subspace and R_α is exact.
-    generators : int
-        Non-zero value directions spanning K.
-    """
-
-    radius: float
-    statistical_dimension: float
-    full_radius: float
-    draws: int
-    generators: int
 
 
 def value_directions(ellipsoid: EllipsoidSet, population: Population, *, scope: str = "global",
