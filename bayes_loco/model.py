@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import expit, log_expit, logsumexp, softmax
 
+from .design import gram_rows
 from .linalg import sandwich_precision
 
 # XΘ (N × d_φ) is formed at most this many bytes at a time.
@@ -222,7 +223,7 @@ def fisher_weights(eta: np.ndarray, weights: np.ndarray | None = None) -> np.nda
 
 def fisher_information(design: np.ndarray, eta: np.ndarray) -> np.ndarray:
     """Σ_t p_t(1 − p_t) z_t z_tᵀ: the Fisher information of a linear logit with rows z_t of ``design``."""
-    return design.T @ (fisher_weights(eta)[:, None] * design)
+    return gram_rows(design, fisher_weights(eta))
 
 
 def wald_precision(likelihood: Likelihood, eta: np.ndarray, log_nu: float | None,

@@ -65,6 +65,7 @@ import xarray as xr
 from ._validation import check_int
 from ._version import __version__
 from .coordinates import RTVBasis, VecCoordinates
+from .linalg import IDENTIFIED_RTOL, in_range
 
 # ------------------------------------------------------------------------------------------ names
 
@@ -114,8 +115,8 @@ VI_LOSS = "vi_loss"
 OPTIMIZER_RESULT = "optimizer_result"
 
 #: A coordinate e_i counts as identified when ‖e_i − P Pᵀ e_i‖ is at most this (P: identified directions),
-#: the same rule as :meth:`bayes_loco.EllipsoidSet.identified`.
-IDENTIFIED_TOL = 1e-6
+#: the rule of :meth:`bayes_loco.EllipsoidSet.identified` (:func:`bayes_loco.linalg.in_range`).
+IDENTIFIED_TOL = IDENTIFIED_RTOL
 
 # ------------------------------------------------------------------------------------ coordinates
 
@@ -123,7 +124,8 @@ IDENTIFIED_TOL = 1e-6
 def identified_coordinates(directions: np.ndarray) -> np.ndarray:
     """Whether each coordinate e_i lies in the span of the orthonormal ``directions`` P (k × k_eff)."""
     p = np.asarray(directions, dtype=float)
-    return np.linalg.norm(np.eye(p.shape[0]) - p @ p.T, axis=0) <= IDENTIFIED_TOL
+    outside = np.eye(p.shape[0]) - p @ p.T
+    return in_range(np.ones(p.shape[0]), np.einsum("ij,ij->j", outside, outside))
 
 
 def rtv_coords(basis: RTVBasis) -> dict:
