@@ -104,6 +104,17 @@ def test_sets_never_import_the_solver(package):
                                                     f"{offenders('sets_importing_the_solver', package)}")
 
 
+def test_the_version_lives_below_the_face():
+    from importlib.metadata import version
+
+    import bayes_loco
+    from bayes_loco import _ioformat, _version, io, trees
+
+    assert bayes_loco.__version__ == version("bayes_loco")
+    assert io.__version__ is _ioformat.__version__ is trees.__version__ is bayes_loco.__version__ \
+        is _version.__version__
+
+
 def test_the_script_prints_its_summary(capsys):
     assert import_graph.main([]) == 0
     out = capsys.readouterr().out
