@@ -1,4 +1,4 @@
-"""Figures of uncertainty sets, policies and study results.
+"""Figures of uncertainty sets, spectra and policies.
 
 Geometry that ArviZ does not draw, in the coordinates the sets live in:
 
@@ -20,10 +20,10 @@ For the posterior's own marginals, pairs and traces use ArviZ on the fit's tree,
 ``arviz_plots.plot_dist(post.tree, var_names=["theta_rtv"])``: those are not re-drawn here.
 
 Every function draws on the Axes it is given (``ax=``) or on a new figure, and returns the
-Axes. Nothing here selects a backend, shows a figure or
-changes rcParams: importing this module leaves matplotlib as it was (without a display,
-matplotlib picks Agg itself), and the figures are returned open, for the caller to show, save
-or close.
+Axes. Nothing here selects a backend, shows a figure or changes rcParams: importing this module
+leaves matplotlib as it was (without a display, matplotlib picks Agg itself), and the figures are
+returned open, for the caller to show, save or close. The projections themselves (directions,
+m(π), the projected ellipse) are computed in :mod:`bayes_loco._projection`.
 """
 
 from __future__ import annotations
