@@ -23,7 +23,7 @@ import pandas as pd
 import pytest
 
 from bayes_loco import cli
-from bayes_loco.experiments import STUDIES, Study, run_study
+from bayes_loco.experiments import STUDIES, Study, run_study, store
 from bayes_loco.experiments import runner as runner_module
 
 SMALL = {"d_x": 4, "d_s": 3, "d_a": 4, "rank": 1, "population": 40, "global_states": 5,
@@ -250,3 +250,37 @@ def test_one_and_two_workers_write_bit_identical_csvs(tmp_path):
     one, two = table(1), table(2)
     assert len(one) == 2 * 2 * 3 * 2
     assert one == two
+
+
+# ------------------------------------------------------------------- the store, without a runner
+
+
+def test_store_appends_whole_tasks_and_resume_keeps_only_those(tmp_path):
+    """append_task writes each task's rows with their count; resume cuts a torn line and a short task."""
+    path = tmp_path / "s.csv"
+    store.append_task(path, [{"cell": 0, "rep": 0, "value": 1.5}, {"cell": 0, "rep": 0, "value": 2.5}])
+    store.append_task(path, [{"cell": 1, "rep": 0, "value": 3.5, "extra": "x"}])  # a column the file lacks
+    assert [list(row.values()) for row in records(path)] == [
+        ["0", "0", "1.5", "2", ""], ["0", "0", "2.5", "2", ""], ["1", "0", "3.5", "1", "x"]]
+    whole = path.read_bytes()
+    with open(path, "a") as handle:  # a task that lost a row (2 announced, 1 written), then a torn line
+        handle.write("2,0,4.5,2,\n3,0,5.")
+    with pytest.warns(RuntimeWarning, match=r"cut 1 torn line.*dropped the 1 rows of 1 incomplete task"):
+        done = store.resume(path)
+    assert done == {(0, 0), (1, 0)}
+    assert path.read_bytes() == whole
+    assert store.resume(tmp_path / "none.csv") == set()
+
+
+def test_store_read_results_leaves_a_torn_line_out_and_write_atomic_replaces(tmp_path):
+    path = tmp_path / "r.csv"
+    store.write_atomic(path, b"cell,rep\n0,0\n1,")
+    with pytest.warns(RuntimeWarning, match="ignored 1 torn line"):
+        frame = store.read_results(path)
+    assert frame.to_dict("list") == {"cell": [0], "rep": [0]}
+    store.write_atomic(path, b"cell,rep\n")
+    assert path.read_bytes() == b"cell,rep\n" and [p.name for p in tmp_path.iterdir()] == ["r.csv"]
+    store.write_atomic(path, b"")
+    with pytest.raises(store.StudyConfigError, match="holds no CSV header"):
+        store.read_results(path)
+    assert runner_module.read_results is store.read_results and runner_module.LOCK_NAME == store.LOCK_NAME
