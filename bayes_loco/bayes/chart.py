@@ -97,8 +97,8 @@ from scipy.linalg import cho_factor
 from scipy.linalg import solve_triangular as np_solve_triangular
 
 from .._validation import check_int, check_rank
-from ..coordinates import range_basis
 from ..data import PreferenceData
+from ..linalg import range_basis
 from ..model import fisher_information, margins
 from . import dims as D
 from .model import add_likelihood, model_coords, prior_scales

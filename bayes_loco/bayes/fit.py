@@ -28,8 +28,9 @@ import xarray as xr
 
 from .._validation import check_int, check_option, check_rank, check_real
 from .._version import __version__
-from ..coordinates import RTVBasis, identified_directions, rtv_basis
+from ..coordinates import RTVBasis, rtv_basis
 from ..data import PreferenceData, checks_data
+from ..design import identified_directions
 from ..exceptions import ConvergenceWarning, SamplerWarning
 from ..frequentist.fgd import LowRankResult
 from ..results import Diagnostics
@@ -50,11 +51,12 @@ from .samplers import (
     resolve_sampler,
     sample_nuts,
 )
-from .settings import MAP, METHODS, NUTS, VI, Prior, prior_record, settings_group
+from .settings import MAP, METHODS, NUTS, NUTS_SAMPLERS, VI, VI_METHODS, Prior, prior_record, settings_group
 from .ties import tie_prior, tie_record
 
-__all__ = ["MAP", "NUTS", "VI", "Posterior", "Prior", "available_samplers", "fit_posterior", "laplace_theta",
-           "settings_group"]
+# What a user imported from here before the split, still importable from here.
+__all__ = ["MAP", "METHODS", "NUTS", "NUTS_SAMPLERS", "VI", "VI_METHODS", "Posterior", "Prior",
+           "available_samplers", "fit_posterior", "laplace_theta", "settings_group"]
 
 
 @checks_data

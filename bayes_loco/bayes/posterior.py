@@ -22,10 +22,11 @@ import pymc as pm
 import xarray as xr
 
 from .._validation import check_option, check_real
-from ..coordinates import RTVBasis, check_coordinates, design
+from ..coordinates import RTVBasis, check_coordinates
 from ..data import PreferenceData
+from ..design import information
 from ..frequentist.fgd import LowRankResult
-from ..model import fisher_information, margins
+from ..model import fisher_weights, margins
 from ..predict import Predictive
 from ..results import (
     Diagnostics,
@@ -34,7 +35,6 @@ from ..results import (
     SummaryHTML,
     data_header,
     diagnostics_header,
-    penalty_ellipsoid,
     unidentified_note,
 )
 from ..sets import EllipsoidSet
@@ -206,11 +206,11 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         """The paper's tuned penalty around the posterior mean: ‖θ − θ̄_rtv‖_W ≤ C₂·sqrt(k/N), W = ZᵀZ.
 
         Z is the N × k design of the comparisons in RTV coordinates (W is the
-        Gram matrix Σ_t z_t z_tᵀ); the set has no level (docs/design.md,
-        convention 2).
+        Gram matrix Σ_t z_t z_tᵀ, summed by :func:`bayes_loco.design.information`
+        without forming Z); the set has no level (docs/design.md, convention 2).
         """
-        z = design(self.basis, self.data)
-        return penalty_ellipsoid(self.estimate, z.T @ z, self.data.n, self.basis, c2)
+        gram = information(self.basis, self.data)
+        return EllipsoidSet.penalty(self.estimate, gram, self.data.n, self.basis, c2)
 
     def calibrated_set(self, level: float = 0.9, kind: str | None = "credible", *, identified: bool = True):
         """A ``kind`` set for θ_rtv at ``level`` that :func:`bayes_loco.pessimistic_policy` accepts.
@@ -260,11 +260,12 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         """Fisher information of θ_rtv at the posterior mean, Σ_t p̄_t(1 − p̄_t) z_t z_tᵀ (k × k).
 
         p̄_t uses the posterior mean Θ̄ itself, x_tᵀ Θ̄ Δφ_t, not its reduction
-        (Θ̄ has a component outside the reduced subspace).
+        (Θ̄ has a component outside the reduced subspace). Summed by
+        :func:`bayes_loco.design.information`, as a Wald set's is, never forming the N × k design.
         """
         data = self.data
         eta = margins(self.theta, data.contexts, data.differences)
-        return fisher_information(design(self.basis, data), eta)
+        return information(self.basis, data, fisher_weights(eta))
 
     def _summary_table(self, level: float) -> pd.DataFrame:
         index = pd.Index(self.basis.labels(), name="coordinate")
