@@ -34,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import solvers  # noqa: F401 - registers the sets' minimax solvers (sets/ never import them)
 from ._validation import as_float_array, check_int, check_option, check_real
 from .data import SCOPES, Population, Units
 from .design import candidate_features, mean_candidate_features, population_coordinates, relative_features

@@ -14,7 +14,8 @@ import bayes_loco as bl
 from bayes_loco import design, linalg
 from bayes_loco.coordinates import VecCoordinates
 from bayes_loco.sets import BlockwiseSet, ExactProblem, NashSet
-from bayes_loco.sets.base import reads_feature_blocks
+from bayes_loco.sets.base import MINIMAX_SOLVERS, minimax_solver, reads_feature_blocks
+from bayes_loco.solvers.exact import solve_reduced
 
 
 def _psd(seed: int, k: int, rank: int) -> np.ndarray:
@@ -237,3 +238,15 @@ def test_exact_solver_matches_a_brute_force_search_over_the_disc(weights):
     assert cert.upper >= values.min() - slack
     assert cert.upper - cert.lower <= 1e-6 * max(1.0, abs(cert.upper))
     assert ellipsoid.contains(solution.theta)
+
+
+def test_the_ellipsoids_minimax_solver_is_registered_not_imported(monkeypatch):
+    """The set finds its solver by name in sets/base's registry (bayes_loco.solvers registers it); with none
+    registered it raises one LookupError that says what to import."""
+    assert minimax_solver("ball") is solve_reduced
+    ellipsoid = bl.EllipsoidSet(np.zeros(2), np.eye(2), 1.0, VecCoordinates(1, 2))
+    problem = ExactProblem(np.random.default_rng(16).standard_normal((2, 2, 2)), np.array([0.5, 0.5]))
+    monkeypatch.delitem(MINIMAX_SOLVERS, "ball")
+    with pytest.raises(LookupError, match=r"solver 'ball' is registered .*import bayes_loco\.solvers"):
+        ellipsoid.solve_exact(problem)
+

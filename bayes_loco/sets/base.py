@@ -372,3 +372,21 @@ class ExactProblem:
         certificate = Certificate(self.worst_case(uncertainty_set, probabilities), self.value(theta))
         point = self.point_values(theta if center is None else np.asarray(center, dtype=float))
         return self.finish(probabilities, theta, certificate, point, failure)
+
+
+# The solvers of reduced minimax problems, by name, registered by bayes_loco.solvers (imported with the
+# package: policy.py imports it). A set that reduces its exact objective hands it to the solver named
+# here and never imports the solvers, which sit above the sets (a set of your own may register one).
+MINIMAX_SOLVERS: dict[str, Callable[..., ExactSolution]] = {}
+
+
+def minimax_solver(name: str) -> Callable[..., ExactSolution]:
+    """The solver registered in :data:`MINIMAX_SOLVERS` under ``name`` ("ball": the ellipsoid's
+    min_{‖u‖ ≤ 1} Σ_u w_u max_a (c_ua + g_uaᵀu), :func:`bayes_loco.solvers.exact.solve_reduced`)."""
+    try:
+        return MINIMAX_SOLVERS[name]
+    except KeyError:
+        raise LookupError(f"no minimax solver {name!r} is registered (registered: "
+                          f"{sorted(MINIMAX_SOLVERS)}); import bayes_loco.solvers, which registers the "
+                          "package's own") from None
+

@@ -1,7 +1,8 @@
 """Ellipsoids {θ : (θ − θ̂)ᵀ W (θ − θ̂) ≤ R²}: the paper's Gram set, Wald sets, credible ellipsoids.
 
 The set holds the geometry (W's factor, widths, membership) and reduces the exact objective to
-(c, g); bayes_loco/solvers/ solves that minimax (docs/design.md, "The exact objective"), and
+(c, g); bayes_loco/solvers/ solves that minimax (docs/design.md, "The exact objective"), registered
+as "ball" in sets/base.py's MINIMAX_SOLVERS so that the sets never import the solvers.
 bayes_loco/linalg.py holds the range rules and the pivoted Cholesky factor.
 """
 
@@ -36,7 +37,6 @@ from ..linalg import (
     range_mask,
     row_norms,
 )
-from ..solvers.exact import solve_reduced
 from .base import (
     ExactProblem,
     ExactSolution,
@@ -44,6 +44,7 @@ from .base import (
     check_features,
     check_set_coordinates,
     check_set_level,
+    minimax_solver,
 )
 
 # EllipsoidSet.factored keeps only W's pivoted Cholesky factor, computed in W's memory, from this many
@@ -396,7 +397,8 @@ class EllipsoidSet:
         methods above). Candidates with a component outside range(W) get probability 0.
         """
         c, g, valid, norms = self._reduced(problem)
-        return solve_reduced(c, g, valid, norms, problem, self.center, self.radius, self._apply_factor)
+        solve = minimax_solver("ball")  # bayes_loco.solvers registers it; sets never import the solvers
+        return solve(c, g, valid, norms, problem, self.center, self.radius, self._apply_factor)
 
     def __repr__(self) -> str:
         lvl = "" if self.level is None else f", level={self.level:g}"

@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..linalg import row_norms
-from ..sets.base import Certificate, ExactProblem, ExactSolution, PolicyStatus
+from ..sets.base import MINIMAX_SOLVERS, Certificate, ExactProblem, ExactSolution, PolicyStatus
 from .first_order import Bounds, accelerated, smoothed_accelerated
 from .newton import smoothed_ball_minimum
 
@@ -138,3 +138,6 @@ def solve_reduced(c: np.ndarray, g: np.ndarray, valid: np.ndarray, norms: np.nda
     rounded = reduced.worst_case(reduced.eye[probs.argmax(axis=1)])
     return problem.finish(probs, theta, cert, reduced.point_values, solver,
                           " (accelerated projected gradients)" if solver != NEWTON else "", rounded)
+
+
+MINIMAX_SOLVERS["ball"] = solve_reduced
