@@ -20,7 +20,8 @@ from hypothesis import strategies as st
 
 import bayes_loco as bl
 from bayes_loco import simulate
-from bayes_loco.coordinates import design, identified_directions, rtv_basis, weighted_gram
+from bayes_loco.coordinates import rtv_basis
+from bayes_loco.design import design, identified_directions, information
 from bayes_loco.sets import ellipsoid
 
 pytestmark = pytest.mark.catalogue
@@ -515,8 +516,8 @@ def test_rank_selection_refuses_mismatched_fields(world):
     (lambda w: identified_directions("basis", w["data"]), "coordinates must be a Coordinates object"),
     (lambda w: design(bl.VecCoordinates(2, 2), w["data"]), r"coordinates live on \(d_x, d_phi\) = \(2, 2\)"),
     (lambda w: identified_directions(w["basis"], w["data"], rtol=-1.0), r"rtol must be in \[0.0, 1.0\)"),
-    (lambda w: weighted_gram(w["basis"], w["data"], np.full(w["data"].n, np.nan)), "weights contains NaN"),
-    (lambda w: weighted_gram(w["basis"], w["data"], -np.ones(w["data"].n)),
+    (lambda w: information(w["basis"], w["data"], np.full(w["data"].n, np.nan)), "weights contains NaN"),
+    (lambda w: information(w["basis"], w["data"], -np.ones(w["data"].n)),
      "weights must be 400 nonnegative"),
 ], ids=["rtv-nan", "rtv-1d", "rtv-rank0", "rtv-rank-big", "rtv-complex", "vec-zero", "vec-float", "rtv-left",
         "rtv-right", "rtv-rank", "identified-data", "identified-coordinates", "design-dims",

@@ -204,7 +204,7 @@ def _comparisons(seed, d_x, d_phi, n=700):
 @pytest.mark.parametrize(("d_x", "d_phi", "r"), SHAPES)
 def test_design_operator_is_the_explicit_design(d_x, d_phi, r):
     """Zθ and Zᵀw of the implicit design against the design built row by row from Ûᵀ x Δφᵀ V̂."""
-    from bayes_loco.coordinates import design_operator
+    from bayes_loco.design import design_operator
 
     basis = _basis(3, d_x, d_phi, r)[2]
     data = _comparisons(4, d_x, d_phi)
@@ -234,10 +234,10 @@ def test_weighted_gram_in_blocks_is_the_full_sum(kind, block_rows, panel, gram_p
     monkeypatch.setattr(design, "MIRROR_PANEL", panel)
     monkeypatch.setattr(design, "GRAM_PANEL", gram_panel)
     monkeypatch.setattr(design, "PAIR_PANEL", 2)  # d_φ = 5: panels of 2, 2 and 1 columns
-    z = coordinates.design(basis, data)
+    z = design.design(basis, data)
     w = np.random.default_rng(8).uniform(0, 0.25, data.n)
-    np.testing.assert_allclose(coordinates.weighted_gram(basis, data), z.T @ z, rtol=1e-12, atol=1e-12)
-    np.testing.assert_allclose(coordinates.weighted_gram(basis, data, w), z.T @ (w[:, None] * z), rtol=1e-12,
+    np.testing.assert_allclose(design.information(basis, data), z.T @ z, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(design.information(basis, data, w), z.T @ (w[:, None] * z), rtol=1e-12,
                                atol=1e-12)
 
 
@@ -245,52 +245,52 @@ def test_weighted_gram_in_blocks_is_the_full_sum(kind, block_rows, panel, gram_p
 def test_the_kronecker_structured_gram_is_the_sum_over_the_design(d_x, d_phi, r, monkeypatch):
     """Every block of W in RTV coordinates (11, 12, 21 and their crossings) from the structured sum, for
     each shape (r = d_x and r = d_φ leave block 21 or 12 empty), against zᵀ diag(w) z."""
-    from bayes_loco import coordinates, design
+    from bayes_loco import design
 
     basis = _basis(3, d_x, d_phi, r)[2]
     data = _comparisons(4, d_x, d_phi, n=60)
     monkeypatch.setattr(design, "GRAM_PANEL", 0)
     monkeypatch.setattr(design, "DESIGN_BLOCK_BYTES", 17 * d_phi * 8)  # 17 rows a block
-    z = coordinates.design(basis, data)
+    z = design.design(basis, data)
     w = np.random.default_rng(9).uniform(0, 0.25, data.n)
-    gram = coordinates.weighted_gram(basis, data, w)
+    gram = design.information(basis, data, w)
     np.testing.assert_allclose(gram, z.T @ (w[:, None] * z), rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(gram, gram.T)
 
 
 def test_weighted_gram_refuses_weights_it_cannot_take_a_square_root_of():
-    from bayes_loco import coordinates
+    from bayes_loco import design
 
     basis = _basis(6, 6, 5, 2)[2]
     data = _comparisons(7, 6, 5, n=50)
     with pytest.raises(ValueError, match=r"weights must be 50 nonnegative numbers .*got some negative"):
-        coordinates.weighted_gram(basis, data, np.full(50, -0.1))
+        design.information(basis, data, np.full(50, -0.1))
     with pytest.raises(ValueError, match=r"weights must be 50 nonnegative .*shape \(49,\)"):
-        coordinates.weighted_gram(basis, data, np.ones(49))
+        design.information(basis, data, np.ones(49))
 
 
 def test_a_gram_matrix_larger_than_memory_is_refused(monkeypatch):
-    from bayes_loco import _validation, coordinates, design
+    from bayes_loco import _validation, design
 
     basis = _basis(6, 6, 5, 2)[2]
     data = _comparisons(7, 6, 5, n=50)
     monkeypatch.setattr(_validation, "available_memory", lambda: 1000)
     with pytest.raises(MemoryError, match=r"the 18 x 18 Gram matrix .* of memory is available; use fewer"):
-        coordinates.weighted_gram(basis, data)
+        design.information(basis, data)
     # The structured sum also holds its r(r+1)/2 partial sums and a block of f̃: 4,232 bytes here, where
     # W and a block of the design need 2,880.
     monkeypatch.setattr(design, "GRAM_PANEL", 0)
     monkeypatch.setattr(design, "DESIGN_BLOCK_BYTES", 8 * 18 * 2)
     monkeypatch.setattr(_validation, "available_memory", lambda: 3500)
     with pytest.raises(MemoryError, match=r"18 x 18 Gram matrix of the coordinates and its 3 partial sums"):
-        coordinates.weighted_gram(basis, data)
+        design.information(basis, data)
     monkeypatch.setattr(_validation, "available_memory", lambda: 4300)
-    assert coordinates.weighted_gram(basis, data).shape == (18, 18)
+    assert design.information(basis, data).shape == (18, 18)
 
 
 def test_design_operator_needs_an_rtv_basis():
     from bayes_loco import VecCoordinates
-    from bayes_loco.coordinates import design_operator
+    from bayes_loco.design import design_operator
 
     with pytest.raises(TypeError, match=r"^basis must be an RTVBasis"):
         design_operator(VecCoordinates(3, 4), _comparisons(1, 3, 4))

@@ -19,7 +19,7 @@ from scipy.special import expit, log_expit, logsumexp
 
 import bayes_loco as bl
 from bayes_loco import simulate
-from bayes_loco.coordinates import design
+from bayes_loco.design import design
 from bayes_loco.model import margins
 
 # The three outcomes y = 0, ½, 1 (index 2y): the margin's coefficient in each logit of Davidson's model.
