@@ -60,7 +60,9 @@ def information(coordinates: Coordinates, data: PreferenceData, weights: np.ndar
     block updates the upper triangle only (BLAS ``dsyrk`` of √w_t z_t, or above
     :data:`GRAM_PANEL` coordinates general products by column panels): about half the
     multiplications of a general product, which dominate at LLM width (N k² = 2.7·10¹³ at
-    N = 100,000).
+    N = 100,000). In RTV coordinates above :data:`GRAM_PANEL` it is summed from their Kronecker
+    structure (:func:`_rtv_gram`); in vec(Θ) coordinates on the data's support only, by
+    :func:`gram_rows` (the MLE baseline's rounding, which its Gram set keeps to the last digit).
     With ``weights`` p̂_t(1 − p̂_t) it is the Fisher information of a linear logit.
     Refused (``MemoryError``) when the k × k result does not fit in memory.
     """

@@ -443,6 +443,16 @@ def _check_symmetric(precision: np.ndarray) -> None:
                              "rounding")
 
 
-# The constructors under their functional names (results.py and the package face re-export them).
-wald_set = EllipsoidSet.wald
-penalty_ellipsoid = EllipsoidSet.penalty
+
+def wald_set(center: np.ndarray, information: np.ndarray, level: float, coordinates: Coordinates, *,
+             overwrite: bool = False) -> EllipsoidSet:
+    """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I:
+    :meth:`bayes_loco.EllipsoidSet.wald` under its functional name."""
+    return EllipsoidSet.wald(center, information, level, coordinates, overwrite=overwrite)
+
+
+def penalty_ellipsoid(center: np.ndarray, gram: np.ndarray, n: int, coordinates: Coordinates,
+                      c2: float = 5.0) -> EllipsoidSet:
+    """The paper's set {θ : ‖θ − θ̂‖_W ≤ C₂·sqrt(k/N)}: :meth:`bayes_loco.EllipsoidSet.penalty` under its
+    functional name."""
+    return EllipsoidSet.penalty(center, gram, n, coordinates, c2)
