@@ -97,8 +97,6 @@ def test_only_init_imports_the_package_face(package):
                                         f"{offenders('face_importers', package)}")
 
 
-@pytest.mark.xfail(strict=True, reason="bayes_loco.sets.ellipsoid -> bayes_loco.solvers.exact (line 39): the "
-                   "solvers' helper's part of #35, not yet done")
 def test_sets_never_import_the_solver(package):
     assert not sets_importing_the_solver(package), (f"sets/ modules importing the solver:\n  "
                                                     f"{offenders('sets_importing_the_solver', package)}")

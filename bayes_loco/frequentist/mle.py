@@ -47,7 +47,7 @@ class MLEResult(WaldFit):
         The loss Σ_t w_t ℓ_t at Θ̂ (without the ridge term): the negative log-likelihood, or
         the quasi-likelihood of ``ties="half"`` with ties.
     max_abs_margin : float
-        max_t |x_tᵀ Θ̂ Δφ_t|; above 30 the data are (quasi-)separable.
+        the largest absolute margin, max_t abs(x_tᵀ Θ̂ Δφ_t); above 30 the data are (quasi-)separable.
     separated : bool
         True when some fitted probabilities run off to 0 or 1 (a warning was issued).
     ridge : float

@@ -72,7 +72,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
         The loss Σ_t w_t ℓ_t of the reduced model at θ̂_rtv (the negative log-likelihood, or
         the quasi-likelihood of ``ties="half"`` with ties).
     max_abs_margin : float
-        max_t |z_tᵀ θ̂_rtv| over the estimation comparisons.
+        the largest absolute margin, max_t abs(z_tᵀ θ̂_rtv), over the estimation comparisons.
     separated : bool
         The reduced MLE ran off to infinity (a warning was issued).
     diagnostics : Diagnostics
