@@ -126,8 +126,8 @@ class NUTS:
         numpyro (which take a single initial point).
     rhat_max, ess_min : float
         A :class:`~bayes_loco.SamplerWarning` is issued when R-hat of some entry
-        of Θ or θ_rtv exceeds ``rhat_max``, its bulk or tail ESS is below
-        ``ess_min``, or any transition diverged.
+        of Θ or θ_rtv (or Davidson's ν) exceeds ``rhat_max``, its bulk or tail
+        ESS is below ``ess_min``, or any transition diverged.
     parametrization : {"auto", "chart", "factored"}
         The coordinates NUTS moves in; all give the same posterior of Θ (same
         prior, same likelihood). ``"chart"``: the identified chart of
