@@ -7,11 +7,12 @@ solver that every uncertainty set feeds.
 
 from . import datasets, simulate
 from ._version import __version__ as __version__
-from .coordinates import Coordinates, RTVBasis, VecCoordinates, identified_directions, rtv_basis
+from .coordinates import Coordinates, RTVBasis, VecCoordinates, rtv_basis
 from .crossval import CrossValidation, cross_validate, fold_indices
 from .data import Population, PreferenceData
 from .datasets import Dataset, read_arena, read_prism
 from .decisions import BestActions, best_actions
+from .design import identified_directions
 from .evaluate import (
     accuracy,
     brier,
