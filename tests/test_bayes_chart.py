@@ -102,8 +102,12 @@ def test_auto_charts_the_components_the_data_determine_and_factors_the_rest():
         # (bayes.geometry: a leading signal-to-noise ratio of SNR_CHART or N_CHART comparisons).
         long_ridge = frame.leading_snr >= geometry.SNR_CHART or data.n >= geometry.N_CHART
         charted = expected if long_ridge else 0
-        assert post.settings["nuts"]["parametrization"] == ("chart" if charted else "factored")
-        assert post.settings["nuts"]["chart_rank"] == (charted or None)
+        # What auto chose: with 5 draws a chart may be "troubled" and replaced by the factored run if
+        # that one ranks higher on ESS per second, a wall-clock race; the record keeps the first choice.
+        record = post.settings["geometry"]
+        chosen = record["first"] if record["fell_back"] else post.settings["nuts"]
+        assert chosen["parametrization"] == ("chart" if charted else "factored")
+        assert chosen["chart_rank"] == (charted or None)
         # auto never charts a loose component, so its warnings (5 draws: small ESS) do not name one
         assert not [w for w in post.diagnostics.warnings if "loose" in w]
     # Charting the weak component anyway: the warning says which one and what to try.
