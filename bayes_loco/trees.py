@@ -176,6 +176,27 @@ def sample_coords(chains: int, draws: int) -> dict:
 # -------------------------------------------------------------------------------- frequentist fits
 
 
+def identified_coords(tree: xr.DataTree) -> dict[str, list[str]]:
+    """``coords=`` for ArviZ keeping a tree's identified θ_rtv coordinates (docs/design.md, convention 6).
+
+    Works on a posterior's tree and on a frequentist fit's ``to_datatree()``:
+    ``az.summary(tree, var_names=["theta_rtv"], coords=identified_coords(tree))`` lists
+    the k_eff coordinates the data reach, not the k − k_eff where the posterior is the
+    prior's (and the Wald variance is infinite); ``az.plot_trace``, ``az.plot_rank`` and
+    the others take the same ``coords``.
+    """
+    if not isinstance(tree, xr.DataTree):
+        raise TypeError("tree must be an xarray DataTree (post.tree, fit.to_datatree()), got "
+                        f"{type(tree).__name__}")
+    chart = tree[CONSTANT_DATA] if CONSTANT_DATA in tree.children else None
+    if chart is None or "rtv_identified" not in chart.data_vars:
+        raise ValueError("tree has no constant_data.rtv_identified: it is not a tree of an RTV fit (a "
+                         "posterior, or a low-rank or PRS fit's to_datatree())")
+    mask = np.asarray(chart["rtv_identified"].values, dtype=bool)
+    labels = np.asarray(chart[RTV_COORD].values)
+    return {RTV_COORD: [str(label) for label in labels[mask]]}
+
+
 def fit_tree(fit, *, chains: int = 4, draws: int = 1000, seed: int = 0, level: float = 0.9) -> xr.DataTree:
     """A frequentist fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
 

@@ -160,3 +160,34 @@ assert "theta_rtv" in tree["posterior"].data_vars
 assert "pymc" not in sys.modules, "exporting imported PyMC"
 """
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_identified_coords_keep_the_identified_rtv_coordinates_for_arviz():
+    from bayes_loco.simulate import paper_problem
+    from bayes_loco.trees import identified_coords
+
+    problem = paper_problem(d_s=3, d_a=4, d_x=3, rank=2, seed=0)
+    fit = bl.fit_prs(problem.sample(600, seed=1), 2)
+    tree = fit.to_datatree(chains=2, draws=50, seed=0)
+    coords = identified_coords(tree)
+    mask = tree.constant_data["rtv_identified"].values
+    assert 0 < mask.sum() < mask.size  # the state block cancels: some coordinates are not identified
+    assert coords["rtv_coord"] == list(tree.constant_data["rtv_coord"].values[mask])
+    table = az.summary(tree, var_names=["theta_rtv"], coords=coords)
+    assert len(table) == fit.coordinates.dim - (mask.size - mask.sum()) == int(mask.sum())
+    with pytest.raises(ValueError, match=r"no constant_data\.rtv_identified"):
+        identified_coords(bl.fit_mle(problem.sample(300, seed=2)).to_datatree(chains=1, draws=5))
+    with pytest.raises(TypeError, match="tree must be an xarray DataTree"):
+        identified_coords({"posterior": None})
+
+
+def test_a_posterior_gives_its_identified_coords():
+    from bayes_loco import bayes
+    from bayes_loco.simulate import paper_problem
+
+    data = paper_problem(d_s=3, d_a=4, d_x=3, rank=2, seed=0).sample(400, seed=1)
+    post = bayes.fit_posterior(data, 2, method="map", map={"draws": 40}, predictive_draws=0, random_seed=0,
+                               progressbar=False)
+    coords = post.identified_coords()
+    assert coords["rtv_coord"] == list(np.asarray(post.basis.labels())[post.identified])
+    assert len(az.summary(post.tree, var_names=["theta_rtv"], coords=coords)) == int(post.identified.sum())

@@ -38,7 +38,7 @@ from ..results import (
     unidentified_note,
 )
 from ..sets import EllipsoidSet
-from ..trees import identified_coordinates
+from ..trees import identified_coordinates, identified_coords
 from . import dims as D
 from .chart import build_chart_model, chart_frame
 from .credible import KINDS, credible_set
@@ -190,6 +190,13 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         The tree carries it as ``constant_data.rtv_identified``.
         """
         return identified_coordinates(self.directions)
+
+    def identified_coords(self) -> dict[str, list[str]]:
+        """``coords=`` for ArviZ: the identified θ_rtv coordinates (``trees.identified_coords``).
+
+        ``az.summary(post.tree, var_names=["theta_rtv"], coords=post.identified_coords())``.
+        """
+        return identified_coords(self.tree)
 
     @property
     def rtv_covariance(self) -> np.ndarray:
