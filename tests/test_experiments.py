@@ -643,3 +643,16 @@ def test_importing_the_geometry_plots_leaves_the_studies_and_pymc_unloaded():
             "sys.modules); p.plot_results; print('bayes_loco.experiments' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False", "True"]
+
+
+def test_a_rerun_says_it_reuses_the_saved_tasks(reference_run, tmp_path, capsys):
+    out, first = reference_run
+    for name in ("tiny.csv", "tiny.json"):
+        if (out / name).exists():
+            shutil.copy(out / name, tmp_path / name)
+    again = run_study(tiny_study(), tmp_path, progress=True, workers=1)
+    printed = capsys.readouterr()
+    tasks = first[["cell", "rep"]].drop_duplicates().shape[0]
+    assert f"tiny: reusing {tasks} saved task(s) from {tmp_path / 'tiny.csv'}; 0 to run" in printed.out
+    assert "0task" not in printed.err  # no empty progress bar
+    pd.testing.assert_frame_equal(again.reset_index(drop=True), first.reset_index(drop=True))

@@ -399,6 +399,11 @@ def _run_locked(study: Study, out: Path, reps: int, seed: int, executor: Executo
     # Replication-major order: an interrupted run leaves every cell with about as many reps.
     tasks = [(i, {**study.fixed, **study.cells[i], **overrides}, rep)
              for rep in range(reps) for i in sorted(chosen) if (i, rep) not in done]
+    reused = reps * len(chosen) - len(tasks)
+    if reused and progress:
+        # A rerun into the same folder computes nothing it already has: say so instead of a 0-task bar.
+        print(f"{study.name}: reusing {reused} saved task(s) from {csv_path}; {len(tasks)} to run "
+              "(use another --out, or delete the folder, to start afresh)", flush=True)
     meta = {"config": config, "description": study.description, "reps": reps, "versions": _versions(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     write_atomic(meta_path, json.dumps(meta, indent=2, default=str).encode())
@@ -409,7 +414,7 @@ def _run_locked(study: Study, out: Path, reps: int, seed: int, executor: Executo
         pool = ProcessPoolExecutor(max_workers=workers or os.cpu_count() or 1,
                                    mp_context=mp.get_context("forkserver"),
                                    initializer=_start_worker, initargs=(os.getpid(),))
-    bar = tqdm(total=len(tasks), desc=study.name, disable=not progress, unit="task")
+    bar = tqdm(total=len(tasks), desc=study.name, disable=not progress or not tasks, unit="task")
     try:
         if pool is None:
             for i, settings, rep in tasks:
