@@ -217,6 +217,20 @@ def _cmd_run(args) -> int:
 
 
 DEMO_NOTE = """
+Columns: mean = sub-optimality, the optimal policy's value minus this policy's on the evaluation
+population under the true theta (lower is better; 0 is optimal), averaged over the replications
+(reps); se = its standard error over them; coverage = share of replications whose uncertainty set
+contains the true theta (NaN where the method has no set, or its set is not meant to cover theta);
+value_coverage = share where the policy's true value, relative to the reference action, is at least
+the pessimistic value it reported; theta_error = ||Theta_hat - Theta*||_F of the fit behind it.
+
+How to read the personalised rows: one action per (x, s). MLE-Greedy bets on actions the data barely
+compare and is worst. PRS-exact-Wald, the exact minimax policy of PRS's calibrated 90% Wald set, is
+best and its value bound holds (value_coverage 1). The paper's PRS (relaxed objective, the tuned
+Gram ball C2 = 5) can lose to MLE-Pessimistic at this size: C2 = 5 is a tuned strength and its ball
+shrinks like sqrt(k/N), before rarely compared actions are estimated well (docs/results.md,
+notebook 04). Neither tuned ball covers theta (coverage 0): they are penalties, not confidence sets.
+
 How to read the global rows: one action per state for a population deployed away from the training
 contexts (x centred at (1, -1, 0, ...), outside [-1, 1]^20). The data cover action 1, which is the best
 there; the other actions are compared rarely. PRS-exact-Wald guards every direction of theta (radius

@@ -656,3 +656,20 @@ def test_a_rerun_says_it_reuses_the_saved_tasks(reference_run, tmp_path, capsys)
     assert f"tiny: reusing {tasks} saved task(s) from {tmp_path / 'tiny.csv'}; 0 to run" in printed.out
     assert "0task" not in printed.err  # no empty progress bar
     pd.testing.assert_frame_equal(again.reset_index(drop=True), first.reset_index(drop=True))
+
+
+def test_the_demo_note_says_what_the_demo_table_shows(tmp_path):
+    """Every comparison in cli.DEMO_NOTE, checked on the demo's own rows (its fixed seeds)."""
+    assert cli.main(["demo", "--out", str(tmp_path), "--quiet"]) == 0
+    rows = pd.read_csv(tmp_path / "demo.csv")
+    mean = rows.groupby(["scope", "method"])["suboptimality"].mean()
+    personal, global_ = mean["personalised"], mean["global"]
+    assert personal.idxmax() == "MLE-Greedy"
+    assert personal.idxmin() in ("PRS-exact-Wald", "PRS-exact-Wald-values")
+    assert personal["PRS-exact-Wald"] == personal["PRS-exact-Wald-values"]  # same rows personalised
+    assert personal["PRS"] > personal["MLE-Pessimistic"]  # "the paper's PRS can lose to MLE-Pessimistic"
+    by = rows.groupby(["scope", "method"])
+    assert by["value_covered"].mean()["personalised", "PRS-exact-Wald"] == 1.0
+    covered = by["covered"].mean()["personalised"]
+    assert covered["PRS"] == 0 and covered["MLE-Pessimistic"] == 0
+    assert global_["PRS-exact-Wald-values"] < global_["PRS-exact-Wald"]  # guarding values keeps the best
