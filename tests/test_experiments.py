@@ -658,8 +658,9 @@ def test_a_rerun_says_it_reuses_the_saved_tasks(reference_run, tmp_path, capsys)
     pd.testing.assert_frame_equal(again.reset_index(drop=True), first.reset_index(drop=True))
 
 
+@pytest.mark.slow
 def test_the_demo_note_says_what_the_demo_table_shows(tmp_path):
-    """Every comparison in cli.DEMO_NOTE, checked on the demo's own rows (its fixed seeds)."""
+    """Every comparison in cli.DEMO_NOTE, checked on the demo's own rows (its fixed seeds; about a minute)."""
     assert cli.main(["demo", "--out", str(tmp_path), "--quiet"]) == 0
     rows = pd.read_csv(tmp_path / "demo.csv")
     mean = rows.groupby(["scope", "method"])["suboptimality"].mean()
