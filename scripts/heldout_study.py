@@ -56,13 +56,15 @@ def with_users(problem, n: int, n_users: int, seed: int) -> tuple[bl.PreferenceD
 def fit_fn(method: str):
     """A function of the training data returning that method's fit."""
     if method == "BT":
-        def fit(train):
-            plain = bl.PreferenceData(np.ones((train.n, 1)), train.differences, train.labels)
-            return _Plain(bl.fit_mle(plain))
-        return fit
+        return lambda train: _Plain(bl.fit_mle(plain(train)))
     if method == "MLE":
         return bl.fit_mle
     return lambda train: bl.fit_prs(train, bl.select_rank(train).rank)
+
+
+def plain(data: bl.PreferenceData) -> bl.PreferenceData:
+    """The same comparisons read with one context (x = 1): plain Bradley–Terry's view of them."""
+    return bl.PreferenceData(np.ones((data.n, 1)), data.differences, data.labels, weights=data.weights)
 
 
 class _Plain:
@@ -72,7 +74,7 @@ class _Plain:
         self.fit = fit
 
     def predict_proba(self, data):
-        return self.fit.predict_proba(bl.PreferenceData(np.ones((data.n, 1)), data.differences, data.labels))
+        return self.fit.predict_proba(plain(data))
 
 
 def problems(users: int, n: int, seed: int, workdir: Path):
