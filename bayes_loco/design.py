@@ -171,9 +171,12 @@ def _rtv_gram(basis: RTVBasis, data: PreferenceData, weights: np.ndarray | None)
     tail = slice(n11 + n12, k)
     pairs = [(p, q) for p in range(r) for q in range(p, r)]
     spans = [(lo, min(lo + PAIR_PANEL, dp)) for lo in range(0, dp, PAIR_PANEL)]
-    rows = max(1, DESIGN_BLOCK_BYTES // (8 * dp))
+    # Every temporary of a block together (f̃ and its scaled copy, Δφ's rows, x̃, block 21 and its rooted
+    # copy) stays within DESIGN_BLOCK_BYTES, so beyond one block the memory does not grow with N.
+    per_row = 3 * dp + basis.d_x + 2 * (k - n11 - n12)
+    rows = max(1, DESIGN_BLOCK_BYTES // (8 * per_row))
     check_memory(8.0 * (k * k + len(pairs) * sum(hi * (hi - lo) for lo, hi in spans) + dp * dp
-                        + 3 * min(rows, data.n) * dp),
+                        + min(rows, data.n) * per_row),
                  f"the {k} x {k} Gram matrix of the coordinates and its {len(pairs)} partial sums",
                  "use fewer coordinates (a lower rank) or a machine with more memory")
     panels = {pair: [np.zeros((hi, hi - lo), order="F") for lo, hi in spans] for pair in pairs}

@@ -7,22 +7,24 @@ comes from the function the Wald sets use, which sums the design a block of rows
 
 from __future__ import annotations
 
+import tracemalloc
 from types import SimpleNamespace
 
 import numpy as np
+import pytest
 
 import bayes_loco as bl
 from bayes_loco import design as design_module
 from bayes_loco.bayes import Posterior, posterior
 
 
-def _wide(n: int, seed: int = 0):
+def _wide(n: int, seed: int = 0, d_phi: int = 2000):
     rng = np.random.default_rng(seed)
-    d_x, d_phi, rank = 2, 2000, 2
+    d_x, rank = 2, 2
     data = bl.PreferenceData(rng.standard_normal((n, d_x)), rng.standard_normal((n, d_phi)),
                              rng.integers(0, 2, n), copy=False)
     basis = bl.rtv_basis(rng.standard_normal((d_x, rank)) @ rng.standard_normal((rank, d_phi)), rank)
-    assert basis.dim == 4000
+    assert basis.dim == 2 * d_phi
     return data, basis
 
 
@@ -42,3 +44,43 @@ def test_the_posterior_penalty_set_takes_its_gram_from_design_information(monkey
     rows = data.subset(slice(0, 5))
     z = design_module.design(basis, rows)
     np.testing.assert_allclose(design_module.information(basis, rows), z.T @ z, rtol=1e-10, atol=1e-10)
+
+
+def _peak_bytes(basis, data) -> int:
+    tracemalloc.start()
+    try:
+        design_module.information(basis, data)
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def _fixed(basis) -> float:
+    """Bytes of W (k²), of the r(r+1)/2 pair sums (upper triangles by column panels of d_φ × d_φ)
+    and of one d_φ × d_φ being mirrored (numpy copies a panel of rows of an array mirrored onto itself):
+    what any N needs besides its blocks of rows."""
+    k, r, dp, width = basis.dim, basis.rank, basis.d_phi, design_module.PAIR_PANEL
+    panels = sum(min(lo + width, dp) * (min(lo + width, dp) - lo) for lo in range(0, dp, width))
+    return 8.0 * (k * k + r * (r + 1) // 2 * panels + dp * dp + design_module.MIRROR_PANEL * k)
+
+
+def test_information_memory_does_not_grow_with_n_on_the_kronecker_path(monkeypatch):
+    # At k = 400 with the Kronecker path forced and a 4 MB block, the blocks' temporaries dominate the
+    # peak (W is 1.3 MB) and N = 6,000 is seven blocks; the slow test below runs LLM-like sizes.
+    monkeypatch.setattr(design_module, "DESIGN_BLOCK_BYTES", 4 * 1024**2)
+    monkeypatch.setattr(design_module, "GRAM_PANEL", 256)
+    data, basis = _wide(6000, d_phi=200)
+    small, large = _peak_bytes(basis, data.subset(slice(0, 3000))), _peak_bytes(basis, data)
+    block = design_module.DESIGN_BLOCK_BYTES
+    assert large - small <= 0.25 * block  # where the last, partial block ends; N × k grows by 3.4 blocks
+    assert large - _fixed(basis) <= 1.1 * block
+
+
+@pytest.mark.slow
+def test_information_memory_is_flat_in_n_at_llm_width():
+    data, basis = _wide(40_000)
+    peaks = [_peak_bytes(basis, data.subset(slice(0, n))) for n in (20_000, 40_000)]
+    # N × k would be 640 MB and 1.3 GB here: the peak is W, the pair sums and one block, whatever N
+    block = design_module.DESIGN_BLOCK_BYTES
+    assert peaks[1] - peaks[0] <= 0.25 * block
+    assert max(peaks) - _fixed(basis) <= 1.1 * block
