@@ -103,7 +103,7 @@ def test_auto_charts_the_components_the_data_determine_and_factors_the_rest():
         long_ridge = frame.leading_snr >= geometry.SNR_CHART or data.n >= geometry.N_CHART
         charted = expected if long_ridge else 0
         # What auto chose: with 5 draws a chart may be "troubled" and replaced by the factored run if
-        # that one ranks higher on ESS per second, a wall-clock race; the record keeps the first choice.
+        # that one ranks higher on ESS per leapfrog step; the record keeps the first choice.
         record = post.settings["geometry"]
         chosen = record["first"] if record["fell_back"] else post.settings["nuts"]
         assert chosen["parametrization"] == ("chart" if charted else "factored")

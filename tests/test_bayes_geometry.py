@@ -19,6 +19,7 @@ from bayes_loco import bayes as bb
 from bayes_loco.bayes import diagnostics as diagnostics_module
 from bayes_loco.bayes import geometry
 from bayes_loco.bayes.chart import chart_frame
+from bayes_loco.bayes.diagnostics import leapfrog_steps
 from bayes_loco.model import margins
 
 ISSUE = {"d_x": 8, "d_a": 6, "d_s": 5, "rank": 2, "imbalance": 3, "seed": 11}
@@ -203,10 +204,32 @@ def test_a_troubled_auto_chart_falls_back_to_the_factored_model(issue_data, monk
     first = record["first"]
     assert first["parametrization"] == "chart" and first["chart_rank"] == 2
     assert "so the factored model ran too" in record["reason"]
-    # The kept fit is the better one by the ranking (divergence-free first, then R-hat, then ESS/s).
+    # The kept fit is the better one by the ranking (divergence-free first, then R-hat, then ESS per
+    # leapfrog step, which reads no clock).
     kept = post.diagnostics
     assert record["fell_back"] == (record["parametrization"] == "factored")
+    steps = leapfrog_steps(post.tree)
+    assert steps == post.tree["sample_stats"]["n_steps"].sum() and steps >= 2 * 150
     if record["fell_back"]:
-        rate = min(first["min_ess_bulk"], first["min_ess_tail"]) / first["seconds"]
-        assert geometry.ranking(kept, 1.0) > (not first["divergences"], False, rate)
+        ess = min(first["min_ess_bulk"], first["min_ess_tail"])
+        replaced = bl.Diagnostics("nuts", False, None, bl.FitStatus.SAMPLER_WARNINGS,
+                                  divergences=first["divergences"], max_rhat=first["max_rhat"],
+                                  min_ess_bulk=ess, min_ess_tail=ess)
+        assert geometry.ranking(kept, 1.0, steps) > geometry.ranking(replaced, 1.0, first["leapfrog_steps"])
     assert post.settings["nuts"]["parametrization"] == record["parametrization"]
+
+
+def test_ranking_orders_by_divergences_then_rhat_then_ess_per_leapfrog_step():
+    def fit(divergences=0, rhat=1.0, ess=400.0, seconds=10.0):
+        return bl.Diagnostics("nuts", True, None, bl.FitStatus.CONVERGED, seconds=seconds,
+                              divergences=divergences, max_rhat=rhat, min_ess_bulk=ess, min_ess_tail=ess)
+
+    # A divergence-free fit beats a divergent one whatever its efficiency; R-hat within the bar next.
+    assert geometry.ranking(fit(), 1.01, 1e9) > geometry.ranking(fit(divergences=1, ess=4000), 1.01, 10)
+    assert geometry.ranking(fit(rhat=1.005), 1.01, 1e9) > geometry.ranking(fit(rhat=1.2, ess=4000), 1.01, 10)
+    # Then ESS per step: 400 in 8,000 steps beats 500 in 20,000, though the second took a tenth the time.
+    assert geometry.ranking(fit(ess=400, seconds=100), 1.01, 8000) > geometry.ranking(
+        fit(ess=500, seconds=10), 1.01, 20000)
+    # No recorded steps or no finite ESS rank last among equals rather than dividing by zero.
+    assert geometry.ranking(fit(), 1.01, 0.0)[2] == 0.0
+    assert geometry.ranking(fit(ess=np.nan), 1.01, 100.0)[2] == 0.0

@@ -26,6 +26,7 @@ from .settings import CHART, FACTORED, NUTS, VI
 # Sampler-stat names differ between the NUTS implementations (docs/design.md, 'Samplers').
 _DEPTH_STATS = ("tree_depth", "depth")
 _MAXDEPTH_STATS = ("reached_max_treedepth", "maxdepth_reached")
+_STEP_STATS = ("n_steps", "num_steps", "tree_size")
 RTV_IDENTIFIED = f"rtv_{D.IDENTIFIED_COORD}"
 # The target_accept values a divergent factored fit is advised to re-run with, in turn.
 TARGET_ACCEPT_STEPS = (0.95, 0.99)
@@ -42,6 +43,12 @@ def _stat(stats, names):
         if name in stats.data_vars:
             return np.asarray(stats[name].values)
     return None
+
+
+def leapfrog_steps(tree) -> float:
+    """All chains' leapfrog steps (gradient evaluations) after tuning, from ``sample_stats``; 0 if absent."""
+    steps = _stat(tree["sample_stats"], _STEP_STATS) if "sample_stats" in tree.children else None
+    return 0.0 if steps is None else float(steps.sum())
 
 
 def _worst(table: pd.DataFrame, column: str, largest: bool) -> tuple[float, str]:
@@ -182,21 +189,23 @@ def note_loose(diagnostics: Diagnostics, frame) -> Diagnostics:
         "a lower rank may fit the data as well (select_rank)")))
 
 
-def geometry_record(geometry, ran: NUTS, first: tuple[NUTS, Diagnostics] | None, start_note: str) -> dict:
+def geometry_record(geometry, ran: NUTS, first: tuple[NUTS, Diagnostics, float] | None, start_note: str
+                    ) -> dict:
     """What ran and why, for ``settings["geometry"]``: the choice, its reason, and a fall-back's cause.
 
-    ``ran``: the NUTS settings of the run kept; ``first``: the settings and diagnostics of
-    the run it replaced (:func:`~.geometry.ranking`), None when the first run was kept.
+    ``ran``: the NUTS settings of the run kept; ``first``: the settings, diagnostics and
+    leapfrog steps of the run it replaced (:func:`~.geometry.ranking`), None when the first
+    run was kept.
     """
     record = {"parametrization": ran.parametrization, "chart_rank": ran.chart_rank,
               "reason": geometry.reason,
               "fell_back": first is not None and first[0].parametrization != ran.parametrization}
     if first is not None:
-        nuts, d = first
+        nuts, d, steps = first
         record["first"] = {"parametrization": nuts.parametrization, "chart_rank": nuts.chart_rank,
                            "divergences": d.divergences, "max_rhat": d.max_rhat,
                            "min_ess_bulk": d.min_ess_bulk, "min_ess_tail": d.min_ess_tail,
-                           "seconds": d.seconds}
+                           "seconds": d.seconds, "leapfrog_steps": steps}
         record["reason"] += (f"; the chart gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS "
                              f"{d.min_ess_bulk:.0f} in {d.seconds:.0f} s, so the factored model ran too and "
                              "was kept")

@@ -35,7 +35,14 @@ from ..exceptions import ConvergenceWarning, SamplerWarning
 from ..frequentist.fgd import LowRankResult
 from ..results import Diagnostics
 from .chart import build_chart_model, chart_start
-from .diagnostics import geometry_record, map_diagnostics, note_loose, nuts_diagnostics, vi_diagnostics
+from .diagnostics import (
+    geometry_record,
+    leapfrog_steps,
+    map_diagnostics,
+    note_loose,
+    nuts_diagnostics,
+    vi_diagnostics,
+)
 from .geometry import Geometry, choose_geometry, default_start, ranking, troubled
 from .laplace import find_map, laplace_theta
 from .layout import arrange, root_attrs
@@ -256,9 +263,10 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     first = kept = _nuts_attempt(run, geometry, nuts)
     if geometry.automatic and geometry.frame is not None and troubled(first.diagnostics, nuts.rhat_max):
         factored = _nuts_attempt(run, dataclasses.replace(geometry, frame=None), nuts)
-        if ranking(factored.diagnostics, nuts.rhat_max) > ranking(first.diagnostics, nuts.rhat_max):
+        if (ranking(factored.diagnostics, nuts.rhat_max, leapfrog_steps(factored.tree))
+                > ranking(first.diagnostics, nuts.rhat_max, leapfrog_steps(first.tree))):
             kept = factored
-    replaced = None if kept is first else (first.group, first.diagnostics)
+    replaced = None if kept is first else (first.group, first.diagnostics, leapfrog_steps(first.tree))
     record = {"geometry": geometry_record(geometry, kept.group, replaced, start_note)}
     if kept.advice:
         record["advice"] = kept.advice
