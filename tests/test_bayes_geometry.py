@@ -68,6 +68,23 @@ def test_a_separated_start_is_replaced_by_the_ridge_fit_and_said_so():
     assert "ridge fit (λ = 0.25)" in note and "separated" in note
 
 
+def test_a_separated_start_the_user_gives_is_kept_and_warned_about():
+    data = separable_data()
+    with pytest.warns(bl.SeparationWarning):
+        plain = bl.fit_low_rank(data, 1)
+    with pytest.warns(bl.SeparationWarning, match=r"start predicts .* ridge=0.25\)") as caught:
+        post = bb.fit_posterior(data, 1, method="map", start=plain, prior={"scale": 2.0}, progressbar=False,
+                                predictive_draws=0)
+    # Named in the user's own call (the warning points at this file), and the start is the one given.
+    assert any(w.filename == __file__ for w in caught)
+    assert post.settings["ridge"] == 0.0  # the default would have started from the ridge fit (λ = 0.25)
+    # A usable start passes without a word.
+    strong = strong_data(400, seed=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bl.SeparationWarning)
+        geometry.check_user_start(bl.fit_low_rank(strong, 1), strong, 1.0)
+
+
 def test_a_usable_start_is_the_plain_fit():
     data = strong_data(400, seed=1)
     start, ridge, note = geometry.default_start(data, 1, 0.0, scale=1.0)

@@ -43,7 +43,7 @@ from .diagnostics import (
     nuts_diagnostics,
     vi_diagnostics,
 )
-from .geometry import Geometry, choose_geometry, default_start, ranking, troubled
+from .geometry import Geometry, check_user_start, choose_geometry, default_start, ranking, troubled
 from .laplace import find_map, laplace_theta
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
@@ -236,6 +236,7 @@ def _start_fit(data, rank, start, ridge, scale) -> tuple[LowRankResult, float, s
     if start.rank != rank or start.theta.shape != (data.d_x, data.d_phi):
         raise ValueError(f"start has rank {start.rank} and Θ of shape {start.theta.shape}; "
                          f"expected rank {rank} and ({data.d_x}, {data.d_phi})")
+    check_user_start(start, data, scale)
     return start, ridge, ""
 
 

@@ -91,6 +91,26 @@ class Geometry:
         return None if self.frame is None else self.frame.chart_rank
 
 
+def largest_margin(theta: np.ndarray, data: PreferenceData) -> float:
+    """max_t |η_t| of Θ on the data: above :data:`MARGIN_MAX` a start is separated in effect."""
+    return float(np.abs(margins(theta, data.contexts, data.differences)).max())
+
+
+def check_user_start(start: LowRankResult, data: PreferenceData, scale: float) -> None:
+    """Warn (:class:`~bayes_loco.SeparationWarning`) where a start the user gave is separated in effect.
+
+    It is kept, as a named setting is; the warning says what the default would have done.
+    """
+    margin = largest_margin(start.theta, data)
+    if margin > MARGIN_MAX:
+        lam = START_RIDGE / scale**2
+        warnings.warn(f"start predicts some comparisons with certainty (max |η| = {margin:.3g} > "
+                      f"{MARGIN_MAX:g}, largest singular value {np.linalg.norm(start.theta, 2):.3g}): chains "
+                      "started there spend the warm-up coming back and can diverge. Pass start=None for the "
+                      f"default start (the ridge fit here), or start=fit_low_rank(data, rank, ridge={lam:g})",
+                      SeparationWarning, stacklevel=6)  # the user's call of fit_posterior
+
+
 def default_start(data: PreferenceData, rank: int, ridge: float,
                   scale: float) -> tuple[LowRankResult, float, str]:
     """The frequentist low-rank fit NUTS starts from, its ridge, and a note when it is not ``ridge``'s.
@@ -105,7 +125,7 @@ def default_start(data: PreferenceData, rank: int, ridge: float,
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         plain = fit_low_rank(data, rank)
-    margin = float(np.abs(margins(plain.theta, data.contexts, data.differences)).max())
+    margin = largest_margin(plain.theta, data)
     separated = (plain.initial is not None and plain.initial.separated) or margin > MARGIN_MAX
     if not separated and plain.diagnostics.converged:
         for w in caught:
