@@ -219,22 +219,29 @@ def both_fits(unreached_problem):
     return {p: _fit(data, 2, start, p, seed=3) for p in ("chart", "factored")}
 
 
+def _weak_problem():
+    """A second component within noise of 0."""
+    data, _ = strong_data(4, 6, 1500, seed=5, unreached=2, singular_values=(3.0, 0.1))
+    return data, bl.fit_low_rank(data, 2, ridge=1.0)
+
+
 @pytest.fixture(scope="module")
 def weak_fits():
-    """A second component within noise of 0: the partial chart (r₁ = 1) against the factored model.
+    """The partial chart (r₁ = 1) against the factored model on :func:`_weak_problem`.
 
     PyMC's NUTS diverges now and then in the partial chart here: 46 of 1,000 draws at target_accept
     0.9, 0–2 at 0.95, none over seeds 3–6 at 0.98 with 2 × (1000 + 1000). With 2 × (500 + 500) the
     chart's max R-hat ranged 1.005–1.020 over seeds 3–7, so a 1.02 bound failed by chance; with
     1000 draws it was 1.004–1.006.
     """
-    data, _ = strong_data(4, 6, 1500, seed=5, unreached=2, singular_values=(3.0, 0.1))
-    start = bl.fit_low_rank(data, 2, ridge=1.0)
+    data, start = _weak_problem()
     return {"chart": _fit(data, 2, start, "chart", draws=1000, seed=3, target_accept=0.98, chart_rank=1),
             "factored": _fit(data, 2, start, "factored", seed=3, target_accept=0.95)}
 
 
-@pytest.mark.parametrize("fits", ["both_fits", "weak_fits"])
+# The partial chart's agreement needs 2 × (1000 + 1000) draws of PyMC's NUTS at target_accept 0.98 (3 min
+# on the two-core machine): a long statistical run, kept out of the default one.
+@pytest.mark.parametrize("fits", ["both_fits", pytest.param("weak_fits", marks=pytest.mark.slow)])
 def test_chart_and_factored_posteriors_agree_within_monte_carlo_error(fits, request):
     chart_fit, factored = request.getfixturevalue(fits)["chart"], request.getfixturevalue(fits)["factored"]
     assert chart_fit.settings["nuts"]["parametrization"] == "chart"
@@ -274,8 +281,9 @@ def test_fit_records_the_chart_and_rebuilds_its_model_after_pickling(both_fits):
     assert clone.model.compile_logp()(point) == pytest.approx(post.model.compile_logp()(point), rel=1e-12)
 
 
-def test_partial_chart_is_recorded_and_rebuilt_after_pickling(weak_fits):
-    post = weak_fits["chart"]
+def test_partial_chart_is_recorded_and_rebuilt_after_pickling():
+    data, start = _weak_problem()
+    post = _fit(data, 2, start, "chart", draws=20, seed=3, chart_rank=1)
     assert post.model[D.CHART_WEAK_LEFT] in post.model.free_RVs
     clone = pickle.loads(pickle.dumps(post))
     frame = chart.chart_frame(post.data, post.start.theta, 2, chart_rank=1)
