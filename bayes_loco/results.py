@@ -262,14 +262,24 @@ class Summary:
     ``str(summary)`` prints it as statsmodels does; in Jupyter it renders as HTML;
     :meth:`to_frame` gives the whole table (the printed one stops at ``max_rows``).
 
+    The printed table has one fixed number of decimals for ``estimate``,
+    ``std_err``, ``lower`` and ``upper`` together (:func:`table_decimals`: four
+    significant digits of the largest, two of the smallest standard error), so a
+    round-off zero such as 1e-16 prints as 0 at that precision; ESS prints as
+    whole numbers and R-hat with three decimals. :meth:`to_frame` keeps the
+    numbers unrounded.
+
     Attributes
     ----------
     title : str
     header : dict
-        N, d_x, d_φ, rank, k, k_eff, method, converged, and fit-specific facts.
+        N, d_x, d_φ, rank, k, k_eff, the interval (its level and kind), method,
+        converged, and fit-specific facts.
     table : pandas.DataFrame
         One row per identified coordinate: ``estimate``, ``std_err``, ``lower``,
-        ``upper`` and, for posteriors, ``ess_bulk``, ``ess_tail``, ``r_hat``.
+        ``upper`` and, for posteriors, ``ess_bulk``, ``ess_tail``, ``r_hat``;
+        where only differences between features are identified, rows
+        ``"[c,j] − [c,0]"`` for them (:func:`feature_contrasts`).
     notes : tuple of str
         Separation, ill-conditioning, unidentified coordinates, sampler trouble.
     max_rows : int
@@ -291,9 +301,19 @@ class Summary:
         left, right = cells[:half], cells[half:] + [""] * (2 * half - len(cells))
         return [f"{a:<{width // 2}}{b}".rstrip() for a, b in zip(left, right, strict=True)]
 
+    def _formatters(self) -> dict:
+        """How each column of the printed table writes its numbers (see the class docstring)."""
+        decimals = table_decimals(self.table)
+        formats = {column: _fixed(decimals) for column in VALUE_COLUMNS}
+        formats |= {"ess_bulk": _fixed(0), "ess_tail": _fixed(0), "r_hat": _fixed(3)}
+        return {column: formats.get(column, _general) for column in self.table.columns}
+
     def __str__(self) -> str:
         shown = self.table.head(self.max_rows)
-        body = shown.to_string(float_format=lambda v: f"{v:.4g}")
+        if len(shown):
+            body = shown.to_string(formatters=self._formatters())
+        else:
+            body = "(no coordinate or difference of coordinates is identified)"
         width = max(78, max(len(line) for line in body.splitlines()))
         lines = [self.title.center(width), "=" * width, *self._header_lines(width), "=" * width, body]
         if len(self.table) > len(shown):
@@ -309,12 +329,55 @@ class Summary:
     def _repr_html_(self) -> str:
         head = "".join(f"<tr><th style='text-align:left'>{html.escape(str(k))}</th>"
                        f"<td>{html.escape(_format(v))}</td></tr>" for k, v in self.header.items())
-        table = self.table.head(self.max_rows).to_html(float_format=lambda v: f"{v:.4g}")
+        table = self.table.head(self.max_rows).to_html(formatters=self._formatters())
         more = (f"<p>… {len(self.table) - self.max_rows} more rows: <code>summary.to_frame()</code></p>"
                 if len(self.table) > self.max_rows else "")
         notes = "".join(f"<li>{html.escape(n)}</li>" for n in self.notes)
         return (f"<div><h4>{html.escape(self.title)}</h4><table>{head}</table>{table}{more}"
                 f"{f'<ol>{notes}</ol>' if notes else ''}</div>")
+
+
+# The columns a summary prints with one shared number of decimals: they are in the same units.
+VALUE_COLUMNS = ("estimate", "std_err", "lower", "upper")
+# Significant digits of the largest value, and of the smallest standard error, that the table shows.
+SIGNIFICANT = 4
+SE_SIGNIFICANT = 2
+MAX_DECIMALS = 8
+
+
+def table_decimals(table: pd.DataFrame) -> int:
+    """The decimals a summary prints its value columns with (shared by ``estimate``, ``std_err``, …).
+
+    Enough for :data:`SIGNIFICANT` significant digits of the largest absolute
+    value and :data:`SE_SIGNIFICANT` of the smallest standard error, at most
+    :data:`MAX_DECIMALS`; a value smaller than half a unit of the last decimal
+    (a round-off zero) prints as 0.
+    """
+    columns = [c for c in VALUE_COLUMNS if c in table.columns]
+    values = np.abs(table[columns].to_numpy(float)).ravel()
+    values = values[np.isfinite(values) & (values > 0)]
+    if not values.size:
+        return SIGNIFICANT
+    decimals = SIGNIFICANT - 1 - int(np.floor(np.log10(values.max())))
+    if "std_err" in table.columns:
+        se = table["std_err"].to_numpy(float)
+        se = se[np.isfinite(se) & (se > 0)]
+        if se.size:
+            decimals = max(decimals, SE_SIGNIFICANT - 1 - int(np.floor(np.log10(se.min()))))
+    return int(np.clip(decimals, 0, MAX_DECIMALS))
+
+
+def _fixed(decimals: int):
+    def write(value) -> str:
+        if not np.isfinite(value):
+            return "nan" if np.isnan(value) else str(value)
+        rounded = round(float(value), decimals)
+        return f"{rounded + 0.0 if rounded else 0.0:.{decimals}f}"  # never "-0.000"
+    return write
+
+
+def _general(value) -> str:
+    return f"{value:.4g}" if isinstance(value, float | np.floating) else str(value)
 
 
 def _format(value) -> str:
@@ -327,16 +390,30 @@ def _format(value) -> str:
     return str(value)
 
 
-def data_header(data: PreferenceData, coordinates: Coordinates, rank, k_eff) -> dict:
-    """The header every summary starts with: N, d_x, d_φ, rank, k, k_eff."""
-    return {"N": data.n, "d_x": data.d_x, "d_phi": data.d_phi, "rank": rank, "k": coordinates.dim,
-            "k_eff": k_eff}
+def data_header(data: PreferenceData, coordinates: Coordinates, rank, k_eff,
+                interval: str | None = None) -> dict:
+    """The header every summary starts with: N, d_x, d_φ, rank, k, k_eff and the interval it prints."""
+    header = {"N": data.n, "d_x": data.d_x, "d_phi": data.d_phi, "rank": rank, "k": coordinates.dim,
+              "k_eff": k_eff}
+    return header | ({"interval": interval} if interval else {})
 
 
-def diagnostics_header(diagnostics: Diagnostics) -> dict:
-    """Method, convergence and iterations of a fit, for its summary's header."""
-    return {"method": diagnostics.method, "converged": diagnostics.converged, "status": diagnostics.status,
-            "iterations": diagnostics.n_iter}
+def interval_label(level: float, kind: str) -> str:
+    """The header's ``interval``: its level and kind, e.g. ``"95% Wald"``."""
+    return f"{100 * level:.4g}% {kind}"
+
+
+def diagnostics_header(diagnostics: Diagnostics, iterations: str | None = "iterations") -> dict:
+    """Method and convergence of a fit, and its iterations under the key ``iterations``, for its header.
+
+    ``iterations`` None (a sampler, whose draws the header gives already) leaves them out; so
+    does an ``n_iter`` of None. A fit that converged in 0 iterations says its start met the criterion.
+    """
+    header = {"method": diagnostics.method, "converged": diagnostics.converged, "status": diagnostics.status}
+    n_iter = diagnostics.n_iter
+    if iterations is not None and n_iter is not None:
+        header[iterations] = "0 (start optimal)" if n_iter == 0 and diagnostics.converged else n_iter
+    return header
 
 
 def wald_table(estimate: np.ndarray, information_set: EllipsoidSet, labels: list[str],
@@ -355,12 +432,104 @@ def wald_table(estimate: np.ndarray, information_set: EllipsoidSet, labels: list
     return table[identified], int((~identified).sum())
 
 
-def unidentified_note(left_out: int, k: int) -> tuple[str, ...]:
-    """A note for the coordinates a summary leaves out because no comparison reaches them."""
+def contrast_wald_table(estimate: np.ndarray, information_set: EllipsoidSet, contrasts: np.ndarray,
+                        labels: list[str], level: float) -> pd.DataFrame:
+    """:func:`wald_table` of the functionals aᵀθ (rows of ``contrasts``) that lie in range(I)."""
+    se = information_set.dual_norm(contrasts)
+    keep = information_set.identified(contrasts)
+    value = contrasts @ estimate
+    half = stats.norm.ppf(0.5 + level / 2) * se
+    table = pd.DataFrame({"estimate": value, "std_err": se, "lower": value - half, "upper": value + half},
+                         index=pd.Index(labels, name="coordinate"))
+    return table[keep]
+
+
+# Bytes of one block of the design that reached_coordinates forms, and of the contrasts a summary lists.
+REACH_BLOCK_BYTES = 32 * 2**20
+CONTRAST_BYTES = 64 * 2**20
+# Σ_t z_ti² below this fraction of the largest is round-off of a rotation (an RTV direction orthogonal
+# to every Δφ_t comes out at 1e-17, squared 1e-34), not a comparison reaching coordinate i.
+REACH_RTOL = 1e-20
+
+
+def reached_coordinates(coordinates: Coordinates, data: PreferenceData) -> np.ndarray:
+    """Whether some comparison reaches each coordinate (bool, (k,)): Σ_t z_ti² > 0, z_t its design row.
+
+    Summed over blocks of comparisons, so the N × k design is never formed whole.
+    """
+    total = np.zeros(coordinates.dim)
+    rows = max(1, REACH_BLOCK_BYTES // (8 * coordinates.dim))
+    for lo in range(0, data.n, rows):
+        z = coordinates.transform(data.contexts[lo:lo + rows], data.differences[lo:lo + rows])
+        total += np.einsum("ti,ti->i", z, z)
+    return total > REACH_RTOL * total.max() if total.max() > 0 else np.zeros(coordinates.dim, dtype=bool)
+
+
+def feature_contrasts(coordinates: Coordinates, data: PreferenceData, n_identified: int,
+                      k_eff: int) -> tuple[list[str], np.ndarray]:
+    """The differences between features a summary lists where only differences are identified.
+
+    When every comparison's Δφ_t sums to 0 (actions as one-hot features, as in
+    Bradley–Terry), adding a constant to a row of Θ changes no margin: no entry
+    Θ[c, j] is identified, only differences Θ[c, j] − Θ[c, j₀] within a row. When
+    the ``n_identified`` identified coordinates do not span the ``k_eff``
+    identified directions and the Δφ_t sum to 0, these are the rows to add: every
+    reached feature j against the first reached one j₀, in every reached context c.
+
+    Returns
+    -------
+    labels : list of str
+        ``"[c,j] − [c,j₀]"``.
+    contrasts : ndarray, shape (m, k)
+        The functionals a with aᵀθ = e_cᵀ Θ (e_j − e_j₀) in ``coordinates``
+        (Θ = ``to_theta(θ_rtv)`` for RTV coordinates); m = 0 when none apply (or
+        when they would take more than :data:`CONTRAST_BYTES`).
+    """
+    none = [], np.empty((0, coordinates.dim))
+    diffs = data.differences
+    scale = float(np.abs(diffs).max(initial=0.0))
+    if n_identified >= k_eff or not np.allclose(diffs.sum(axis=1), 0.0, atol=1e-12 * max(scale, 1.0)):
+        return none
+    rows, cols = data.support
+    ref, others = (cols[0], cols[1:]) if cols.size else (None, cols)
+    m = rows.size * others.size
+    if not m or m * coordinates.dim * 8 > CONTRAST_BYTES:
+        return none
+    contexts = np.zeros((m, data.d_x))
+    contexts[np.arange(m), np.repeat(rows, others.size)] = 1.0
+    features = np.zeros((m, data.d_phi))
+    features[np.arange(m), np.tile(others, rows.size)] = 1.0
+    features[:, ref] = -1.0
+    labels = [f"[{c},{j}] − [{c},{ref}]" for c in rows for j in others]
+    return labels, coordinates.transform(contexts, features)
+
+
+def unidentified_note(left_out: int, k: int, reached: int = 0) -> tuple[str, ...]:
+    """A note for the coordinates a summary leaves out: ``reached`` of them some comparison reaches.
+
+    A coordinate no comparison reaches is absent from every margin; one that
+    comparisons reach but that is still not identified enters the margins only
+    together with others (a row of Θ plus a constant, when Δφ_t sums to 0).
+    """
     if not left_out:
         return ()
-    return (f"{left_out} of {k} coordinates are not identified (no comparison reaches them) and are "
-            "left out; every set is a cylinder along them.",)
+    if not reached:
+        return (f"{left_out} of {k} coordinates are not identified (no comparison reaches them) and are "
+                "left out; every set is a cylinder along them.",)
+    unreached = (f" {left_out - reached} of them no comparison reaches;" if reached < left_out else "")
+    return (f"{left_out} of {k} coordinates are not identified and are left out; every set is a cylinder "
+            f"along them.{unreached} {reached} {'is' if reached == 1 else 'are'} reached by comparisons, "
+            "but only in combination with other coordinates, and only such combinations are identified.",)
+
+
+def contrast_note(labels: list[str]) -> tuple[str, ...]:
+    """The note of a summary that lists differences between features (:func:`feature_contrasts`)."""
+    if not labels:
+        return ()
+    return (f"Only differences between features are identified: every comparison's Δφ_t sums to 0, so "
+            f"adding a constant to a row of Θ changes no prediction. Rows such as {labels[0]!r} are the "
+            "entry (context, feature) of Θ minus the first feature's entry in the same row, with their "
+            "standard errors and intervals.",)
 
 
 # The identified part of an information matrix with a condition number above this gets a note
@@ -369,27 +538,39 @@ ILL_CONDITIONED = 1e8
 
 
 def wald_summary(title: str, fit, data: PreferenceData, level: float, extra: Mapping[str, object],
-                 notes: tuple[str, ...] = ()) -> Summary:
+                 notes: tuple[str, ...] = (), iterations: str = "iterations") -> Summary:
     """A frequentist fit's summary: estimates with ``level`` Wald intervals on the identified coordinates.
 
     Standard errors come from the Fisher information of ``fit.calibrated_set`` (the
     Wald set); a fit too large for it (the MLE baselines above 2 GiB) gets
-    estimates only and a note.
+    estimates only and a note. Where only differences between features are
+    identified (:func:`feature_contrasts`), the table adds them, with their Wald
+    intervals. ``iterations``: the header's name for the fit's iterations.
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     coordinates, estimate = fit.coordinates, fit.estimate
     labels = coordinates.labels()
+    facts = diagnostics_header(fit.diagnostics, iterations) | dict(extra)
     try:
         wald = fit.calibrated_set(level)
     except MemoryError as exc:
         table = pd.DataFrame({"estimate": estimate}, index=pd.Index(labels, name="coordinate"))
         header = data_header(data, coordinates, getattr(fit, "rank", None), None)
-        return Summary(title, header | diagnostics_header(fit.diagnostics) | dict(extra), table,
+        return Summary(title, header | facts, table,
                        (*fit.diagnostics.warnings, *notes, f"no intervals: {exc}"))
     table, left_out = wald_table(estimate, wald, labels, level)
-    header = data_header(data, coordinates, getattr(fit, "rank", None), wald.effective_dim)
-    notes = (*fit.diagnostics.warnings, *notes, *unidentified_note(left_out, coordinates.dim))
+    header = data_header(data, coordinates, getattr(fit, "rank", None), wald.effective_dim,
+                         interval_label(level, "Wald"))
+    extra_notes, notes = notes, fit.diagnostics.warnings
+    if left_out:
+        identified = np.isin(labels, table.index)
+        reached = int((reached_coordinates(coordinates, data) & ~identified).sum())
+        names, contrasts = feature_contrasts(coordinates, data, len(table), wald.effective_dim)
+        if names:
+            table = pd.concat([table, contrast_wald_table(estimate, wald, contrasts, names, level)])
+        notes += (*unidentified_note(left_out, coordinates.dim, reached), *contrast_note(names))
+    notes += tuple(extra_notes)
     if wald.condition_number > ILL_CONDITIONED:
         notes += (f"The Fisher information is ill-conditioned (condition number {wald.condition_number:.2g} "
                   "on the identified directions): some standard errors are unreliable.",)
-    return Summary(title, header | diagnostics_header(fit.diagnostics) | dict(extra), table, notes)
+    return Summary(title, header | facts, table, notes)

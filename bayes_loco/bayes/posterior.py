@@ -33,8 +33,12 @@ from ..results import (
     InRTVCoordinates,
     Summary,
     SummaryHTML,
+    contrast_note,
     data_header,
     diagnostics_header,
+    feature_contrasts,
+    interval_label,
+    reached_coordinates,
     unidentified_note,
 )
 from ..sets import EllipsoidSet
@@ -306,6 +310,27 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
                      "final loss": self.tree.attrs.get("final_loss")})
         return "Posterior (MAP, L-BFGS-B)", {"Laplace draws": self.rtv_draws.shape[0]}
 
+    def _contrast_table(self, names: list[str], contrasts: np.ndarray, level: float) -> pd.DataFrame:
+        """The rows of the differences ``contrasts`` (m × k) that the data identify, from the θ_rtv draws.
+
+        A difference aᵀθ_rtv is identified when a lies in the span of ``directions``;
+        its estimate is aᵀ``estimate``, its sd, interval, ESS and R-hat those of its draws.
+        """
+        inside = contrasts @ self.directions
+        keep = np.sum(inside**2, axis=1) >= (1 - 1e-10) * np.sum(contrasts**2, axis=1)
+        names, contrasts = [n for n, k in zip(names, keep, strict=True) if k], contrasts[keep]
+        table = pd.DataFrame(np.nan, index=pd.Index(names, name="coordinate"), columns=list(SUMMARY_COLUMNS))
+        table["estimate"] = contrasts @ self.estimate
+        if self.rtv_draws.shape[0] < 2 or not names:
+            return table
+        draws = self.tree[D.POSTERIOR][D.THETA_RTV]
+        values = xr.DataArray(np.asarray(draws.values, dtype=float) @ contrasts.T,
+                              dims=("chain", "draw", "difference_row"),
+                              coords={"chain": draws.coords["chain"].values,
+                                      "draw": draws.coords["draw"].values})
+        tree = xr.DataTree.from_dict({D.POSTERIOR: xr.Dataset({"difference": values})})
+        return _fill_draw_stats(table, tree, "difference", level)
+
     def summary(self, level: float = 0.95) -> Summary:
         """Posterior mean, sd and equal-tailed ``level`` interval of each identified θ_rtv coordinate (and ν).
 
@@ -313,18 +338,33 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         ``basis.labels()``) that the data identify (e_i in the span of
         ``directions``), with ArviZ's ESS and R-hat, and for Davidson's model a
         last row ``nu`` for ν (:mod:`.ties`); the header the data's
-        dimensions, the fit's diagnostics and the sampler's facts. A MAP fit's
-        estimate is the MAP, its sd and interval those of its Laplace
-        approximation; a note says so.
+        dimensions, the interval, the fit's diagnostics and the sampler's facts
+        (NUTS: chains and draws, and no iterations). A MAP fit's estimate is
+        the MAP, its sd and interval those of its Laplace approximation; a note
+        says so. Where only differences between features are identified
+        (Δφ_t summing to 0, as in Bradley–Terry) the table adds them,
+        ``"[c,j] − [c,0]"`` (:func:`~bayes_loco.results.feature_contrasts`), from
+        the draws of θ_rtv.
+
+        ``level`` defaults to 0.95, while ``az.summary`` defaults to
+        ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x) and its
+        ``ci_kind`` (equal-tailed, ``"eti"``): the header's ``interval`` says
+        which level is printed; ``summary(level=az.rcParams["stats.ci_prob"])``
+        gives ArviZ's own intervals, and ``az.summary(..., ci_prob=0.95)`` these.
         """
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
         identified = self.identified
         table = self._summary_table(level)[identified]
+        names, contrasts = feature_contrasts(self.basis, self.data, int(identified.sum()), self.k_eff)
+        if names:
+            table = pd.concat([table, self._contrast_table(names, contrasts, level)])
         if self.nu is not None:
             table = pd.concat([table, self._nu_row(level)])
         title, facts = self._title_and_facts()
-        header = (data_header(self.data, self.basis, self.rank, self.k_eff)
-                  | diagnostics_header(self.diagnostics) | facts)
+        interval = interval_label(level, "equal-tailed")
+        header = (data_header(self.data, self.basis, self.rank, self.k_eff, interval)
+                  | diagnostics_header(self.diagnostics, None if self.method == "nuts" else "iterations")
+                  | facts)
         notes = list(self.diagnostics.warnings)
         if self.method == "map":
             notes.append("MAP: the estimate is the MAP; sd and intervals are those of its Laplace "
@@ -336,7 +376,10 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
             notes.append("VI is a Gaussian approximation in (U, V): its intervals are typically too narrow. "
                          "Its draws are independent draws of one approximation (one chain: no R-hat).")
         notes += geometry_notes(self.settings)
-        notes += unidentified_note(int((~identified).sum()), self.k)
+        left_out = int((~identified).sum())
+        reached = int((reached_coordinates(self.basis, self.data) & ~identified).sum()) if left_out else 0
+        notes += unidentified_note(left_out, self.k, reached)
+        notes += contrast_note(names)
         return Summary(title, header, table, tuple(notes))
 
     @property

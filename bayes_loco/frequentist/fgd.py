@@ -169,7 +169,13 @@ class LowRankResult(WaldFit):
         return self.data, eta, lambda c: information(self.coordinates, self.data, c)
 
     def summary(self, level: float = 0.95) -> Summary:
-        """θ̂_rtv of the FGD fit with ``level`` Wald intervals, singular values and FGD's convergence."""
+        """θ̂_rtv of the FGD fit with ``level`` Wald intervals, singular values and FGD's convergence.
+
+        Where only differences between features are identified the table adds them
+        (:func:`~bayes_loco.results.feature_contrasts`). ``level`` defaults to 0.95;
+        ``az.summary`` defaults to ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x):
+        the header's ``interval`` says which level is printed.
+        """
         sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
         return wald_summary(f"Rank-{self.rank} fit (factored gradient descent)", self, self.data, level,
                             {"log-likelihood": -self.nll, "singular values": sv, "‖∇F‖": self.grad_norm}

@@ -119,7 +119,14 @@ class MLEResult(WaldFit):
         return self.data, margins(self.theta, self.data.contexts, self.data.differences), self._gram
 
     def summary(self, level: float = 0.95) -> Summary:
-        """Estimates of vec(Θ) with ``level`` Wald intervals, log-likelihood, ridge and warnings."""
+        """Estimates of vec(Θ) with ``level`` Wald intervals, log-likelihood, ridge and warnings.
+
+        Where only differences between features are identified (Δφ_t summing to 0, as
+        in Bradley–Terry) the table lists them, ``"[c,j] − [c,0]"``, with their Wald
+        intervals. ``level`` defaults to 0.95; ``az.summary`` defaults to
+        ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x): the header's ``interval``
+        says which level is printed.
+        """
         return wald_summary("Unconstrained MLE (Newton-CG)", self, self.data, level,
                             {"log-likelihood": self.loglik, "ridge": self.ridge,
                              "max |margin|": self.max_abs_margin, "separated": self.separated}

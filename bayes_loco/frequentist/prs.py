@@ -150,13 +150,25 @@ class PRSResult(InRTVCoordinates, WaldFit):
                 lambda c: information(self.basis, self.estimation_data, c))
 
     def summary(self, level: float = 0.95) -> Summary:
-        """θ̂_rtv with ``level`` Wald intervals on its identified coordinates, the split, both fits' state."""
+        """θ̂_rtv with ``level`` Wald intervals on its identified coordinates, the split, both fits' state.
+
+        ``Newton steps`` are the reduced MLE's; without a split it starts at its
+        optimum, FGD's own estimate, and a note says why it took none. ``level``
+        defaults to 0.95; ``az.summary`` defaults to ``az.rcParams["stats.ci_prob"]``
+        (0.89 in ArviZ 1.x): the header's ``interval`` says which level is printed.
+        """
         sv = ", ".join(f"{v:.3g}" for v in self.low_rank.singular_values)
+        notes = ()
+        if self.diagnostics.n_iter == 0 and self.n_initial is None:
+            notes = ("The reduced MLE took no Newton step: without a split its start, FGD's Θ̂ in its own "
+                     "RTV coordinates, is already its optimum (the RTV subspace is the tangent space at Θ̂, "
+                     "where FGD's stationarity makes the reduced likelihood flat).",)
         return wald_summary("PRS: reduced MLE in RTV coordinates", self, self.estimation_data, level,
                             {"log-likelihood": -self.nll,
                              "N0": "no split" if self.n_initial is None else self.n_initial,
-                             "FGD converged": self.low_rank.diagnostics.converged, "singular values": sv}
-                            | tie_header(self, self.estimation_data))
+                             "FGD converged": self.low_rank.diagnostics.converged,
+                             "FGD iterations": self.low_rank.diagnostics.n_iter, "singular values": sv}
+                            | tie_header(self, self.estimation_data), notes, iterations="Newton steps")
 
     def __repr__(self) -> str:
         split = "no split" if self.n_initial is None else f"N0={self.n_initial}"
