@@ -674,3 +674,64 @@ def test_the_demo_note_says_what_the_demo_table_shows(tmp_path):
     covered = by["covered"].mean()["personalised"]
     assert covered["PRS"] == 0 and covered["MLE-Pessimistic"] == 0
     assert global_["PRS-exact-Wald-values"] < global_["PRS-exact-Wald"]  # guarding values keeps the best
+
+
+def _demo_rows():
+    """The demo's layout in two seeds: a set that covers θ* and two policies of it, one of which is sized for
+    values (``covered`` empty, as the runner leaves it), a Gram set, and a greedy policy with no set."""
+    rows = []
+    for rep, (distance, sub) in enumerate(((8.8, 0.075), (9.1, 0.063))):
+        wald = {"rep": rep, "cell": 0, "n": 3000, "imbalance": 3, "scope": "personalised", "k_eff": 78.0,
+                "level": 0.9, "truth_distance": distance, "suboptimality": sub}
+        rows += [wald | {"method": "PRS-exact-Wald", "covered": 1.0},
+                 wald | {"method": "PRS-exact-Wald-values", "covered": np.nan},
+                 wald | {"method": "PRS-relaxed-Wald", "covered": 1.0, "suboptimality": sub + 0.01},
+                 wald | {"method": "PRS", "covered": 0.0, "level": np.nan, "truth_distance": 20.0,
+                         "suboptimality": 0.14},
+                 wald | {"method": "MLE-Greedy", "covered": np.nan, "level": np.nan, "truth_distance": np.nan,
+                         "k_eff": np.nan, "suboptimality": 0.31 + rep / 100}]
+    return pd.DataFrame(rows)
+
+
+def test_plot_calibration_draws_no_set_that_does_not_claim_theta_and_each_curve_once():
+    frame = _demo_rows()
+    assert set(calibration(frame).method) == {"PRS-exact-Wald", "PRS-relaxed-Wald"}
+    fig = plot_calibration(frame, panel="n")
+    (ax,) = fig.axes
+    # Its coverage is empty in every row: drawn, it would lie exactly on PRS-exact-Wald's curve.
+    assert not any("values" in line.get_label() for line in ax.get_lines())
+    assert legend_texts(ax) == ["±1.96 s.e. (2 seeds)", "PRS-exact-Wald = PRS-relaxed-Wald"]
+    curves = [line for line in ax.get_lines() if line.get_label().startswith("PRS")]
+    assert len(curves) == 1
+    # Off the curves: the legend starts right of the panel.
+    legend = ax.get_legend()
+    assert legend.get_window_extent().x0 >= ax.get_window_extent().x1
+    plt.close(fig)
+
+
+def test_plot_results_draws_each_method_once_skips_empty_ones_and_starts_at_zero():
+    frame = _demo_rows()
+    fig = plot_results(frame)  # one setting: the methods side by side
+    (ax,) = fig.axes
+    labels = [t.get_text() for t in ax.get_xticklabels()]
+    assert labels == ["PRS-exact-Wald\n= PRS-exact-Wald-values", "PRS-relaxed-Wald", "PRS", "MLE-Greedy"]
+    assert len(ax.containers) == 4 and ax.get_ylim()[0] == 0.0
+    plt.close(fig)
+    empty = frame.assign(covered=np.where(frame["method"] == "PRS", np.nan, frame["covered"]))
+    covered = plot_results(empty, y="covered", x="rep")  # a curve per method, across seeds
+    assert legend_texts(covered.axes[0]) == ["PRS-exact-Wald = PRS-relaxed-Wald"]  # no empty curve
+    plt.close(covered)
+    with pytest.raises(ValueError, match="missing in every row"):
+        plot_results(frame.assign(covered=np.nan), y="covered")
+
+
+def test_plot_results_can_give_each_panel_its_own_value_axis():
+    frame = pd.DataFrame([{"scope": "personalised", "n": n, "noise": q, "method": m,
+                           "suboptimality": s * (1 + 99 * q)}
+                          for n in (1000, 3000) for q in (0, 1) for m, s in (("PRS", 0.01), ("W", 0.02))])
+    shared = plot_results(frame, panel="noise")
+    assert shared.axes[0].get_ylim() == shared.axes[1].get_ylim()
+    own = plot_results(frame, panel="noise", sharey=False)
+    low, high = own.axes[0].get_ylim()
+    assert low == 0.0 and 0.02 <= high < 0.05 and own.axes[1].get_ylim()[1] > 2
+    plt.close("all")

@@ -7,6 +7,9 @@
   nominal level (:data:`LEVELS`), from the W-distances the runner records;
   :func:`plot_calibration` draws it.
 
+Neither figure draws a method whose plotted values are all missing, and methods whose values agree
+row for row (two policies of one set, say) are drawn once, under all their names joined by " = ".
+
 The geometry of sets, spectra and policies is :mod:`bayes_loco.plots`. As there, nothing here
 selects a backend or changes rcParams; the figures are returned open, and ``out=`` saves
 ``<out>.png`` and ``<out>.pdf``.
@@ -43,15 +46,49 @@ def _format_value(value) -> str:
     return f"{value:g}" if isinstance(value, float | int | np.floating | np.integer) else f"{value}"
 
 
+def _groups(frame: pd.DataFrame, value: str | list[str], keys: list[str]) -> list[tuple[str, str]]:
+    """(method whose rows to draw, its label) per curve, in the order the methods first appear.
+
+    A method whose ``value`` is missing in every row is left out. Methods whose ``value`` agrees
+    on every key (NaN where the other has NaN) are one curve, labelled with all their names: drawn
+    separately, the later would hide the earlier exactly.
+    """
+    columns = [value] if isinstance(value, str) else list(value)
+    drawn: list[tuple[str, list[str], pd.DataFrame]] = []
+    for method, rows in frame.groupby("method", sort=False):
+        if rows[columns].isna().all(axis=None):
+            continue
+        values = rows[[*keys, *columns]].sort_values([*keys, *columns], ignore_index=True)
+        same = next((names for _, names, first in drawn if values.equals(first)), None)
+        if same is None:
+            drawn.append((method, [method], values))
+        else:
+            same.append(method)
+    return [(method, " = ".join(names)) for method, names, _ in drawn]
+
+
+def _from_zero(ax) -> None:
+    """Start the value axis at 0 when nothing drawn lies below it: sub-optimality and seconds have a
+    natural zero, and an axis cut above it overstates the ratios between the methods."""
+    low, high = ax.get_ylim()
+    if low > 0:
+        ax.set_ylim(0, high)
+
+
 def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "imbalance",
                  y: str = "suboptimality", scope: str = "personalised", title: str = "",
-                 out: str | Path | None = None) -> Figure:
+                 sharey: bool = True, out: str | Path | None = None) -> Figure:
     """Mean ± s.e. of ``y`` against ``x`` per method, one panel per value of ``panel``.
 
     Works on a study's results (``run_study``, its CSVs) and on the table of
     :func:`bayes_loco.experiments.compare_policies`: when ``x`` is not a column, or takes
     one value, the methods are compared side by side on a categorical axis; a ``panel``
     that is not a column gives one panel.
+
+    A method whose ``y`` is missing in every row is not drawn. Methods whose ``y`` agrees task
+    for task (the personalised rows of two policies of one set, say) are drawn once, labelled
+    ``"A = B"``. The value axis reaches down to 0 when every value is positive, and the legend
+    sits to the right of the last panel, off the data.
 
     Parameters
     ----------
@@ -67,6 +104,9 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
         Keep the rows of this ``scope`` (when the column exists).
     title : str
         The figure's title.
+    sharey : bool
+        One value axis for all panels; ``False`` scales each panel to its own values, for
+        panels whose values differ by much.
     out : path, optional
         Save ``<out>.png`` and ``<out>.pdf``.
 
@@ -77,7 +117,7 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
     Raises
     ------
     ValueError
-        ``y`` is not a column, or no row has ``scope``.
+        ``y`` is not a column, no row has ``scope``, or ``y`` is missing in every row of it.
     """
     if y not in results:
         raise ValueError(f"y={y!r} is not a column of results (columns: "
@@ -90,26 +130,35 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
     # the methods side by side instead.
     has_x = x in data
     categorical = not has_x or data[x].nunique() <= 1
-    n_methods = data["method"].nunique()
-    width = max(4.2, 0.42 * n_methods + 1.6) if categorical else 4.2
-    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels), 3.6 + 0.9 * categorical),
-                             sharey=True, squeeze=False)
+    # Over the whole figure, so that one legend serves every panel.
+    keys = list(dict.fromkeys(c for c in ("study", "cell", "rep", x, panel) if c is not None and c in data))
+    curves = _groups(data, y, keys)
+    if not curves:
+        raise ValueError(f"y={y!r} is missing in every row of scope={scope!r}")
+    width = max(4.2, 0.42 * len(curves) + 1.6) if categorical else 4.2
+    # Room on the right for the legend, which sits off the data.
+    fig, axes = plt.subplots(1, len(panels), figsize=(width * len(panels) + 2.0 * (not categorical),
+                                                      3.6 + 0.9 * categorical), sharey=sharey, squeeze=False)
     for ax, value in zip(axes[0], panels, strict=True):
         part = data if value is None else data[data[panel] == value]
-        for i, (method, rows) in enumerate(part.groupby("method", sort=False)):
+        for i, (method, label) in enumerate(curves):
+            rows = part[part["method"] == method]
             if categorical:
                 values = rows[y].astype(float)
                 count = values.count()
                 mean, se = values.mean(), values.std() / np.sqrt(count) if count > 1 else 0.0
                 ax.errorbar([i], [mean], yerr=[0.0 if np.isnan(se) else se], marker="o", ms=5, capsize=3,
-                            label=method)
+                            color=f"C{i}", label=label)
                 continue
             moments = rows.groupby(x)[y].agg(["mean", "std", "count"])
             se = moments["std"].fillna(0) / np.sqrt(moments["count"])
-            ax.errorbar(moments.index, moments["mean"], yerr=se, marker="o", ms=5, capsize=3, label=method)
+            # A colour per method across panels, also where a panel lacks some method.
+            ax.errorbar(moments.index, moments["mean"], yerr=se, marker="o", ms=5, capsize=3, color=f"C{i}",
+                        label=label)
         if categorical:
-            names = list(part.groupby("method", sort=False).groups)
-            ax.set_xticks(range(len(names)), names, rotation=35, ha="right", fontsize=8)
+            # Methods drawn as one point on a line each, so that the slanted labels stay short.
+            ax.set_xticks(range(len(curves)), [label.replace(" = ", "\n= ") for _, label in curves],
+                          rotation=35, ha="right", fontsize=8)
             ax.set_xlabel(f"method ({x} = {_format_value(data[x].iloc[0])})" if has_x else "method")
         else:
             ax.set_xlabel(x)
@@ -118,9 +167,10 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
                 ax.set_xscale("log")
         ax.set_title("" if value is None else f"{panel} = {_format_value(value)}")
         ax.grid(alpha=0.3)
+        _from_zero(ax)
     axes[0][0].set_ylabel(f"{y} ({scope})")
     if not categorical:  # the tick labels name the methods already
-        axes[0][-1].legend(fontsize=8)
+        axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return _finish(fig, title, len(panels), out)
 
 
@@ -135,7 +185,9 @@ def calibration(results: pd.DataFrame, levels=LEVELS, *,
     iff its W-distance² ≤ χ²_{k_eff}(α), so one run at any level gives the whole
     curve from the ``truth_distance`` and ``k_eff`` columns. Rows with no distance
     (greedy, hull, quantile sets; the paper's Gram set, whose radius is not a level)
-    are left out.
+    are left out, and so are rows whose ``covered`` is missing where that column
+    exists: the runner leaves it empty for a set that does not claim to cover θ* (one
+    sized for the policy's values, whose radius is not χ²_{k_eff}(α), or a CVaR set).
 
     Parameters
     ----------
@@ -160,6 +212,8 @@ def calibration(results: pd.DataFrame, levels=LEVELS, *,
     if levels.ndim != 1 or levels.size == 0 or not ((levels > 0) & (levels < 1)).all():
         raise ValueError("levels must be a non-empty 1-d sequence in (0, 1)")
     rows = results[results["truth_distance"].notna() & results["k_eff"].notna() & results["level"].notna()]
+    if "covered" in rows:
+        rows = rows[rows["covered"].notna()]
     # One row per fitted set: the personalised and global rows of a task share it.
     keys = [c for c in ("study", "cell", "rep", *by) if c in rows]
     rows = rows.drop_duplicates(keys)
@@ -182,7 +236,10 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
 
     The grey band is the 95% binomial band around the diagonal for the number of
     seeds: a curve inside it is calibrated as far as the seeds can tell. The curves
-    come from :func:`calibration`.
+    come from :func:`calibration`, so a method whose set does not claim θ* is not drawn.
+    Methods with the same curve in every panel (the exact and the relaxed policy of one
+    Wald set, say) are drawn once, labelled ``"A = B"``. The legend sits to the right of
+    the last panel, off the curves.
 
     Parameters
     ----------
@@ -201,7 +258,8 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
     by = ("method",) if panel is None or panel not in results else ("method", panel)
     table = calibration(results, by=by)
     panels = [None] if len(by) == 1 else sorted(table[panel].unique())
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels) + 2.2, 4.0), squeeze=False)
+    curves = _groups(table, ["coverage", "seeds"], ["level", *by[1:]])
     for ax, value in zip(axes[0], panels, strict=True):
         part = table if value is None else table[table[panel] == value]
         seeds = int(part["seeds"].min())
@@ -209,13 +267,14 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
         half = 1.96 * np.sqrt(level * (1 - level) / seeds)
         ax.fill_between(level, level - half, level + half, color="0.85", label=f"±1.96 s.e. ({seeds} seeds)")
         ax.plot([0, 1], [0, 1], color="0.5", lw=0.8)
-        for method, rows in part.groupby("method", sort=False):
-            ax.plot(rows["level"], rows["coverage"], lw=1.8, label=method)
+        for i, (method, label) in enumerate(curves):
+            rows = part[part["method"] == method]
+            ax.plot(rows["level"], rows["coverage"], lw=1.8, color=f"C{i}", label=label)
         ax.set_xlabel("nominal level")
         ax.set_title("" if value is None else f"{panel} = {value}")
         ax.set_xlim(0, 1)
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("coverage of θ*_rtv")
-    axes[0][-1].legend(fontsize=8, loc="best")
+    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return _finish(fig, title, len(panels), out)
