@@ -61,6 +61,9 @@ __all__ = ["plot_policies", "plot_reliability", "plot_reward_intervals", "plot_s
 # plots do not import the studies (and PyMC through their methods).
 _MOVED = ("LEVELS", "calibration", "plot_calibration", "plot_results")
 
+# Posterior draws, passed as ``draws`` or held by a hull, in plot_sets: grey, so that colours mark sets.
+_DRAWS_COLOUR = "0.55"
+
 
 def __getattr__(name: str):
     if name in _MOVED:
@@ -160,7 +163,8 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     cylinder. Then what is bounded is drawn and the legend says so: a strip between two
     dashed lines when one direction of the plane is unbounded, only the centre when
     both are. A hull of draws (:class:`~bayes_loco.DrawsSet`) is drawn as the convex
-    hull of its projected draws, its draws faintly.
+    hull of its projected draws in the set's colour, its draws faintly in grey, like
+    ``draws``: the colour marks the set, grey marks draws.
 
     Parameters
     ----------
@@ -213,12 +217,12 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     ax = _new_axes(ax, (6.0, 5.0))
     if draws is not None:
         projected = draws @ p
-        ax.scatter(projected[:, 0], projected[:, 1], s=4, color="0.55", alpha=0.25, linewidths=0,
+        ax.scatter(projected[:, 0], projected[:, 1], s=4, color=_DRAWS_COLOUR, alpha=0.25, linewidths=0,
                    rasterized=True, label=f"draws ({draws.shape[0]})", gid="draws")
     for i, (name, s) in enumerate(named):
         colour = f"C{i}"
         if isinstance(s, DrawsSet):
-            _draw_hull(ax, s.draws @ p, name, colour)
+            _draw_hull(ax, s.draws @ p, name, colour, label_draws=draws is None)
             continue
         shape = project_ellipsoid(s, p)
         centre = shape[1] if shape[0] != "ellipse" else p.T @ s.center
@@ -245,12 +249,16 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     return ax
 
 
-def _draw_hull(ax: Axes, points: np.ndarray, name: str, colour: str) -> None:
-    """The convex hull of 2-d points as a closed line, the points faintly."""
+def _draw_hull(ax: Axes, points: np.ndarray, name: str, colour: str, *, label_draws: bool) -> None:
+    """The convex hull of 2-d points as a closed line in ``colour``, the points faintly in grey.
+
+    ``label_draws``: give the points a legend entry (when no ``draws`` were passed, whose entry
+    already says what grey points are).
+    """
     from scipy.spatial import ConvexHull, QhullError
 
-    ax.scatter(points[:, 0], points[:, 1], s=5, color=colour, alpha=0.3, linewidths=0, rasterized=True,
-               label=f"_{name} draws", gid="hull draws")
+    ax.scatter(points[:, 0], points[:, 1], s=5, color=_DRAWS_COLOUR, alpha=0.3, linewidths=0, rasterized=True,
+               label=f"{'' if label_draws else '_'}draws of {name} ({len(points)})", gid="hull draws")
     try:
         hull = ConvexHull(points)
         ring = points[np.append(hull.vertices, hull.vertices[0])]

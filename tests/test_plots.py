@@ -139,6 +139,26 @@ def test_plot_sets_draws_hulls_of_draws_and_the_draws():
     assert legend_texts(ax) == ["draws (60)", "hull", "ellipse"]
 
 
+def test_plot_sets_draws_the_draws_grey_and_the_hull_in_its_colour():
+    draws = np.random.default_rng(5).standard_normal((50, 6))
+    sets = {"ellipse": ellipsoid(np.eye(6)), "hull": DrawsSet(draws[:30], COORDS, level=0.9)}
+    for given in (draws, None):
+        ax = new_axes()
+        plots.plot_sets(sets, directions=(0, 1), draws=given, ax=ax)
+        (ring,) = lines(ax, "hull")
+        hull_rgb = matplotlib.colors.to_rgb(ring.get_color())
+        assert hull_rgb == matplotlib.colors.to_rgb("C1")  # the second set's colour
+        scatters = [c for c in ax.collections if c.get_gid() in ("draws", "hull draws")]
+        assert len(scatters) == (2 if given is not None else 1)
+        for scatter in scatters:
+            (rgba,) = np.unique(scatter.get_facecolor()[:, :3], axis=0)
+            assert rgba[0] == rgba[1] == rgba[2], f"{scatter.get_gid()} are not grey: {rgba}"
+            assert not np.allclose(rgba, hull_rgb), f"{scatter.get_gid()} take the hull's colour"
+        # The legend's grey entry names the draws once: the passed draws, or else the hull's own.
+        grey = [t for t in legend_texts(ax) if t.startswith("draws")]
+        assert grey == (["draws (50)"] if given is not None else ["draws of hull (30)"])
+
+
 def test_plot_sets_says_where_an_ellipsoid_is_unbounded():
     w = np.diag([4.0, 0.0, 1.0, 1.0, 1.0, 0.0])  # coordinates 1 and 5 are not identified
     s = ellipsoid(w, radius=2.0)
