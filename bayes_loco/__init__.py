@@ -33,10 +33,12 @@ from .exceptions import (
     SeparationWarning,
 )
 from .frequentist import (
+    BradleyTerryFit,
     LowRankResult,
     MLEResult,
     PRSResult,
     RankSelection,
+    fit_bradley_terry,
     fit_low_rank,
     fit_mle,
     fit_prs,
@@ -75,6 +77,7 @@ def __getattr__(name: str):
 __all__ = [
     "BayesLocoWarning",
     "BestActions",
+    "BradleyTerryFit",
     "Certificate",
     "ConvergenceWarning",
     "ConvexSet",
@@ -115,6 +118,7 @@ __all__ = [
     "calibration_curve",
     "cross_validate",
     "datasets",
+    "fit_bradley_terry",
     "fit_low_rank",
     "fit_mle",
     "fit_prs",

@@ -56,25 +56,10 @@ def with_users(problem, n: int, n_users: int, seed: int) -> tuple[bl.PreferenceD
 def fit_fn(method: str):
     """A function of the training data returning that method's fit."""
     if method == "BT":
-        return lambda train: _Plain(bl.fit_mle(plain(train)))
+        return bl.fit_bradley_terry
     if method == "MLE":
         return bl.fit_mle
     return lambda train: bl.fit_prs(train, bl.select_rank(train).rank)
-
-
-def plain(data: bl.PreferenceData) -> bl.PreferenceData:
-    """The same comparisons read with one context (x = 1): plain Bradley–Terry's view of them."""
-    return bl.PreferenceData(np.ones((data.n, 1)), data.differences, data.labels, weights=data.weights)
-
-
-class _Plain:
-    """A one-context fit that predicts any data by reading its comparisons with x = 1."""
-
-    def __init__(self, fit):
-        self.fit = fit
-
-    def predict_proba(self, data):
-        return self.fit.predict_proba(plain(data))
 
 
 def problems(users: int, n: int, seed: int, workdir: Path):
