@@ -46,7 +46,15 @@ well-formed, not that its sender computed it honestly.
 File layout
 -----------
 The file is netCDF-4 (HDF5), written and read by xarray through h5netcdf. Its
-root carries three attributes:
+arrays of at least :data:`COMPRESS_MIN_BYTES` are compressed (HDF5's built-in
+deflate, i.e. zlib, level :data:`COMPRESSION_LEVEL`, after its byte shuffle),
+which is lossless: a loaded array is the saved one bit for bit. ``compress=False``
+writes them plain; a compressed file that :func:`load`'s memory bound would
+refuse (data that compress more than 64-fold, such as a large one-hot design) is
+written plain instead. ``predictive=False`` leaves a posterior's predictive groups
+(``posterior_predictive`` and ``preference_probability``, N × draws numbers each)
+out of the file; the loaded posterior lacks them and its tree's attribute
+``predictive_groups`` says so. Its root carries three attributes:
 
 ``bayes_loco_format``
     :data:`FORMAT_VERSION` (2). Files of format 1 (bayes_loco before the type
@@ -97,7 +105,7 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from ._h5safety import Refusal, safe_dtype
+from ._h5safety import Refusal, safe_dtype, scan
 from ._ioformat import (
     _ATTRS,
     _DTYPE,
@@ -124,15 +132,25 @@ from ._ioformat import (
 )
 from ._version import __version__
 
-__all__ = ["ENGINE", "FORMAT_VERSION", "POSTERIOR_GROUP", "SUPPORTED", "TYPES", "load", "save"]
+__all__ = ["COMPRESSION_LEVEL", "COMPRESS_MIN_BYTES", "ENGINE", "FORMAT_VERSION", "POSTERIOR_GROUP",
+           "PREDICTIVE_GROUPS", "SUPPORTED", "TYPES", "load", "save"]
 
 _INT64 = (-(2**63), 2**63)
+
+COMPRESSION_LEVEL = 4
+"""zlib level of :func:`save`: above it files shrink by under 1% more (a MAP posterior, N = 3,000), slower."""
+
+COMPRESS_MIN_BYTES = 4096
+"""Arrays smaller than this are written plain: a chunked, compressed array costs more than it saves."""
+
+PREDICTIVE_GROUPS = ("posterior_predictive", "preference_probability")
+"""The groups of a posterior's tree that ``save(..., predictive=False)`` leaves out."""
 
 
 # --------------------------------------------------------------------------------------------- API
 
 
-def save(result, path: str | os.PathLike) -> Path:
+def save(result, path: str | os.PathLike, *, compress: bool = True, predictive: bool = True) -> Path:
     """Write ``result`` to the netCDF-4 file ``path`` (the suffix ``.nc`` is customary, not required).
 
     Parameters
@@ -146,6 +164,16 @@ def save(result, path: str | os.PathLike) -> Path:
         The file to write; an existing file is replaced, and only once the new
         one is complete (a failed save leaves it as it was). If ``path`` is a
         symbolic link, the file it points to is written (and the link kept).
+    compress : bool
+        Compress the arrays (zlib; lossless, see the module docstring). False
+        writes them plain: a larger file, written and read a little faster.
+    predictive : bool
+        For a :class:`~bayes_loco.bayes.Posterior`: keep its predictive groups
+        (:data:`PREDICTIVE_GROUPS`, default). False leaves them out, the
+        largest part of a posterior of many comparisons (N × draws numbers
+        each): the loaded posterior has everything else, its tree's attribute
+        ``predictive_groups`` says they were left out, and
+        ``az.plot_ppc_*`` then needs a refit.
 
     Returns
     -------
@@ -159,8 +187,8 @@ def save(result, path: str | os.PathLike) -> Path:
         value this format cannot store (the message names the field); or
         ``path`` is not a str or path.
     ValueError
-        ``path`` is empty, or netCDF cannot hold the result (the message names
-        ``path``).
+        ``path`` is empty, netCDF cannot hold the result (the message names
+        ``path``), or ``predictive=False`` for a result that is not a posterior.
     OSError
         The file cannot be written: its directory does not exist
         (FileNotFoundError), ``path`` is a directory (IsADirectoryError), no
@@ -171,8 +199,15 @@ def save(result, path: str | os.PathLike) -> Path:
     if not (_is_posterior(result) or _is_result(result)):
         raise TypeError(f"bayes_loco.save cannot store a {_describe(result)} in {str(target)!r}: it saves "
                         f"the package's results: {SUPPORTED}")
+    for name, flag in (("compress", compress), ("predictive", predictive)):
+        if not isinstance(flag, bool | np.bool_):
+            raise TypeError(f"bayes_loco.save: {name} must be True or False, got {flag!r}")
+    if not predictive and not _is_posterior(result):
+        raise ValueError(f"bayes_loco.save: predictive=False leaves a posterior's predictive groups out; a "
+                         f"{_describe(result)} has none")
     try:
-        tree = _encode_posterior(result) if _is_posterior(result) else _encode_object(result, "/", {}, {})
+        tree = (_encode_posterior(result, bool(predictive)) if _is_posterior(result)
+                else _encode_object(result, "/", {}, {}))
     except TypeError as err:
         raise TypeError(f"{cannot}: {err}") from None
     tree.attrs = {**tree.attrs, _FORMAT: FORMAT_VERSION, _TYPE: tag_of(type(result), "the result"),
@@ -187,7 +222,7 @@ def save(result, path: str | os.PathLike) -> Path:
         raise PermissionError(f"{cannot}: no permission to write in {str(destination.parent)!r}")
     tmp = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
     try:
-        tree.to_netcdf(tmp, engine=ENGINE)
+        _write(tree, tmp, compress)
         os.replace(tmp, destination)
     except OSError as err:
         # The error names the hidden temporary file; the user knows only their path.
@@ -245,6 +280,41 @@ def load(path: str | os.PathLike):
     except READ_ERRORS as err:
         raise ValueError(f"{cannot}: the file is damaged or was not written by bayes_loco.save "
                          f"({type(err).__name__}: {err})") from err
+
+
+def _write(tree: xr.DataTree, path: Path, compress: bool) -> None:
+    """Write ``tree`` to ``path``, its large arrays compressed if ``compress`` and :func:`load` reads it so.
+
+    :func:`load` allocates at most 64 times a file's size (:mod:`bayes_loco._h5safety`):
+    data that compress more than that (a large one-hot design) would be refused, so
+    such a file is written again plain.
+    """
+    if compress:
+        tree.to_netcdf(path, engine=ENGINE, encoding=_compression(tree))
+        try:
+            scan(path)
+        except Refusal:
+            pass
+        else:
+            return
+    tree.to_netcdf(path, engine=ENGINE)
+
+
+def _compression(tree: xr.DataTree) -> dict:
+    """``to_netcdf``'s encoding: each group's variables of COMPRESS_MIN_BYTES or more, shuffled and deflated.
+
+    Every variable's own encoding (no ``_FillValue``) is kept: the argument replaces it.
+    """
+    encoding = {}
+    for node in tree.subtree:
+        variables = {}
+        for name, variable in node.to_dataset(inherit=False).variables.items():
+            if variable.ndim and variable.dtype.kind in "biufc" and variable.nbytes >= COMPRESS_MIN_BYTES:
+                variables[name] = {**variable.encoding, "compression": "gzip",
+                                   "compression_opts": COMPRESSION_LEVEL, "shuffle": True}
+        if variables:
+            encoding[node.path] = variables
+    return encoding
 
 
 def _user_path(path, caller: str) -> Path:
@@ -426,12 +496,22 @@ def _encode_object(obj, path: str, memo: dict, taken: dict, where: str | None = 
 # ---------------------------------------------------------------------------------- the posterior
 
 
-def _encode_posterior(post) -> xr.DataTree:
-    """``post.tree`` at the root and the posterior's other fields in the group ``bayes_loco``."""
+def _encode_posterior(post, predictive: bool = True) -> xr.DataTree:
+    """``post.tree`` at the root and the posterior's other fields in the group ``bayes_loco``.
+
+    ``predictive`` False leaves :data:`PREDICTIVE_GROUPS` out and says so in the root's attributes.
+    """
     tree = post.tree
     if POSTERIOR_GROUP in tree.children:
         raise TypeError(f"Posterior.tree has a group named {POSTERIOR_GROUP!r}, which bayes_loco.save "
                         "needs for the posterior's other fields; rename it")
+    left_out = [] if predictive else [name for name in PREDICTIVE_GROUPS if name in tree.children]
+    if left_out:
+        tree = tree.copy(deep=False)
+        for name in left_out:
+            del tree[name]
+        tree.attrs = {**tree.attrs, "predictive_groups": f"{' and '.join(left_out)} left out by "
+                      "bayes_loco.save(..., predictive=False)"}
     root = _encode_tree(tree, "Posterior.tree")
     memo = {id(post): "/"}
     taken = dict(tree.to_dataset().sizes)

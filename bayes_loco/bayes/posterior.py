@@ -10,10 +10,12 @@ Its tie model, ν and pointwise log-likelihood come from
 
 from __future__ import annotations
 
+import os
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
+from pathlib import Path
 
 import arviz as az
 import numpy as np
@@ -26,6 +28,7 @@ from ..coordinates import RTVBasis, check_coordinates
 from ..data import PreferenceData
 from ..design import information
 from ..frequentist.fgd import LowRankResult
+from ..io import save as save_result
 from ..model import fisher_weights, margins
 from ..predict import Predictive
 from ..results import (
@@ -381,6 +384,17 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         notes += unidentified_note(left_out, self.k, reached)
         notes += contrast_note(names)
         return Summary(title, header, table, tuple(notes))
+
+    def save(self, path: str | os.PathLike, *, compress: bool = True, predictive: bool = True) -> Path:
+        """Write this posterior to the netCDF-4 file ``path``; :func:`bayes_loco.load` reads it back.
+
+        :func:`bayes_loco.save` of it: ``compress`` (default) deflates its arrays,
+        losslessly; ``predictive=False`` leaves out ``posterior_predictive`` and
+        ``preference_probability``, N × draws numbers each, the largest part of a
+        posterior of many comparisons (a MAP posterior at N = 3,000: 35.4 MB plain,
+        20.0 MB compressed, 9.3 MB compressed without them). Returns ``path``.
+        """
+        return save_result(self, path, compress=compress, predictive=predictive)
 
     @property
     def advice(self) -> dict:
