@@ -731,6 +731,8 @@ def test_plot_results_can_give_each_panel_its_own_value_axis():
                           for n in (1000, 3000) for q in (0, 1) for m, s in (("PRS", 0.01), ("W", 0.02))])
     shared = plot_results(frame, panel="noise")
     assert shared.axes[0].get_ylim() == shared.axes[1].get_ylim()
+    low, high = shared.axes[1].get_ylim()
+    assert low == 0.0 and high >= frame["suboptimality"].max()  # no panel's curve cut off
     own = plot_results(frame, panel="noise", sharey=False)
     low, high = own.axes[0].get_ylim()
     assert low == 0.0 and 0.02 <= high < 0.05 and own.axes[1].get_ylim()[1] > 2

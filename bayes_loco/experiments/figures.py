@@ -67,12 +67,13 @@ def _groups(frame: pd.DataFrame, value: str | list[str], keys: list[str]) -> lis
     return [(method, " = ".join(names)) for method, names, _ in drawn]
 
 
-def _from_zero(ax) -> None:
-    """Start the value axis at 0 when nothing drawn lies below it: sub-optimality and seconds have a
-    natural zero, and an axis cut above it overstates the ratios between the methods."""
-    low, high = ax.get_ylim()
-    if low > 0:
-        ax.set_ylim(0, high)
+def _from_zero(axes) -> None:
+    """Start the value axes at 0 when nothing drawn lies below it: sub-optimality and seconds have a
+    natural zero, an axis cut above it overstates the ratios between the methods, and one reaching
+    below it shows values that cannot occur."""
+    if min(ax.dataLim.y0 for ax in axes) >= 0:
+        for ax in axes:
+            ax.set_ylim(0, ax.get_ylim()[1])
 
 
 def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "imbalance",
@@ -167,7 +168,7 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
                 ax.set_xscale("log")
         ax.set_title("" if value is None else f"{panel} = {_format_value(value)}")
         ax.grid(alpha=0.3)
-        _from_zero(ax)
+    _from_zero(axes[0])  # once every panel is drawn: a shared axis fixed earlier would clip the later panels
     axes[0][0].set_ylabel(f"{y} ({scope})")
     if not categorical:  # the tick labels name the methods already
         axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
