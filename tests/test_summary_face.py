@@ -167,3 +167,30 @@ def test_posterior_summary_at_arviz_default_level_is_arviz_summary(small):
     np.testing.assert_allclose(table["lower"], theirs[lower[0]].to_numpy(float), atol=0.01)
     np.testing.assert_allclose(table["upper"], theirs[upper[0]].to_numpy(float), atol=0.01)
     assert "iterations" in summary.header and summary.header["iterations"] >= 1
+
+
+def test_compare_policies_shows_its_key_columns_and_keeps_every_column(small):
+    from bayes_loco.experiments import COLUMNS, compare_policies
+    from bayes_loco.experiments.methods import SHOWN_COLUMNS, PolicyTable
+
+    problem = simulate.paper_problem(d_s=4, d_a=4, d_x=4, rank=1, seed=0)
+    data, prs = small
+    methods = ["PRS", "PRS-exact-Wald", "LowRank-Greedy"]
+    table = compare_policies(data, problem.population(30, seed=2), rank=1, truth=problem, methods=methods,
+                             fits={"prs": prs})
+    assert isinstance(table, PolicyTable) and isinstance(table, pd.DataFrame)
+    assert sorted(table.columns) == sorted(COLUMNS) and list(table.columns[:5]) == list(SHOWN_COLUMNS)
+    with pd.option_context("display.width", 80, "display.max_columns", 20):
+        text = repr(table)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert lines[0].split() == list(SHOWN_COLUMNS) and "..." not in text
+    for method, value in zip(table["method"], table["suboptimality"], strict=True):
+        assert f"{value:.6f}" in text and method in text
+    assert "17 more columns" in text and "chart_rank" in text
+    html = table._repr_html_()
+    assert "suboptimality" in html and "<td>radius" not in html and "17 more columns" in html
+    # nothing is lost: every column, printed in full by to_string, and derived frames are plain
+    assert "chart_rank" in table.to_string().splitlines()[0]
+    assert type(table.set_index("method")) is pd.DataFrame
+    assert np.isfinite(table.set_index("method").loc["PRS-exact-Wald", "radius"])

@@ -16,6 +16,8 @@ method that names it.
 from __future__ import annotations
 
 import dataclasses
+import html
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -103,6 +105,45 @@ COLUMNS = ["method", "fit", "set_kind", "level", "objective", "scope", "suboptim
            "relative_gap", "covered", "value_covered", "truth_distance", "radius", "k_eff", "c_star",
            "theta_error", "fit_seconds", "policy_seconds", "selected_rank", "max_rhat", "divergences",
            "chart_rank"]
+
+
+# compare_policies' table: what a reader compares first (the policy's sub-optimality and pessimistic
+# value, whether the set covered θ* and the value), then the rest of COLUMNS in their order.
+SHOWN_COLUMNS = ("method", "suboptimality", "pessimistic_value", "covered", "value_covered")
+COMPARE_COLUMNS = [*SHOWN_COLUMNS, *(c for c in COLUMNS if c not in SHOWN_COLUMNS)]
+
+
+class PolicyTable(pd.DataFrame):
+    """:func:`compare_policies`' table: a pandas DataFrame that displays its key columns.
+
+    Every column is there (``table.columns``, ``table["radius"]``,
+    ``table.to_string()``, ``table.to_csv()``, ``pd.DataFrame(table)``); printed,
+    or rendered in a notebook, it shows :data:`SHOWN_COLUMNS` and names the
+    others, so that its 22 columns neither wrap nor hide sub-optimality. What is
+    derived from it (a selection, ``set_index``, …) is a plain DataFrame.
+    """
+
+    @property
+    def _constructor(self):
+        return pd.DataFrame
+
+    def _shown(self) -> pd.DataFrame:
+        return pd.DataFrame(self)[[c for c in SHOWN_COLUMNS if c in self.columns]]
+
+    def _others(self) -> str:
+        others = [c for c in self.columns if c not in SHOWN_COLUMNS]
+        return (f"{len(others)} more columns (table[name], table.to_string()): {', '.join(others)}"
+                if others else "")
+
+    def __repr__(self) -> str:
+        others = self._others()
+        # Wrapped to pandas' own width, as the table above it is.
+        width = pd.get_option("display.width") or 80
+        return repr(self._shown()) + (f"\n{textwrap.fill(f'[{others}]', width)}" if others else "")
+
+    def _repr_html_(self) -> str:
+        others = self._others()
+        return self._shown()._repr_html_() + (f"<p>{html.escape(others)}</p>" if others else "")
 
 
 # ------------------------------------------------------------------------------------------ fits
@@ -483,12 +524,14 @@ def compare_policies(data: PreferenceData, population: Population, *, rank: int,
 
     Returns
     -------
-    pandas.DataFrame
-        The :data:`COLUMNS`: ``method, fit, set_kind, level, objective, scope,
-        suboptimality, pessimistic_value, relative_gap, covered,
-        value_covered, truth_distance, radius, k_eff, c_star, theta_error,
+    PolicyTable
+        A pandas DataFrame with the :data:`COLUMNS`, key columns first
+        (:data:`COMPARE_COLUMNS`): ``method, suboptimality, pessimistic_value,
+        covered, value_covered, fit, set_kind, level, objective, scope,
+        relative_gap, truth_distance, radius, k_eff, c_star, theta_error,
         fit_seconds, policy_seconds, selected_rank, max_rhat, divergences,
-        chart_rank``.
+        chart_rank``. Printed, it shows the first five and names the others
+        (:class:`PolicyTable`); ``table.to_string()`` prints them all.
 
     Raises
     ------
@@ -503,4 +546,4 @@ def compare_policies(data: PreferenceData, population: Population, *, rank: int,
     c2 = check_real(c2, "c2", 0.0)
     rows = run_methods(truth, data, {scope: population}, methods, rank=rank, c2=c2, level=level, ridge=ridge,
                        seed=seed, posterior=posterior, fits=fits)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return PolicyTable(rows, columns=COMPARE_COLUMNS)
