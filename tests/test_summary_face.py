@@ -194,3 +194,12 @@ def test_compare_policies_shows_its_key_columns_and_keeps_every_column(small):
     assert "chart_rank" in table.to_string().splitlines()[0]
     assert type(table.set_index("method")) is pd.DataFrame
     assert np.isfinite(table.set_index("method").loc["PRS-exact-Wald", "radius"])
+
+
+def test_a_sampler_summary_gives_its_draws_not_iterations(bayes_nuts):
+    header = bayes_nuts.summary().header
+    # a sampler's n_iter is its draws per chain, which the header gives as such
+    assert "iterations" not in header and header["draws"] == bayes_nuts.diagnostics.n_iter
+    assert header["interval"] == "95% equal-tailed"
+    rows = printed_rows(bayes_nuts.summary())
+    assert all(re.fullmatch(r"\d+", cell) for row in rows for cell in row[-3:-1])  # ESS as whole numbers
