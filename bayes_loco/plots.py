@@ -164,7 +164,8 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     dashed lines when one direction of the plane is unbounded, only the centre when
     both are. A hull of draws (:class:`~bayes_loco.DrawsSet`) is drawn as the convex
     hull of its projected draws in the set's colour, its draws faintly in grey, like
-    ``draws``: the colour marks the set, grey marks draws.
+    ``draws``: the colour marks the set, grey marks draws. The legend sits to the right of
+    the axes, off the drawing (a figure with ``layout="constrained"`` makes room for it).
 
     Parameters
     ----------
@@ -214,7 +215,7 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
         if draws.ndim != 2 or draws.shape[1] != k:
             raise ValueError(f"draws must have shape (J, {k}) to match the sets' coordinates, "
                              f"got {draws.shape}")
-    ax = _new_axes(ax, (6.0, 5.0))
+    ax = _new_axes(ax, (7.5, 5.0))  # wider than tall: the legend takes the right
     if draws is not None:
         projected = draws @ p
         ax.scatter(projected[:, 0], projected[:, 1], s=4, color=_DRAWS_COLOUR, alpha=0.25, linewidths=0,
@@ -245,7 +246,8 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     ax.set_xlabel(names[0])
     ax.set_ylabel(names[1])
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="best", framealpha=0.85)
+    # Outside the axes, on the right: the sets fill the plane, so no corner of it is free of them.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax
 
 

@@ -159,6 +159,16 @@ def test_plot_sets_draws_the_draws_grey_and_the_hull_in_its_colour():
         assert grey == (["draws (50)"] if given is not None else ["draws of hull (30)"])
 
 
+def test_plot_sets_puts_its_legend_off_the_axes():
+    fig = Figure(layout="constrained")
+    ax = fig.add_subplot()
+    plots.plot_sets({"unit": ellipsoid(np.eye(6))}, directions=(0, 1), truth=np.zeros((2, 3)), ax=ax)
+    fig.draw_without_rendering()  # the layout, and so the legend's place, is settled only once drawn
+    legend, frame = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert legend.x0 >= frame.x1, "the legend overlaps the drawing"
+    assert fig.bbox.contains(legend.x1 - 1, legend.y0 + 1), "the legend is cut off the figure"
+
+
 def test_plot_sets_says_where_an_ellipsoid_is_unbounded():
     w = np.diag([4.0, 0.0, 1.0, 1.0, 1.0, 0.0])  # coordinates 1 and 5 are not identified
     s = ellipsoid(w, radius=2.0)
