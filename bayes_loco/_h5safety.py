@@ -10,10 +10,12 @@ and refuses all of that before xarray opens the file; :func:`safe_dtype` and
 shapes a file names in its attributes.
 
 The bound is :func:`budget`: :data:`EXPANSION` times the file's size plus
-:data:`SLACK`. A file of :func:`bayes_loco.save` is not compressed, so its data
-take at most about five times its size in memory (a netCDF dimension without
-coordinates is a placeholder of 4 bytes per entry); the factor leaves room for a
-file recompressed with ``nccopy -d``. The lengths of variable-length strings,
+:data:`SLACK`. :func:`bayes_loco.save` compresses its larger arrays (zlib), and
+writes a file plain where its compressed arrays would expand past this bound, so
+every file it writes loads; uncompressed, data take at most about five times the
+file's size in memory (a netCDF dimension without coordinates is a placeholder
+of 4 bytes per entry), and the factor leaves room for compression such as
+``nccopy -d`` gives. The lengths of variable-length strings,
 whose bytes sit in the file's heap and may be shared by many entries, count
 too: the scan reads them a few at a time and adds them up.
 """
