@@ -8,8 +8,8 @@ cell fails its notebook's test with the cell's source and the error. The noteboo
 
 The kernel gets one BLAS thread: on a shared two-core machine OpenBLAS's spinning threads
 made the notebooks ten times slower whenever another process was busy. The six together
-take about 90 s on an idle two-core machine (``pytest tests/test_notebooks.py
---durations=0`` shows each).
+took 383 s in the default run on two cores (notebooks/README.md has each; ``pytest
+tests/test_notebooks.py --durations=0`` shows them).
 """
 
 from __future__ import annotations
