@@ -266,6 +266,26 @@ def design_operator(basis: RTVBasis, data: PreferenceData) -> LinearOperator:
     return LinearOperator((data.n, basis.dim), matvec=matvec, rmatvec=rmatvec, dtype=float)
 
 
+# Σ_t z_ti² below this fraction of the largest is round-off of a rotation (an RTV direction orthogonal
+# to every Δφ_t comes out at 1e-17, squared 1e-34), not a comparison reaching coordinate i.
+REACH_RTOL = 1e-20
+
+
+def reached_coordinates(coordinates: Coordinates, data: PreferenceData) -> np.ndarray:
+    """Whether some comparison reaches each coordinate (bool, (k,)): Σ_t z_ti² > 0, z_t its design row.
+
+    The diagonal of :func:`information` without its k × k: summed a block of rows
+    (:data:`DESIGN_BLOCK_BYTES`) at a time, so the N × k design is never formed whole.
+    """
+    check_coordinates(coordinates, data.d_x, data.d_phi, "coordinates")
+    total = np.zeros(coordinates.dim)
+    rows = max(1, DESIGN_BLOCK_BYTES // (8 * coordinates.dim))
+    for lo in range(0, data.n, rows):
+        z = coordinates.transform(data.contexts[lo:lo + rows], data.differences[lo:lo + rows])
+        total += np.einsum("ti,ti->i", z, z)
+    return total > REACH_RTOL * total.max() if total.max() > 0 else np.zeros(coordinates.dim, dtype=bool)
+
+
 def identified_directions(coordinates: Coordinates, data: PreferenceData, *,
                           rtol: float = RANGE_RTOL) -> np.ndarray:
     """Orthonormal basis P (k × k_eff) of range(Σ_t z_t z_tᵀ), z_t the comparisons' coordinates.

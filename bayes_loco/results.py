@@ -41,6 +41,7 @@ from ._validation import (
 )
 from .coordinates import Coordinates, RTVBasis
 from .data import PreferenceData
+from .design import reached_coordinates
 from .model import TIE_MODELS, Likelihood, score_matrix, wald_precision
 from .predict import Predictive
 from .sets import EllipsoidSet, UncertaintySet
@@ -444,25 +445,8 @@ def contrast_wald_table(estimate: np.ndarray, information_set: EllipsoidSet, con
     return table[keep]
 
 
-# Bytes of one block of the design that reached_coordinates forms, and of the contrasts a summary lists.
-REACH_BLOCK_BYTES = 32 * 2**20
+# Bytes of the contrasts a summary lists at most.
 CONTRAST_BYTES = 64 * 2**20
-# Σ_t z_ti² below this fraction of the largest is round-off of a rotation (an RTV direction orthogonal
-# to every Δφ_t comes out at 1e-17, squared 1e-34), not a comparison reaching coordinate i.
-REACH_RTOL = 1e-20
-
-
-def reached_coordinates(coordinates: Coordinates, data: PreferenceData) -> np.ndarray:
-    """Whether some comparison reaches each coordinate (bool, (k,)): Σ_t z_ti² > 0, z_t its design row.
-
-    Summed over blocks of comparisons, so the N × k design is never formed whole.
-    """
-    total = np.zeros(coordinates.dim)
-    rows = max(1, REACH_BLOCK_BYTES // (8 * coordinates.dim))
-    for lo in range(0, data.n, rows):
-        z = coordinates.transform(data.contexts[lo:lo + rows], data.differences[lo:lo + rows])
-        total += np.einsum("ti,ti->i", z, z)
-    return total > REACH_RTOL * total.max() if total.max() > 0 else np.zeros(coordinates.dim, dtype=bool)
 
 
 def feature_contrasts(coordinates: Coordinates, data: PreferenceData, n_identified: int,

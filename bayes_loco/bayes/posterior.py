@@ -26,7 +26,7 @@ import xarray as xr
 from .._validation import check_option, check_real
 from ..coordinates import RTVBasis, check_coordinates
 from ..data import PreferenceData
-from ..design import information
+from ..design import information, reached_coordinates
 from ..frequentist.fgd import LowRankResult
 from ..io import save as save_result
 from ..model import fisher_weights, margins
@@ -41,7 +41,6 @@ from ..results import (
     diagnostics_header,
     feature_contrasts,
     interval_label,
-    reached_coordinates,
     unidentified_note,
 )
 from ..sets import EllipsoidSet
