@@ -101,6 +101,7 @@ from ..data import PreferenceData
 from ..linalg import range_basis
 from ..model import fisher_information, margins
 from . import dims as D
+from .margins import row_coords, row_layout
 from .model import add_likelihood, model_coords, prior_scales
 from .settings import AUTO as AUTO  # the parametrisations' names, defined here before the settings moved
 from .settings import CHART as CHART
@@ -321,7 +322,8 @@ def _prior_curvature(left, right, sv, scale: float) -> np.ndarray:
 
 
 def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, prior=None,
-                      store_margins: bool = False, context_names=None, feature_names=None) -> pm.Model:
+                      store_margins: bool = False, context_names=None, feature_names=None,
+                      group_rows: bool = False) -> pm.Model:
     """The factored model of :func:`~bayes_loco.bayes.build_model` in (partial) chart coordinates.
 
     Same prior on Θ, same likelihood, same data containers and Deterministics
@@ -342,7 +344,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     prior : Prior, dict or None
         As in :func:`~bayes_loco.bayes.build_model` (the balancing potential
         is rotation invariant and carries over).
-    store_margins, context_names, feature_names
+    store_margins, context_names, feature_names, group_rows
         As in :func:`~bayes_loco.bayes.build_model`.
     """
     if not isinstance(data, PreferenceData):
@@ -356,8 +358,9 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     prior = settings_group(prior, Prior, "prior")
     r, r1, rw = rank, frame.chart_rank, frame.weak_rank
     dx, m = frame.left.shape[1], frame.right.shape[1]
+    layout = row_layout(data, rank, group_rows)
     coords = model_coords(data, rank, context_names=context_names, feature_names=feature_names)
-    coords |= chart_coords(frame)
+    coords |= chart_coords(frame) | row_coords(layout)
     inputs = frame_inputs(frame)
     with pm.Model(coords=coords) as model:
         s_u, s_v = prior_scales(prior)
@@ -400,7 +403,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
                            pm.Normal(D.RIGHT_NULL, 0.0, s_v, dims=(D.FEATURE_NULL, D.RANK)))
         u = pm.Deterministic(D.LEFT, u, dims=(D.CONTEXT, D.RANK))
         v = pm.Deterministic(D.RIGHT, v, dims=(D.FEATURE, D.RANK))
-        add_likelihood(data, u, v, prior, store_margins)
+        add_likelihood(data, u, v, prior, store_margins, layout)
     return model
 
 

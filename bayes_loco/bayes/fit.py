@@ -279,12 +279,12 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS) -> _Attempt:
     nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank)
     frame, prior = geometry.frame, run.prior
     if frame is not None:
-        model = build_chart_model(run.data, run.rank, frame, prior=prior)
+        model = build_chart_model(run.data, run.rank, frame, prior=prior, group_rows=True)
 
         def draw_start(rng):
             return chart_start(frame, nuts.init_jitter, rng, prior.scale)
     else:
-        model = build_model(run.data, run.rank, prior=prior)
+        model = build_model(run.data, run.rank, prior=prior, group_rows=True)
         u0, v0 = balanced_factors(run.start.theta, run.rank)
 
         def draw_start(rng):
@@ -303,7 +303,7 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS) -> _Attempt:
 
 def _optimise(run: _Run, method: str, group: MAP | VI) -> _Attempt:
     """A MAP (with its Laplace draws) or VI fit from the start's balanced factors, arranged and diagnosed."""
-    model = build_model(run.data, run.rank, prior=run.prior)
+    model = build_model(run.data, run.rank, prior=run.prior, group_rows=True)
     u0, v0 = balanced_factors(run.start.theta, run.rank)
     laplace, loss = None, None
     with quiet_pymc(not run.progressbar):

@@ -82,6 +82,7 @@ from ..data import PreferenceData
 from ..model import outcome_probabilities
 from ..trees import CONSTANT_DATA, identified_coordinates, rtv_chart, sample_coords
 from . import dims as D
+from .margins import as_rows
 from .reduced import theta_rtv_array
 from .ties import BERNOULLI, DAVIDSON, likelihood_kind
 
@@ -176,7 +177,9 @@ def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.nd
         if name in raw.children and raw[name].to_dataset(inherit=False).data_vars:
             groups[name] = raw[name].to_dataset(inherit=False)
     chart = rtv_chart(basis, identified)
-    groups[CONSTANT_DATA] = groups[CONSTANT_DATA].merge(chart) if CONSTANT_DATA in groups else chart
+    if CONSTANT_DATA in groups:
+        chart = as_rows(groups[CONSTANT_DATA], data).merge(chart)
+    groups[CONSTANT_DATA] = chart
     if loss is not None:
         groups[D.VI_LOSS] = xr.Dataset(
             {D.LOSS: xr.DataArray(np.asarray(loss, dtype=float), dims=(D.ITERATION,),

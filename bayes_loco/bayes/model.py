@@ -3,9 +3,10 @@
 Θ = U Vᵀ with U (d_x × r) and V (d_φ × r) under independent Normal priors, and
 y_t ~ Bernoulli(σ(η_t)) with η_t = x_tᵀ Θ Δφ_t computed as the row-wise dot of
 X U and ΔΦ V: two GEMMs, never the N × d_x·d_φ Kronecker design (docs/design.md,
-convention 7). U and V are not identified (U R, V R give the same Θ for any
-orthogonal R); Θ and its reduced coordinates θ_rtv are, and those are what
-:func:`bayes_loco.bayes.fit_posterior` diagnoses (docs/design.md, convention 6).
+convention 7), or from the distinct rows of X and ΔΦ (:mod:`.margins`). U and V are
+not identified (U R, V R give the same Θ for any orthogonal R); Θ and its reduced
+coordinates θ_rtv are, and those are what :func:`bayes_loco.bayes.fit_posterior`
+diagnoses (docs/design.md, convention 6).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytensor.tensor as pt
 from .._validation import check_int, check_rank, check_real, rng_from
 from ..data import PreferenceData
 from . import dims as D
+from .margins import RowLayout, add_margins, row_coords, row_layout
 from .settings import Prior, settings_group
 from .ties import BERNOULLI, add_tie_likelihood, likelihood_kind, tie_prior
 
@@ -48,7 +50,8 @@ def model_coords(data: PreferenceData, rank: int, *, context_names=None, feature
 
 
 def build_model(data: PreferenceData, rank: int, *, prior=None, ties: str | None = None,
-                store_margins: bool = False, context_names=None, feature_names=None) -> pm.Model:
+                store_margins: bool = False, context_names=None, feature_names=None,
+                group_rows: bool = False) -> pm.Model:
     """PyMC model of the contextual BTL likelihood with a factored rank-r Θ = U Vᵀ.
 
     Priors (the :class:`~bayes_loco.bayes.Prior` ``prior``): U_ik ~ N(0, s_U²),
@@ -101,6 +104,13 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, ties: str | None
         it stores N numbers per draw.
     context_names, feature_names : sequence of str, optional
         Coordinate labels of the context and feature dims.
+    group_rows : bool
+        Read X and ΔΦ as distinct rows and an index per comparison where that
+        is cheaper (:mod:`bayes_loco.bayes.margins`; the same likelihood, about
+        a third of the time on the paper's simulation). The containers are then
+        ``context_rows`` and ``context_index``, or ``difference_rows`` and
+        ``difference_index``, in place of ``contexts`` or ``differences``.
+        :func:`~bayes_loco.bayes.fit_posterior` builds its models so.
 
     Returns
     -------
@@ -114,12 +124,13 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, ties: str | None
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     rank = check_rank(rank, data.d_x, data.d_phi)
     prior = tie_prior(settings_group(prior, Prior, "prior"), ties)
+    layout = row_layout(data, rank, group_rows)
     coords = model_coords(data, rank, context_names=context_names, feature_names=feature_names)
-    with pm.Model(coords=coords) as model:
+    with pm.Model(coords=coords | row_coords(layout)) as model:
         s_u, s_v = prior_scales(prior)
         u = pm.Normal(D.LEFT, mu=0.0, sigma=s_u, dims=(D.CONTEXT, D.RANK))
         v = pm.Normal(D.RIGHT, mu=0.0, sigma=s_v, dims=(D.FEATURE, D.RANK))
-        add_likelihood(data, u, v, prior, store_margins)
+        add_likelihood(data, u, v, prior, store_margins, layout)
     return model
 
 
@@ -131,18 +142,18 @@ def prior_scales(prior):
     return prior.scale, prior.scale
 
 
-def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool) -> None:
+def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool, layout: RowLayout) -> None:
     """Inside a model context: the data containers, the balancing potential, Θ = U Vᵀ and y's likelihood.
 
     Shared by the factored model and its chart (:mod:`bayes_loco.bayes.chart`),
     which differ only in how U and V are parametrised. The likelihood is y's
     Bernoulli, or where :func:`~.ties.likelihood_kind` says so the tie model's
-    (:func:`~.ties.add_tie_likelihood`), chosen by ``data`` and ``prior``.
+    (:func:`~.ties.add_tie_likelihood`), chosen by ``data`` and ``prior``; the
+    margins are read as ``layout`` says (:mod:`.margins`).
     """
     if not isinstance(store_margins, bool):
         raise TypeError(f"store_margins must be a bool, got {store_margins!r}")
-    x = pm.Data(D.DATA_CONTEXTS, data.contexts, dims=(D.COMPARISON, D.CONTEXT))
-    dphi = pm.Data(D.DATA_DIFFERENCES, data.differences, dims=(D.COMPARISON, D.FEATURE))
+    eta = add_margins(data, u, v, layout)
     bernoulli = likelihood_kind(data, prior) == BERNOULLI
     if bernoulli:
         y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=np.int64), dims=D.COMPARISON)
@@ -150,7 +161,6 @@ def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool) -> No
         gap = pt.dot(u.T, u) - pt.dot(v.T, v)
         pm.Potential(D.BALANCE, -(prior.balance / 8.0) * pt.sum(gap * gap))
     pm.Deterministic(D.THETA, pt.dot(u, v.T), dims=(D.CONTEXT, D.FEATURE))
-    eta = pt.sum(pt.dot(x, u) * pt.dot(dphi, v), axis=1)
     if store_margins:
         eta = pm.Deterministic(D.MARGINS, eta, dims=D.COMPARISON)
     if bernoulli:

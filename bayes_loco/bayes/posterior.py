@@ -419,8 +419,8 @@ def _model(data, rank, method, prior, parametrization, chart_rank, start) -> pm.
     if method == "nuts" and parametrization == CHART:
         prior = settings_group(prior, Prior, "prior")
         frame = chart_frame(data, start.theta, rank, prior.scale, chart_rank)
-        return build_chart_model(data, rank, frame, prior=prior)
-    return build_model(data, rank, prior=prior)
+        return build_chart_model(data, rank, frame, prior=prior, group_rows=True)
+    return build_model(data, rank, prior=prior, group_rows=True)
 
 
 # What Posterior computes on first use and does not pickle.
