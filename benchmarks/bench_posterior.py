@@ -1,6 +1,6 @@
 """Posterior geometry: the default ("auto": the partial chart) against the factored model and the full chart.
 
-Paper simulation (d_x = 20, d_a = 10, d_s = 20, r = 3, q = 1), both Θ* kinds, N = 1,000 …
+Paper simulation (d_x = 20, d_a = 10, d_s = 20, r = 3, q = 1 or ``--imbalance``), both Θ* kinds, N = 1,000 …
 30,000. Each parametrisation starts from the same frequentist fit and runs the same NUTS
 settings (nutpie unless ``--sampler``): ``factored`` (the model as the issue found it),
 ``chart`` (every component charted) and ``auto`` (the default: the components the data
@@ -19,6 +19,8 @@ A CSV of every row goes to ``--out``.
     .venv/bin/python benchmarks/bench_posterior.py                       # the grid below, ~1 h on 2 cores
     .venv/bin/python benchmarks/bench_posterior.py --sizes 1000 3000 --kinds diagonal
     .venv/bin/python benchmarks/bench_posterior.py --sizes 100000 --rank 3 --only auto --draws 1000
+    .venv/bin/python benchmarks/bench_posterior.py --imbalance 10 --kinds paper --sizes 10000 100000 \
+        --only auto --chains 4 --draws 1000     # issue #32's q = 10 bar
 """
 
 from __future__ import annotations
@@ -86,6 +88,7 @@ def main():
     parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 3000, 10000, 30000])
     parser.add_argument("--kinds", nargs="+", default=["paper", "diagonal"])
     parser.add_argument("--rank", type=int, default=3)
+    parser.add_argument("--imbalance", type=float, default=1.0, help="q of the paper simulation")
     parser.add_argument("--draws", type=int, default=500)
     parser.add_argument("--tune", type=int, default=500)
     parser.add_argument("--chains", type=int, default=2)
@@ -103,7 +106,7 @@ def main():
               f"{'R-hat':>6} {'θ_rtv':>6} {'div':>4} {'angle':>6} {'start s':>7} {'compile':>7}")
     print(header, flush=True)
     for kind in args.kinds:
-        problem = bl.simulate.paper_problem(rank=args.rank, imbalance=1, theta_kind=kind)
+        problem = bl.simulate.paper_problem(rank=args.rank, imbalance=args.imbalance, theta_kind=kind)
         for n in args.sizes:
             data = problem.sample(n, seed=args.seed)
             t0 = time.perf_counter()

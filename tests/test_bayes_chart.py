@@ -127,19 +127,20 @@ def test_auto_charts_the_components_the_data_determine_and_factors_the_rest():
 
 
 def _rotation(omega: np.ndarray, r: int, r1: int) -> np.ndarray:
-    """exp(Ω − Ωᵀ), Ω strictly lower triangular outside its trailing (r − r₁) × (r − r₁) block.
+    """exp(Ω − Ωᵀ), Ω strictly lower triangular (outside its last row's last entry if r − r₁ = 1).
 
-    Those are the rotations the (partial) chart integrates out: the others keep the first r₁ rows
-    of U_s of the form [T, 0] and are the weak block's own W → W Q, Z → Z Q.
+    Those are the rotations the (partial) chart integrates out: all of them, the weak block's own
+    W → W Q, Z → Z Q included, except for r_w = 1, whose only rotation is a sign.
     """
     skew = np.zeros((r, r))
     rows, cols = np.tril_indices(r, -1)
-    outside = cols < r1
+    outside = cols < r1 if r - r1 == 1 else cols >= 0
     skew[rows[outside], cols[outside]] = omega
     return expm(skew - skew.T)
 
 
-@pytest.mark.parametrize(("d_x", "d_phi", "r", "r1"), [(3, 4, 2, 2), (3, 4, 2, 1), (4, 5, 3, 1)])
+@pytest.mark.parametrize(("d_x", "d_phi", "r", "r1"),
+                         [(3, 4, 2, 2), (3, 4, 2, 1), (4, 5, 3, 1), (3, 5, 3, 1), (5, 6, 4, 2)])
 def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_phi, r, r1):
     """log p_chart(ξ) = log p_factored(U(ξ) R, V(ξ) R) + log |det ∂(U, V)/∂(ξ, ω)| + const.
 
@@ -149,7 +150,7 @@ def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_p
     chart's |det T|^{d_x' − r₁ − m}, the whitening and the partial chart's shears are all
     checked against the plain factored model (same likelihood, same Normal priors).
     """
-    data, _ = strong_data(d_x, d_phi, 60, seed=3, rank=r, singular_values=(3.0, 2.0, 1.0))
+    data, _ = strong_data(d_x, d_phi, 60, seed=3, rank=r, singular_values=(3.0, 2.0, 1.0, 0.5))
     start = bl.fit_low_rank(data, r, ridge=1.0)
     frame = chart.chart_frame(data, start.theta, r, chart_rank=r1)
     assert frame.left_null.shape[1] == frame.right_null.shape[1] == 0
@@ -157,9 +158,11 @@ def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_p
     chart_model = chart.build_chart_model(data, r, frame)
     factored = bb.build_model(data, r)
     rw = r - r1
-    names = [D.CHART_Z, D.CHART_LOG_DIAG, D.CHART_LOWER, D.CHART_WEAK_LEFT, D.CHART_WEAK_RIGHT,
-             D.CHART_WEAK_TOP]
-    shapes = [(frame.dim,), (r1,), (r1 * (r1 - 1) // 2,), (d_x - r1, rw), (d_phi - r1, rw), (r1, rw)]
+    gauged = rw > 1  # W's top block lower triangular: the weak block's rotation integrated out too
+    names = [D.CHART_Z, D.CHART_LOG_DIAG, D.CHART_LOWER, D.CHART_WEAK_LOG_DIAG, D.CHART_WEAK_LOWER,
+             D.CHART_WEAK_LEFT, D.CHART_WEAK_RIGHT, D.CHART_WEAK_TOP]
+    shapes = [(frame.dim,), (r1,), (r1 * (r1 - 1) // 2,), (rw if gauged else 0,),
+              (rw * (rw - 1) // 2,), (d_x - r1 - (rw if gauged else 0), rw), (d_phi - r1, rw), (r1, rw)]
     names, shapes = zip(*[(n, sh) for n, sh in zip(names, shapes, strict=True) if np.prod(sh) > 0],
                         strict=True)
     assert sorted(names) == sorted(v.name for v in chart_model.value_vars)
@@ -167,7 +170,7 @@ def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_p
     factors = compiled(chart_model, [D.LEFT, D.RIGHT])
     logp_chart = chart_model.compile_logp()
     logp_factored = factored.compile_logp()
-    n_rot = r * (r - 1) // 2 - rw * (rw - 1) // 2
+    n_rot = r * (r - 1) // 2 - (0 if gauged else rw * (rw - 1) // 2)
 
     def point(xi):
         parts = np.split(xi, np.cumsum(sizes)[:-1])

@@ -115,8 +115,8 @@ def test_as_rows_restores_the_data_in_the_tree():
     data = _repeated(500, 6, 6, seed=9)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        post = bb.fit_posterior(data, 2, nuts={"draws": 30, "tune": 30, "chains": 1, "sampler": "pymc"}, progressbar=False,
-                                random_seed=1, predictive_draws=0)
+        post = bb.fit_posterior(data, 2, nuts={"draws": 30, "tune": 30, "chains": 1, "sampler": "pymc"},
+                                progressbar=False, random_seed=1, predictive_draws=0)
     constant = post.tree["constant_data"].to_dataset()
     np.testing.assert_array_equal(constant[D.DATA_CONTEXTS].values, data.contexts)
     np.testing.assert_array_equal(constant[D.DATA_DIFFERENCES].values, data.differences)

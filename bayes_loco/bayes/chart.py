@@ -81,6 +81,16 @@ V_⊥) the density is
 the factored model's prior and likelihood, exactly. r₁ = r is the chart
 above; W, Z, Y are sampled in their own scale (NUTS adapts a diagonal mass
 matrix), the whitening acts on (A, B, C) only.
+
+**The weak block's rotation.** (W, Z, Y) → (W R, Z R, Y R), R ∈ O(r_w), leaves
+the density unchanged: for r_w ≥ 2 a circle (or sphere) of factors per Θ, whose
+radius is the factors' scale while the data pin the directions across it to
+1/√N, so NUTS's trajectories run along it and the steps per draw grow like √N
+(the paper's q = 10 at N = 10,000: r₁ = 1, r_w = 2, about 40). It is integrated
+out as T's is: the top r_w rows of W are T_w, lower triangular with a positive
+diagonal (``chart_weak_log_diag``, ``chart_weak_lower``; the rows below are
+``chart_weak_U``), with Bartlett's factor ∏ T_w,ii^{r_w − i}. For r_w = 1 the
+only rotation is a sign, and W stays free.
 """
 
 from __future__ import annotations
@@ -373,7 +383,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
             t = pt.set_subtensor(t[rows, cols], pm.Flat(D.CHART_LOWER, dims=D.RANK_PAIR))
         v_top = solve_triangular(t, pt.concatenate([a, c], axis=1), lower=True)  # V₁ᵀ = T⁻¹ [A, C]
         if rw:
-            w = pm.Flat(D.CHART_WEAK_LEFT, dims=(D.CONTEXT_REST, D.WEAK_RANK))
+            w, log_gauge = _weak_left(rw, dx - r1 - rw)
             y_top = pm.Flat(D.CHART_WEAK_TOP, dims=(D.CHART_RANK, D.WEAK_RANK))
             a_y = pt.linalg.solve(a.T, y_top)  # A⁻ᵀ Y
             y_rest = pm.Flat(D.CHART_WEAK_RIGHT, dims=(D.FEATURE_REST, D.WEAK_RANK)) + pt.dot(c.T, a_y)
@@ -387,9 +397,11 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
             u_s = pt.concatenate([t, h1], axis=0)
             v_s = v_top.T
             left_sq = pt.sum(t * t) + pt.sum(h1 * h1)
+            log_gauge = 0.0
         # Bartlett's χ diagonal (r − i), the log transform (1) and the chart's Jacobian (d_x' − r₁ − m).
         powers = (r - 1 - np.arange(r1)) + 1 + (dx - r1 - m)
-        log_prior = pt.dot(powers, log_diag) - left_sq / (2 * s_u**2) - pt.sum(v_s * v_s) / (2 * s_v**2)
+        log_prior = (pt.dot(powers, log_diag) + log_gauge - left_sq / (2 * s_u**2)
+                     - pt.sum(v_s * v_s) / (2 * s_v**2))
         if prior.hyper:  # the Normal densities' normalising constants, which depend on s_U, s_V
             log_prior = log_prior - dx * r * pt.log(s_u) - m * r * pt.log(s_v)
         pm.Potential(D.CHART_PRIOR, log_prior)
@@ -407,6 +419,25 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     return model
 
 
+def _weak_left(rw: int, rest_rows: int):
+    """Inside a model context: W, and the log density its gauge adds (see the module docstring).
+
+    With r_w ≥ 2 the top r_w rows of W are lower triangular with a positive
+    diagonal (log T_w,ii free): the rotation W → W R, Z → Z R, Y → Y R is integrated
+    out as the charted block's is, Bartlett's χ powers r_w − i plus 1 for the log.
+    """
+    if rw == 1:
+        return pm.Flat(D.CHART_WEAK_LEFT, dims=(D.CONTEXT_REST, D.WEAK_RANK)), 0.0
+    log_diag = pm.Flat(D.CHART_WEAK_LOG_DIAG, dims=D.WEAK_RANK)
+    rows, cols = np.tril_indices(rw, -1)
+    lower = pm.Flat(D.CHART_WEAK_LOWER, dims=D.WEAK_PAIR)
+    top = pt.set_subtensor(pt.diag(pt.exp(log_diag))[rows, cols], lower)
+    if rest_rows:
+        rest = pm.Flat(D.CHART_WEAK_LEFT, dims=(D.CONTEXT_WEAK_REST, D.WEAK_RANK))
+        top = pt.concatenate([top, rest], axis=0)
+    return top, pt.dot(rw - np.arange(rw), log_diag)
+
+
 def chart_coords(frame: ChartFrame) -> dict:
     """The coordinates of the chart's own dims (:mod:`.dims`), beside :func:`~.model.model_coords`'s."""
     r1, rw = frame.chart_rank, frame.weak_rank
@@ -416,6 +447,8 @@ def chart_coords(frame: ChartFrame) -> dict:
               D.FEATURE_NULL: np.arange(frame.right_null.shape[1])}
     if rw:
         coords |= {D.WEAK_RANK: np.arange(rw), D.CONTEXT_REST: np.arange(frame.left.shape[1] - r1),
+                   D.CONTEXT_WEAK_REST: np.arange(frame.left.shape[1] - r1 - rw),
+                   D.WEAK_PAIR: np.arange(rw * (rw - 1) // 2),
                    D.FEATURE_REST: np.arange(frame.right.shape[1] - r1)}
     return coords
 
@@ -437,9 +470,9 @@ def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scal
     """A start for :func:`build_chart_model`: the centre c₀ (the start's Θ̂ projected), T = diag(σ̂)^{1/2}.
 
     With a partial chart, W = Z = [diag(σ̂_{r₁+1} … σ̂_r)^{1/2}; 0] (the rest of Θ̂'s
-    SVD) and Y = 0. ``jitter`` is added to z (whose posterior sd is about 1) and,
-    times ``scale``, to U_⊥, V_⊥, W, Z and Y; nutpie refuses a start with a gradient
-    entry exactly 0.
+    SVD; W's top block lower triangular when r_w ≥ 2) and Y = 0. ``jitter`` is added
+    to z (whose posterior sd is about 1) and, times ``scale``, to U_⊥, V_⊥, W, Z and
+    Y; nutpie refuses a start with a gradient entry exactly 0.
     """
     r1, rw = frame.chart_rank, frame.weak_rank
     sv = frame.singular_values
@@ -453,6 +486,13 @@ def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scal
             block[:rw] += np.diag(np.sqrt(sv[r1:]))
             start[name] = block
         start[D.CHART_WEAK_TOP] = jitter * scale * rng.standard_normal((r1, rw))
+        if rw > 1:  # W's top block in its gauge: the diagonal's logs and the jittered entries below it
+            top = start[D.CHART_WEAK_LEFT][:rw]
+            start[D.CHART_WEAK_LOG_DIAG] = 0.5 * np.log(sv[r1:])
+            start[D.CHART_WEAK_LOWER] = top[np.tril_indices(rw, -1)]
+            start[D.CHART_WEAK_LEFT] = start[D.CHART_WEAK_LEFT][rw:]
+            if not start[D.CHART_WEAK_LEFT].size:
+                del start[D.CHART_WEAK_LEFT]
     for name, null in ((D.LEFT_NULL, frame.left_null), (D.RIGHT_NULL, frame.right_null)):
         if null.shape[1]:
             start[name] = jitter * scale * rng.standard_normal((null.shape[1], frame.rank))

@@ -189,26 +189,36 @@ def note_loose(diagnostics: Diagnostics, frame) -> Diagnostics:
         "a lower rank may fit the data as well (select_rank)")))
 
 
-def geometry_record(geometry, ran: NUTS, first: tuple[NUTS, Diagnostics, float] | None, start_note: str
-                    ) -> dict:
+def _run_facts(nuts: NUTS, d: Diagnostics, steps: float) -> dict:
+    return {"parametrization": nuts.parametrization, "chart_rank": nuts.chart_rank,
+            "divergences": d.divergences, "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk,
+            "min_ess_tail": d.min_ess_tail, "seconds": d.seconds, "leapfrog_steps": steps}
+
+
+def geometry_record(geometry, ran: NUTS, first: tuple[NUTS, Diagnostics, float] | None, start_note: str,
+                    second: tuple[NUTS, Diagnostics, float] | None = None) -> dict:
     """What ran and why, for ``settings["geometry"]``: the choice, its reason, and a fall-back's cause.
 
     ``ran``: the NUTS settings of the run kept; ``first``: the settings, diagnostics and
-    leapfrog steps of the run it replaced (:func:`~.geometry.ranking`), None when the first
-    run was kept.
+    leapfrog steps of the chart's run when the factored model ran too (:func:`~.geometry.ranking`),
+    None when no second run was needed; ``second``: the factored run's, when it ran and the
+    chart's was kept.
     """
     record = {"parametrization": ran.parametrization, "chart_rank": ran.chart_rank,
               "reason": geometry.reason,
               "fell_back": first is not None and first[0].parametrization != ran.parametrization}
     if first is not None:
-        nuts, d, steps = first
-        record["first"] = {"parametrization": nuts.parametrization, "chart_rank": nuts.chart_rank,
-                           "divergences": d.divergences, "max_rhat": d.max_rhat,
-                           "min_ess_bulk": d.min_ess_bulk, "min_ess_tail": d.min_ess_tail,
-                           "seconds": d.seconds, "leapfrog_steps": steps}
+        d = first[1]
+        record["first"] = _run_facts(*first)
         record["reason"] += (f"; the chart gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS "
-                             f"{d.min_ess_bulk:.0f} in {d.seconds:.0f} s, so the factored model ran too and "
-                             "was kept")
+                             f"{d.min_ess_bulk:.0f} in {d.seconds:.0f} s, so the factored model ran too and ")
+        if second is None:
+            record["reason"] += "was kept"
+        else:
+            record["factored"] = _run_facts(*second)
+            d = second[1]
+            record["reason"] += (f"gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS "
+                                 f"{d.min_ess_bulk:.0f}: the chart's run was kept, as the better one")
     if start_note:
         record["start"] = start_note
     return record

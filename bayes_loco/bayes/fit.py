@@ -262,13 +262,16 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     geometry = choose_geometry(run.data, run.rank, run.start.theta, run.prior.scale, nuts.parametrization,
                                nuts.chart_rank)
     first = kept = _nuts_attempt(run, geometry, nuts)
+    facts = second = None
     if geometry.automatic and geometry.frame is not None and troubled(first.diagnostics, nuts.rhat_max):
         factored = _nuts_attempt(run, dataclasses.replace(geometry, frame=None), nuts)
+        facts = (first.group, first.diagnostics, leapfrog_steps(first.tree))
         if (ranking(factored.diagnostics, nuts.rhat_max, leapfrog_steps(factored.tree))
-                > ranking(first.diagnostics, nuts.rhat_max, leapfrog_steps(first.tree))):
+                > ranking(first.diagnostics, nuts.rhat_max, facts[2])):
             kept = factored
-    replaced = None if kept is first else (first.group, first.diagnostics, leapfrog_steps(first.tree))
-    record = {"geometry": geometry_record(geometry, kept.group, replaced, start_note)}
+        else:
+            second = (factored.group, factored.diagnostics, leapfrog_steps(factored.tree))
+    record = {"geometry": geometry_record(geometry, kept.group, facts, start_note, second)}
     if kept.advice:
         record["advice"] = kept.advice
     return kept, record
