@@ -262,16 +262,15 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     geometry = choose_geometry(run.data, run.rank, run.start.theta, run.prior.scale, nuts.parametrization,
                                nuts.chart_rank)
     first = kept = _nuts_attempt(run, geometry, nuts)
-    facts = second = None
+    chart_run = factored_run = None
     if geometry.automatic and geometry.frame is not None and troubled(first.diagnostics, nuts.rhat_max):
         factored = _nuts_attempt(run, dataclasses.replace(geometry, frame=None), nuts)
-        facts = (first.group, first.diagnostics, leapfrog_steps(first.tree))
-        if (ranking(factored.diagnostics, nuts.rhat_max, leapfrog_steps(factored.tree))
-                > ranking(first.diagnostics, nuts.rhat_max, facts[2])):
-            kept = factored
-        else:
-            second = (factored.group, factored.diagnostics, leapfrog_steps(factored.tree))
-    record = {"geometry": geometry_record(geometry, kept.group, facts, start_note, second)}
+        chart_run, factored_run = ((run_.group, run_.diagnostics, leapfrog_steps(run_.tree))
+                                   for run_ in (first, factored))
+        if (ranking(factored_run[1], nuts.rhat_max, factored_run[2])
+                > ranking(chart_run[1], nuts.rhat_max, chart_run[2])):
+            kept, factored_run = factored, None
+    record = {"geometry": geometry_record(geometry, kept.group, chart_run, start_note, factored_run)}
     if kept.advice:
         record["advice"] = kept.advice
     return kept, record

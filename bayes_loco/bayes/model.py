@@ -106,8 +106,8 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, ties: str | None
         Coordinate labels of the context and feature dims.
     group_rows : bool
         Read X and ΔΦ as distinct rows and an index per comparison where that
-        is cheaper (:mod:`bayes_loco.bayes.margins`; the same likelihood, about
-        a third of the time on the paper's simulation). The containers are then
+        is cheaper (:mod:`bayes_loco.bayes.margins`; the same likelihood, its
+        gradient 2.3–4.2× faster on the paper's simulation). The containers are then
         ``context_rows`` and ``context_index``, or ``difference_rows`` and
         ``difference_index``, in place of ``contexts`` or ``differences``.
         :func:`~bayes_loco.bayes.fit_posterior` builds its models so.
