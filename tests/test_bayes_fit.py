@@ -589,6 +589,30 @@ def test_sampler_is_resolved_to_the_one_that_runs(monkeypatch):
         samplers.resolve_sampler(bb.NUTS(sampler="numpyro"))
     monkeypatch.setattr(samplers, "available_samplers", lambda: ("pymc", "nutpie"))
     assert samplers.resolve_sampler(bb.NUTS()).sampler == "nutpie"
+    assert not samplers.jax_accelerator()  # numpyro missing: JAX is not asked
+
+
+def test_sampler_is_numpyro_where_jax_sees_a_gpu(monkeypatch):
+    from bayes_loco.bayes import samplers
+
+    monkeypatch.setattr(samplers, "jax_accelerator", lambda: True)
+    monkeypatch.setattr(samplers, "available_samplers", lambda: ("pymc", "nutpie", "numpyro"))
+    assert samplers.resolve_sampler(bb.NUTS()).sampler == "numpyro"
+    assert samplers.resolve_sampler(bb.NUTS(sampler="nutpie")).sampler == "nutpie"
+    monkeypatch.setattr(samplers, "jax_accelerator", lambda: False)
+    assert samplers.resolve_sampler(bb.NUTS()).sampler == "nutpie"
+
+
+@pytest.mark.skipif("numpyro" not in bb.available_samplers(), reason="numpyro/jax not installed")
+def test_jax_accelerator_reads_the_default_backend(monkeypatch):
+    import jax
+
+    from bayes_loco.bayes import samplers
+
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    assert samplers.jax_accelerator()
+    monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert not samplers.jax_accelerator()
 
 
 @pytest.mark.parametrize(("cpus", "chains", "cores", "expected"), [

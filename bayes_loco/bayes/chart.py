@@ -471,15 +471,14 @@ def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scal
 
     With a partial chart, W = Z = [diag(σ̂_{r₁+1} … σ̂_r)^{1/2}; 0] (the rest of Θ̂'s
     SVD; W's top block lower triangular when r_w ≥ 2) and Y = 0. ``jitter`` is added
-    to z (whose posterior sd is about 1) and, times ``scale``, to U_⊥, V_⊥, W, Z and
-    Y; nutpie refuses a start with a gradient entry exactly 0.
+    to z (whose posterior sd is about 1) and, times ``scale``, to U_⊥, V_⊥, W, Z, Y
+    and T's entries below its diagonal: nutpie refuses a start with a gradient entry
+    exactly 0, which JAX's gradient at T's zero lower entries is.
     """
     r1, rw = frame.chart_rank, frame.weak_rank
     sv = frame.singular_values
     start = {D.CHART_Z: jitter * rng.standard_normal(frame.dim),
              D.CHART_LOG_DIAG: 0.5 * np.log(sv[:r1])}
-    if r1 > 1:
-        start[D.CHART_LOWER] = np.zeros(r1 * (r1 - 1) // 2)
     if rw:
         for name, basis in ((D.CHART_WEAK_LEFT, frame.left), (D.CHART_WEAK_RIGHT, frame.right)):
             block = jitter * scale * rng.standard_normal((basis.shape[1] - r1, rw))
@@ -496,4 +495,6 @@ def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scal
     for name, null in ((D.LEFT_NULL, frame.left_null), (D.RIGHT_NULL, frame.right_null)):
         if null.shape[1]:
             start[name] = jitter * scale * rng.standard_normal((null.shape[1], frame.rank))
+    if r1 > 1:  # drawn last, so that the other entries are what they were before T's were jittered
+        start[D.CHART_LOWER] = jitter * scale * rng.standard_normal(r1 * (r1 - 1) // 2)
     return start

@@ -58,6 +58,13 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
+def _shared_names(compiled) -> list[str]:
+    """The names of a compiled model's shared inputs (numba: ``shared_var_keys``; JAX: its data)."""
+    if hasattr(compiled, "shared_var_keys"):
+        return [var.name for var in compiled.shared_var_keys]
+    return list(compiled._shared_data)
+
+
 def _shared_inputs(model: pm.Model, compiled) -> dict[str, np.ndarray] | None:
     """The new model's values of the compiled model's shared inputs, by name; None if one is missing.
 
@@ -68,10 +75,10 @@ def _shared_inputs(model: pm.Model, compiled) -> dict[str, np.ndarray] | None:
     named = {var.name: var for var in model.data_vars}
     named |= {var.name: var for var in graph_inputs(model.deterministics) if isinstance(var, SharedVariable)}
     values = {}
-    for var in compiled.shared_var_keys:
-        if var.name not in named:
+    for name in _shared_names(compiled):
+        if name not in named:
             return None
-        values[var.name] = named[var.name].get_value(borrow=True)
+        values[name] = named[name].get_value(borrow=True)
     return values
 
 
@@ -83,10 +90,14 @@ def _initial_point(model: pm.Model, start: dict, compiled):
     values are the point's). Compiling PyMC's initial point function again would
     cost about a second.
     """
+    if hasattr(compiled, "shared_var_keys"):
+        shapes = compiled.shapes
+    else:  # nutpie 0.16's PyFuncModel.shapes reads an attribute its variables lack
+        shapes = {var.name: tuple(var.shape) for var in compiled._variables}
     layout, offset = {}, 0
     for rv in model.free_RVs:
         name = model.rvs_to_values[rv].name
-        size = int(np.prod(compiled.shapes[name], dtype=int))
+        size = int(np.prod(shapes[name], dtype=int))
         layout[name] = (slice(offset, offset + size), rv)
         offset += size
     for name, value in start.items():
@@ -94,7 +105,9 @@ def _initial_point(model: pm.Model, start: dict, compiled):
             return None
         if np.size(value) != layout[name][0].stop - layout[name][0].start:
             return None
-    previous = compiled.initial_point_func
+
+    # numba's model keeps PyMC's function, JAX's (nutpie's PyFuncModel) its own.
+    previous = getattr(compiled, "initial_point_func", None) or compiled._make_initial_points
 
     def flat(seed=None):
         point = np.array(previous(seed), dtype=np.float64)
@@ -105,22 +118,44 @@ def _initial_point(model: pm.Model, start: dict, compiled):
     return flat
 
 
-def compiled_model(model: pm.Model, key: Hashable, start: dict) -> tuple[object, float, bool]:
+def _with_inputs(compiled, inputs: dict, initial):
+    """``compiled`` with new shared inputs and initial point function (numba's or JAX's model)."""
+    if hasattr(compiled, "shared_var_keys"):
+        return dataclasses.replace(compiled.with_data(**inputs), initial_point_func=initial)
+    import jax.numpy as jnp
+
+    # On the device once, not copied there at every gradient.
+    moved = compiled.with_data(**{name: jnp.asarray(value) for name, value in inputs.items()})
+    return dataclasses.replace(moved, _make_initial_points=initial)
+
+
+def compiled_model(model: pm.Model, key: Hashable, start: dict, backend: str = "numba"
+                   ) -> tuple[object, float, bool]:
     """nutpie's compiled ``model`` started at ``start``: (compiled, seconds spent, reused).
 
-    A model cached under ``key`` is reused with ``model``'s shared inputs and start;
-    otherwise the model is compiled (numba) and cached.
+    A model cached under ``key`` and ``backend`` is reused with ``model``'s shared
+    inputs and start; otherwise the model is compiled (``backend`` "numba": the log
+    density and gradient by numba for the CPU; "jax": jitted by JAX, gradient by
+    JAX, on JAX's default device) and cached.
     """
     t0 = time.perf_counter()
+    key = (key, backend)
     cached = _CACHE.get(key)
     if cached is not None:
         inputs = _shared_inputs(model, cached)
         initial = None if inputs is None else _initial_point(model, start, cached)
         if initial is not None:
             _CACHE.move_to_end(key)
-            reused = dataclasses.replace(cached.with_data(**inputs), initial_point_func=initial)
-            return reused, time.perf_counter() - t0, True
-    compiled = nutpie.compile_pymc_model(model, initial_points=start, jitter_rvs=set(), backend="numba")
+            return _with_inputs(cached, inputs, initial), time.perf_counter() - t0, True
+    options = {"backend": backend}
+    if backend == "jax":
+        import jax
+
+        # PyTensor's graph is float64; JAX would run it in float32 (PyMC's own JAX samplers set this too).
+        jax.config.update("jax_enable_x64", True)
+        # nutpie would freeze the data into the JAX graph as constants: a second data set could not reuse it.
+        options |= {"gradient_backend": "jax", "freeze_model": False}
+    compiled = nutpie.compile_pymc_model(model, initial_points=start, jitter_rvs=set(), **options)
     _CACHE[key] = compiled
     while len(_CACHE) > CACHE_SIZE:
         _CACHE.popitem(last=False)
@@ -128,14 +163,15 @@ def compiled_model(model: pm.Model, key: Hashable, start: dict) -> tuple[object,
 
 
 def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tune: int, chains: int,
-                  cores: int, seed: int, target_accept: float, progressbar: bool) -> xr.DataTree:
+                  cores: int, seed: int, target_accept: float, progressbar: bool,
+                  backend: str = "numba") -> xr.DataTree:
     """nutpie's NUTS on ``model`` from ``start``, compiled once per ``key`` (see the module docstring).
 
     The tree is ``pm.sample``'s: the same groups, the same seeds for the same
     ``seed``; its posterior's attrs add ``compile_time`` (seconds) and
     ``compiled_model_reused``.
     """
-    compiled, compile_seconds, reused = compiled_model(model, key, start)
+    compiled, compile_seconds, reused = compiled_model(model, key, start, backend)
     # pm.sample's derivation of the sampler's seed, so that a fit draws what it drew through pm.sample.
     seeds = [int(rng.integers(2**30)) for rng in np.random.default_rng(seed).spawn(chains)]
     t0 = time.time()
@@ -173,15 +209,38 @@ def _jax_chain_method(chains: int) -> str:
     return "parallel" if jax.local_device_count() >= chains else "vectorized"
 
 
+def jax_accelerator() -> bool:
+    """Whether JAX is installed and its default device is an accelerator (a GPU or TPU).
+
+    Imports JAX only where it is installed.
+    """
+    if importlib.util.find_spec("jax") is None:
+        return False
+    import jax
+
+    return jax.default_backend() != "cpu"
+
+
 def resolve_sampler(nuts: NUTS) -> NUTS:
-    """``nuts`` with the sampler that will run (nutpie when installed and none was named, else PyMC's)
-    and the cores it will use (one per usable CPU, at most one per chain, when none were named)."""
-    sampler = nuts.sampler or ("nutpie" if "nutpie" in available_samplers() else "pymc")
-    if sampler not in available_samplers():
-        raise ValueError(f"nuts.sampler={sampler!r} is not installed; available: "
-                         f"{', '.join(available_samplers())}")
+    """``nuts`` with the sampler that will run, nutpie's backend, and the cores it will use.
+
+    When none was named: nutpie when installed, else PyMC's; nutpie's backend
+    ``"jax"`` where JAX sees an accelerator, else ``"numba"``. Cores: one per usable
+    CPU, at most one per chain, when none were named.
+    """
+    found = available_samplers()
+    sampler = nuts.sampler or ("nutpie" if "nutpie" in found else "pymc")
+    if sampler not in found:
+        raise ValueError(f"nuts.sampler={sampler!r} is not installed; available: {', '.join(found)}")
+    backend = None
+    if sampler == "nutpie":
+        backend = nuts.backend or ("jax" if jax_accelerator() else "numba")
+        if backend == "jax" and importlib.util.find_spec("jax") is None:
+            raise ValueError("nuts.backend='jax' needs JAX: pip install 'bayes_loco[jax]'")
+    elif nuts.backend is not None:
+        raise ValueError(f"nuts.backend is nutpie's; got backend={nuts.backend!r} with sampler={sampler!r}")
     cores = min(nuts.chains, _usable_cores()) if nuts.cores is None else nuts.cores
-    return dataclasses.replace(nuts, sampler=sampler, cores=cores)
+    return dataclasses.replace(nuts, sampler=sampler, cores=cores, backend=backend)
 
 
 def rms(a) -> float:
@@ -243,7 +302,7 @@ def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key
         with limit:
             return sample_nutpie(model, key, starts[0], draws=nuts.draws, tune=nuts.tune, chains=nuts.chains,
                                  cores=nuts.cores, seed=seed, target_accept=nuts.target_accept,
-                                 progressbar=progressbar)
+                                 progressbar=progressbar, backend=nuts.backend or "numba")
     kwargs = dict(draws=nuts.draws, tune=nuts.tune, chains=nuts.chains, cores=nuts.cores, random_seed=seed,
                   progressbar=progressbar, quiet=not progressbar, nuts_sampler=nuts.sampler,
                   initvals=starts if per_chain else starts[0], target_accept=nuts.target_accept,

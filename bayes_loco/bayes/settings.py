@@ -18,6 +18,7 @@ from .._validation import check_int, check_option, check_real
 
 METHODS = ("nuts", "map", "vi")
 NUTS_SAMPLERS = ("pymc", "nutpie", "numpyro")
+NUTPIE_BACKENDS = ("numba", "jax")
 VI_METHODS = ("advi", "fullrank_advi")
 # The coordinates NUTS moves in (``nuts.parametrization``; :mod:`.chart`, :mod:`.geometry`).
 AUTO = "auto"
@@ -117,7 +118,16 @@ class NUTS:
         fit records the one used). nutpie compiles the model with numba first
         (~10 s, less from its cache): on small problems ``"pymc"`` is faster.
         ``"numpyro"`` runs on JAX's default device (a GPU where JAX sees one),
-        its chains vectorized when there are fewer devices than chains.
+        its chains vectorized when there are fewer devices than chains; its
+        own step-size and mass-matrix adaptation takes 1.9–2.6× nutpie's
+        leapfrog steps per draw on the same chart (docs/results.md, "The JAX
+        path"), so a GPU is used through nutpie's ``backend="jax"`` instead.
+    backend : {"numba", "jax"} or None
+        Where nutpie evaluates the log density and its gradient: compiled by
+        numba on the CPU, or jitted by JAX on JAX's default device (the extra
+        ``jax``), with nutpie's own adaptation either way. None (default):
+        ``"jax"`` where JAX is installed and sees a GPU, else ``"numba"``.
+        Only for nutpie.
     target_accept : float
         Target acceptance in (0, 1).
     init_jitter : float
@@ -169,6 +179,7 @@ class NUTS:
     parametrization: str = AUTO
     chart_rank: int | None = None
     blas_threads: int | None = 1
+    backend: str | None = None
 
     def __post_init__(self):
         _set(self, "draws", check_int(self.draws, "nuts.draws", 1))
@@ -191,6 +202,11 @@ class NUTS:
                                  f"chart_rank={self.chart_rank} with 'factored'")
         if self.blas_threads is not None:
             _set(self, "blas_threads", check_int(self.blas_threads, "nuts.blas_threads", 1))
+        if self.backend is not None:
+            check_option(self.backend, "nuts.backend", NUTPIE_BACKENDS)
+            if self.sampler not in (None, "nutpie"):
+                raise ValueError(f"nuts.backend is nutpie's; got backend={self.backend!r} with "
+                                 f"sampler={self.sampler!r}")
 
 
 @dataclass(frozen=True)
