@@ -8,6 +8,7 @@ problem (SBC, coverage, R-hat/ESS at N = 3000) are in test_bayes_slow.py.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import logging
 import os
@@ -428,6 +429,8 @@ def test_start_jitter_is_small_and_seeded():
     (dict(nuts={"rhat_max": 0.9}), ValueError, r"nuts\.rhat_max"),
     (dict(nuts={"parametrization": "polar"}), ValueError, r"nuts\.parametrization"),
     (dict(nuts={"blas_threads": 0}), ValueError, r"nuts\.blas_threads"),
+    (dict(nuts={"backend": "cuda"}), ValueError, r"nuts\.backend"),
+    (dict(nuts={"backend": "jax", "sampler": "pymc"}), ValueError, r"nuts\.backend is nutpie's"),
     (dict(nuts={"draws": 1.5}), TypeError, r"nuts\.draws"),
     (dict(vi={"method": "svgd"}), ValueError, r"vi\.method"),
     (dict(vi={"iterations": 0}), ValueError, r"vi\.iterations"),
@@ -525,7 +528,7 @@ def test_settings_groups_accept_instances_dicts_and_none():
     assert type(bb.Prior(scale=2).scale) is float
     assert (bb.Prior().scale, bb.Prior().hyper, bb.Prior().balance) == (1.0, False, 0.0)
     assert dataclasses.astuple(bb.NUTS()) == (1000, 1000, 4, None, None, 0.9, 0.01, 1.01, 400.0, "auto", None,
-                                              1)
+                                              1, None)
     assert dataclasses.astuple(bb.VI()) == ("advi", 30000, 0.01, 1000)
     assert dataclasses.astuple(bb.MAP()) == (1000,)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -589,21 +592,27 @@ def test_sampler_is_resolved_to_the_one_that_runs(monkeypatch):
         samplers.resolve_sampler(bb.NUTS(sampler="numpyro"))
     monkeypatch.setattr(samplers, "available_samplers", lambda: ("pymc", "nutpie"))
     assert samplers.resolve_sampler(bb.NUTS()).sampler == "nutpie"
-    assert not samplers.jax_accelerator()  # numpyro missing: JAX is not asked
 
 
-def test_sampler_is_numpyro_where_jax_sees_a_gpu(monkeypatch):
+def test_nutpie_runs_over_jax_where_jax_sees_a_gpu(monkeypatch):
     from bayes_loco.bayes import samplers
 
-    monkeypatch.setattr(samplers, "jax_accelerator", lambda: True)
     monkeypatch.setattr(samplers, "available_samplers", lambda: ("pymc", "nutpie", "numpyro"))
-    assert samplers.resolve_sampler(bb.NUTS()).sampler == "numpyro"
-    assert samplers.resolve_sampler(bb.NUTS(sampler="nutpie")).sampler == "nutpie"
+    monkeypatch.setattr(samplers, "jax_accelerator", lambda: True)
+    resolved = samplers.resolve_sampler(bb.NUTS())
+    assert (resolved.sampler, resolved.backend) == ("nutpie", "jax")
+    assert samplers.resolve_sampler(bb.NUTS(backend="numba")).backend == "numba"
+    assert samplers.resolve_sampler(bb.NUTS(sampler="numpyro")).backend is None
+    assert samplers.resolve_sampler(bb.NUTS(sampler="pymc")).backend is None
     monkeypatch.setattr(samplers, "jax_accelerator", lambda: False)
-    assert samplers.resolve_sampler(bb.NUTS()).sampler == "nutpie"
+    resolved = samplers.resolve_sampler(bb.NUTS())
+    assert (resolved.sampler, resolved.backend) == ("nutpie", "numba")
+    if importlib.util.find_spec("jax") is None:
+        with pytest.raises(ValueError, match=r"nuts\.backend='jax' needs JAX"):
+            samplers.resolve_sampler(bb.NUTS(backend="jax"))
 
 
-@pytest.mark.skipif("numpyro" not in bb.available_samplers(), reason="numpyro/jax not installed")
+@pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax not installed")
 def test_jax_accelerator_reads_the_default_backend(monkeypatch):
     import jax
 
@@ -612,6 +621,13 @@ def test_jax_accelerator_reads_the_default_backend(monkeypatch):
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
     assert samplers.jax_accelerator()
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
+    assert not samplers.jax_accelerator()
+
+
+def test_jax_accelerator_is_false_without_jax(monkeypatch):
+    from bayes_loco.bayes import samplers
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: None)
     assert not samplers.jax_accelerator()
 
 
@@ -650,7 +666,8 @@ def test_settings_are_recorded_typed_and_json_able(nuts):
     # The partial chart the fixture names: the leading component charted, the second factored.
     assert settings["nuts"] == {"draws": 300, "tune": 300, "chains": 2, "cores": 1, "sampler": "pymc",
                                 "target_accept": 0.9, "init_jitter": 0.01, "rhat_max": 1.01, "ess_min": 400.0,
-                                "parametrization": "chart", "chart_rank": 1, "blas_threads": 1}
+                                "parametrization": "chart", "chart_rank": 1, "blas_threads": 1,
+                                "backend": None}
     assert settings["prior"] == {"scale": 1.0, "hyper": False, "balance": 0.0}
     assert json.loads(json.dumps(settings)) == settings
     assert type(settings["rank"]) is int and type(settings["random_seed"]) is int
