@@ -19,6 +19,12 @@ in the new inputs (``CompiledPyMCModel.with_data``) and the new start.
 A cached model draws exactly what a fresh compilation would: the seeds are derived
 as ``pm.sample`` derives them, and ``tests/test_bayes_samplers.py`` checks the draws of
 a second fit against a fit compiled anew.
+
+**nutpie over JAX.** With ``NUTS.backend="jax"`` (the default where JAX sees a GPU)
+nutpie's sampler, and so its adaptation, calls a log density and gradient jitted
+by JAX on JAX's default device instead of numba's; numpyro's own adaptation took
+about twice nutpie's leapfrog steps per draw on the same chart (docs/design.md,
+"Samplers"). The same cache serves it, with the data kept as inputs.
 """
 
 from __future__ import annotations
