@@ -619,9 +619,14 @@ def test_jax_accelerator_reads_the_default_backend(monkeypatch):
     from bayes_loco.bayes import samplers
 
     monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    monkeypatch.delenv("XLA_PYTHON_CLIENT_PREALLOCATE", raising=False)
     assert samplers.jax_accelerator()
+    # A study's workers would each take 75 % of the GPU's memory; a user's own setting is kept.
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "false"
+    monkeypatch.setenv("XLA_PYTHON_CLIENT_PREALLOCATE", "true")
     monkeypatch.setattr(jax, "default_backend", lambda: "cpu")
     assert not samplers.jax_accelerator()
+    assert os.environ["XLA_PYTHON_CLIENT_PREALLOCATE"] == "true"
 
 
 def test_jax_accelerator_is_false_without_jax(monkeypatch):
