@@ -250,7 +250,7 @@ def resolve_sampler(nuts: NUTS) -> NUTS:
     backend = None
     if sampler == "nutpie":
         backend = nuts.backend or ("jax" if jax_accelerator() else "numba")
-        if backend == "jax" and importlib.util.find_spec("jax") is None:
+        if nuts.backend == "jax" and importlib.util.find_spec("jax") is None:
             raise ValueError("nuts.backend='jax' needs JAX: pip install 'bayes_loco[jax]'")
     elif nuts.backend is not None:
         raise ValueError(f"nuts.backend is nutpie's; got backend={nuts.backend!r} with sampler={sampler!r}")
