@@ -64,9 +64,14 @@ def clear_cache() -> None:
     _CACHE.clear()
 
 
+def _is_numba(compiled) -> bool:
+    """Whether ``compiled`` is nutpie's numba model (CompiledPyMCModel), not its JAX one (PyFuncModel)."""
+    return hasattr(compiled, "shared_var_keys")
+
+
 def _shared_names(compiled) -> list[str]:
-    """The names of a compiled model's shared inputs (numba: ``shared_var_keys``; JAX: its data)."""
-    if hasattr(compiled, "shared_var_keys"):
+    """The names of a compiled model's shared inputs."""
+    if _is_numba(compiled):
         return [var.name for var in compiled.shared_var_keys]
     return list(compiled._shared_data)
 
@@ -96,10 +101,11 @@ def _initial_point(model: pm.Model, start: dict, compiled):
     values are the point's). Compiling PyMC's initial point function again would
     cost about a second.
     """
-    if hasattr(compiled, "shared_var_keys"):
-        shapes = compiled.shapes
+    if _is_numba(compiled):  # numba's model keeps PyMC's initial point function, JAX's its own
+        shapes, previous = compiled.shapes, compiled.initial_point_func
     else:  # nutpie 0.16's PyFuncModel.shapes reads an attribute its variables lack
         shapes = {var.name: tuple(var.shape) for var in compiled._variables}
+        previous = compiled._make_initial_points
     layout, offset = {}, 0
     for rv in model.free_RVs:
         name = model.rvs_to_values[rv].name
@@ -112,9 +118,6 @@ def _initial_point(model: pm.Model, start: dict, compiled):
         if np.size(value) != layout[name][0].stop - layout[name][0].start:
             return None
 
-    # numba's model keeps PyMC's function, JAX's (nutpie's PyFuncModel) its own.
-    previous = getattr(compiled, "initial_point_func", None) or compiled._make_initial_points
-
     def flat(seed=None):
         point = np.array(previous(seed), dtype=np.float64)
         for name, value in start.items():
@@ -126,7 +129,7 @@ def _initial_point(model: pm.Model, start: dict, compiled):
 
 def _with_inputs(compiled, inputs: dict, initial):
     """``compiled`` with new shared inputs and initial point function (numba's or JAX's model)."""
-    if hasattr(compiled, "shared_var_keys"):
+    if _is_numba(compiled):
         return dataclasses.replace(compiled.with_data(**inputs), initial_point_func=initial)
     import jax.numpy as jnp
 
