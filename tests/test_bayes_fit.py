@@ -590,6 +590,9 @@ def test_sampler_is_resolved_to_the_one_that_runs(monkeypatch):
     assert samplers.resolve_sampler(bb.NUTS()).sampler == "pymc"
     with pytest.raises(ValueError, match=r"nuts\.sampler='numpyro' is not installed"):
         samplers.resolve_sampler(bb.NUTS(sampler="numpyro"))
+    refused = r"nuts\.backend is nutpie's; got backend='numba' with sampler='pymc'"
+    with pytest.raises(ValueError, match=refused):
+        samplers.resolve_sampler(bb.NUTS(backend="numba"))  # nutpie missing: no backend to pick
     monkeypatch.setattr(samplers, "available_samplers", lambda: ("pymc", "nutpie"))
     assert samplers.resolve_sampler(bb.NUTS()).sampler == "nutpie"
 

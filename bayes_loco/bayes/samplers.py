@@ -250,14 +250,13 @@ def resolve_sampler(nuts: NUTS) -> NUTS:
     sampler = nuts.sampler or ("nutpie" if "nutpie" in found else "pymc")
     if sampler not in found:
         raise ValueError(f"nuts.sampler={sampler!r} is not installed; available: {', '.join(found)}")
-    backend = None
+    backend = nuts.backend
     if sampler == "nutpie":
-        backend = nuts.backend or ("jax" if jax_accelerator() else "numba")
+        backend = backend or ("jax" if jax_accelerator() else "numba")
         if nuts.backend == "jax" and importlib.util.find_spec("jax") is None:
             raise ValueError("nuts.backend='jax' needs JAX: pip install 'bayes_loco[jax]'")
-    elif nuts.backend is not None:
-        raise ValueError(f"nuts.backend is nutpie's; got backend={nuts.backend!r} with sampler={sampler!r}")
     cores = min(nuts.chains, _usable_cores()) if nuts.cores is None else nuts.cores
+    # NUTS's own check refuses a backend beside a sampler resolved to another than nutpie.
     return dataclasses.replace(nuts, sampler=sampler, cores=cores, backend=backend)
 
 
