@@ -604,6 +604,13 @@ def test_nutpie_runs_over_jax_where_jax_sees_a_gpu(monkeypatch):
     monkeypatch.setattr(samplers, "jax_accelerator", lambda: True)
     resolved = samplers.resolve_sampler(bb.NUTS())
     assert (resolved.sampler, resolved.backend) == ("nutpie", "jax")
+    # Below the crossover per core numba's per-chain gradients beat the GPU's one at a time.
+    monkeypatch.setattr(samplers, "_usable_cores", lambda: 2)
+    threshold = 2 * samplers.JAX_COMPARISONS_PER_CORE
+    assert samplers.resolve_sampler(bb.NUTS(), n=threshold).backend == "jax"
+    assert samplers.resolve_sampler(bb.NUTS(), n=threshold - 1).backend == "numba"
+    assert samplers.resolve_sampler(bb.NUTS(cores=1), n=threshold - 1).backend == "jax"
+    assert samplers.resolve_sampler(bb.NUTS(backend="jax"), n=10).backend == "jax"
     assert samplers.resolve_sampler(bb.NUTS(backend="numba")).backend == "numba"
     assert samplers.resolve_sampler(bb.NUTS(sampler="numpyro")).backend is None
     assert samplers.resolve_sampler(bb.NUTS(sampler="pymc")).backend is None
@@ -613,6 +620,23 @@ def test_nutpie_runs_over_jax_where_jax_sees_a_gpu(monkeypatch):
     if importlib.util.find_spec("jax") is None:
         with pytest.raises(ValueError, match=r"nuts\.backend='jax' needs JAX"):
             samplers.resolve_sampler(bb.NUTS(backend="jax"))
+
+
+def test_fit_resolves_the_backend_from_the_data_size(monkeypatch, bayes_problem):
+    from bayes_loco.bayes import fit as fit_module
+    from bayes_loco.bayes import samplers
+
+    monkeypatch.setattr(samplers, "available_samplers", lambda: ("pymc", "nutpie"))
+    monkeypatch.setattr(samplers, "jax_accelerator", lambda: True)
+    monkeypatch.setattr(samplers, "_usable_cores", lambda: 2)
+    _, data, low_rank = bayes_problem
+    chosen = {}
+    for per_core, expected in [(data.n // 2, "jax"), (data.n // 2 + 1, "numba")]:
+        monkeypatch.setattr(samplers, "JAX_COMPARISONS_PER_CORE", per_core)
+        _, nuts, _ = fit_module._resolve(data, 2, "nuts", None, None, None, None, None, low_rank, None, 1.0,
+                                         0, 0, False)
+        chosen[expected] = nuts.backend
+    assert chosen == {"jax": "jax", "numba": "numba"}
 
 
 @pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="jax not installed")

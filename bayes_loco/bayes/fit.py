@@ -216,7 +216,7 @@ def _resolve(data, rank, method, ties, prior, nuts, map_settings, vi, start, bas
     if not isinstance(progressbar, bool):
         raise TypeError(f"progressbar must be a bool, got {progressbar!r}")
     if method == "nuts":
-        nuts = resolve_sampler(nuts)
+        nuts = resolve_sampler(nuts, data.n)
     start, start_ridge, start_note = _start_fit(data, rank, start, ridge, prior.scale)
     basis = _resolve_basis(basis, start, rank, data)
     run = _Run(data, rank, prior, basis, identified_directions(basis, data), predictive_draws, random_seed,
