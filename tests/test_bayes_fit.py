@@ -634,8 +634,9 @@ def test_fit_resolves_the_backend_from_the_data_size(monkeypatch, bayes_problem)
     chosen = {}
     for per_core, expected in [(data.n // 2, "jax"), (data.n // 2 + 1, "numba")]:
         monkeypatch.setattr(samplers, "JAX_COMPARISONS_PER_CORE", per_core)
-        _, nuts, _ = fit_module._resolve(data, 2, "nuts", None, None, None, None, None, low_rank, None, 1.0,
-                                         0, 0, False)
+        _, nuts, _ = fit_module._resolve(data, 2, "nuts", ties=None, prior=None, nuts=None, map_settings=None,
+                                         vi=None, start=low_rank, basis=None, ridge=1.0, random_seed=0,
+                                         predictive_draws=0, progressbar=False)
         chosen[expected] = nuts.backend
     assert chosen == {"jax": "jax", "numba": "numba"}
 

@@ -241,7 +241,7 @@ def jax_accelerator() -> bool:
 
 # nutpie over JAX on a GPU evaluates one gradient at a time for all chains (0.55 ms each at
 # N = 10,000 on an H200), where numba evaluates one per chain and core, in time linear in N (1.2 ms
-# at N = 10,000): the GPU is the faster below about this many comparisons per core used.
+# at N = 10,000): below about this many comparisons per core used, numba is the faster.
 JAX_COMPARISONS_PER_CORE = 5_000
 
 
