@@ -99,19 +99,24 @@ def test_a_usable_start_is_the_plain_fit():
 # ------------------------------------------------------------------------------- the coordinates
 
 
+@pytest.mark.parametrize("rank", [1, 2])
 @pytest.mark.parametrize("n", [150, 600, 3000, 5000])
-def test_auto_charts_only_where_the_ridge_is_long(n):
+def test_auto_charts_only_where_the_ridge_is_long(n, rank):
     data = strong_data(n, seed=2)
-    start = bl.fit_low_rank(data, 1)
-    frame = chart_frame(data, start.theta, 1)
-    chosen = geometry.choose_geometry(data, 1, start.theta, 1.0, "auto", None)
+    start = bl.fit_low_rank(data, rank)
+    frame = chart_frame(data, start.theta, rank)
+    chosen = geometry.choose_geometry(data, rank, start.theta, 1.0, "auto", None)
     assert chosen.automatic
-    if (frame.leading_snr >= geometry.SNR_CHART or n >= geometry.N_CHART) and frame.determined_rank:
+    long_ridge = frame.leading_snr >= geometry.SNR_CHART and rank > 1
+    if (long_ridge or n >= geometry.N_CHART) and frame.determined_rank:
         assert (chosen.parametrization, chosen.chart_rank) == ("chart", frame.determined_rank)
         assert "determined" in chosen.reason
     else:
         assert (chosen.parametrization, chosen.chart_rank) == ("factored", None)
-        assert f"{frame.leading_snr:.1f} < {geometry.SNR_CHART:g} and N = {n}" in chosen.reason
+        if frame.leading_snr < geometry.SNR_CHART:
+            assert f"{frame.leading_snr:.1f} < {geometry.SNR_CHART:g} and N = {n}" in chosen.reason
+        else:  # rank 1 below N_CHART: a ratio above the threshold is not enough (no rotation ridge)
+            assert f"rank 1 and N = {n} < {geometry.N_CHART}" in chosen.reason
 
 
 def test_the_leading_snr_grows_like_root_n_across_the_threshold():

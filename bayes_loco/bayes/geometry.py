@@ -14,7 +14,10 @@ only adds risk: its coordinates B = Θ₂₁A⁻¹ are ratios whose denominator 
 block) is within a few standard deviations of singular, which is where NUTS diverged.
 So ``"auto"`` charts only where ``leading_snr ≥ SNR_CHART`` or N ≥ :data:`N_CHART`
 (at q = 10 the weak components' ridges are long too), and then only the components the
-data determine (``determined_rank``).
+data determine (``determined_rank``). At rank 1 the ratio alone is not enough: the factored
+model has no rotation ridge (only the scale's, 14–19 leapfrog steps per draw at ratios 16–38
+against the chart's 7–9), and below :data:`N_CHART` the chart's longer compilation cost more
+than its shorter trajectories saved.
 
 **A separated start is no start.** With imbalanced data a rarely compared action can be
 separable and the unpenalised MLE runs off (singular values of 10⁴ were seen at
@@ -55,6 +58,9 @@ SNR_CHART = 20.0
 # long too (§5.1, q = 10, N = 10,000: ratio 12.6, the factored model 211 steps per draw, the partial
 # chart 124).
 N_CHART = 5000
+# At rank 1 only N decides (the module docstring): a problem of the unseen grid (§5.1, r = 1, N = 3,000,
+# 20 × 10 × 20, ratio 23.9) charted drew 0.58-0.74x the factored model's ESS per second, the chart's
+# compilation being half its time; at N = 100,000 (ratio ~120) the chart took 7.0 steps per draw against 36.9.
 # A start whose largest margin |η_t| exceeds this predicts some label with probability 1 − 1e-21 or more:
 # separated in effect, whether or not its MLE was flagged (a §5.1 problem at N = 600 gave |η| ~ 1e6; the
 # fits of the paper's cells that converge stay below 20).
@@ -147,8 +153,8 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     ``"factored"`` and ``"chart"`` are taken as named. ``"auto"`` charts the
     components the data determine (``ChartFrame.determined_rank``, or
     ``chart_rank`` if given) where the leading signal-to-noise ratio reaches
-    :data:`SNR_CHART` or N reaches :data:`N_CHART`, and is factored otherwise or where
-    no chart exists (r above a span's dimension).
+    :data:`SNR_CHART` (at rank r ≥ 2) or N reaches :data:`N_CHART`, and is factored
+    otherwise or where no chart exists (r above a span's dimension).
     """
     if chart_rank is not None and chart_rank > rank:
         raise ValueError(f"nuts.chart_rank must be at most the rank {rank}, got {chart_rank}")
@@ -168,6 +174,10 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     if snr < SNR_CHART and data.n < N_CHART:
         return Geometry(None, f"the leading component's signal-to-noise ratio {snr:.1f} < {SNR_CHART:g} "
                               f"and N = {data.n} < {N_CHART}: the factored model's ridge is short here", True)
+    if rank == 1 and data.n < N_CHART:
+        why = (f"rank 1 and N = {data.n} < {N_CHART}: the factored model has no rotation ridge, and the "
+               "chart's compilation would cost more than its shorter trajectories save")
+        return Geometry(None, why, True)
     r1 = frame.determined_rank if chart_rank is None else chart_rank
     if r1 == 0:
         return Geometry(None, f"no component's column space is determined (angles "
