@@ -214,37 +214,59 @@ def test_the_issue_case_converges_and_its_advice_works(issue_data):
     assert any("signal-to-noise" in note for note in post.summary().notes)
 
 
-def test_a_troubled_auto_chart_falls_back_to_the_factored_model(issue_data, monkeypatch):
+def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_model(issue_data, monkeypatch):
     # Chart the issue's case (as the old default did), and hold R-hat to a bar no finite run meets,
-    # so the chart's run is troubled whatever its divergences: the factored model runs too.
+    # so every run is troubled whatever its divergences: the chart of the leading component runs
+    # next, then the factored model.
     monkeypatch.setattr(geometry, "SNR_CHART", 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bl.SamplerWarning)
         post = bb.fit_posterior(issue_data, 2, nuts={"draws": 150, "tune": 300, "chains": 2,
                                                      "rhat_max": 1.0}, progressbar=False, predictive_draws=0)
     record = post.settings["geometry"]
-    first = record["first"]
-    assert first["parametrization"] == "chart" and first["chart_rank"] == 2
-    assert "so the factored model ran too" in record["reason"]
-    # Whichever run is kept, the record holds both: the chart's as "first", the factored model's
-    # under "factored" when the chart's was kept.
-    assert ("factored" in record) != record["fell_back"]
-    if not record["fell_back"]:
-        assert record["factored"]["parametrization"] == "factored"
-        assert "the chart's run was kept" in record["reason"]
-    # The kept fit is the better one by the ranking (divergence-free first, then R-hat, then ESS per
-    # leapfrog step, which reads no clock).
+    runs = [record["first"], *record["fallbacks"]]
+    assert [(run["parametrization"], run["chart_rank"]) for run in runs] == [
+        ("chart", 2), ("chart", 1), ("factored", None)]
+    assert "the chart (r₁ = 2) gave" in record["reason"]
+    assert ", so the chart (r₁ = 1) gave" in record["reason"]
+    assert ", so the factored model gave" in record["reason"]
+    kept_name = "factored model" if record["chart_rank"] is None else f"chart (r₁ = {record['chart_rank']})"
+    assert f"the {kept_name}'s run was kept, as the best of the 3" in record["reason"]
+    assert record["fell_back"] == (record["chart_rank"] != 2)
+    # The kept fit is the best by the ranking (divergence-free first, then R-hat, then ESS per
+    # leapfrog step, which reads no clock), and its facts are the fit's own.
     kept = post.diagnostics
-    assert record["fell_back"] == (record["parametrization"] == "factored")
     steps = leapfrog_steps(post.tree)
     assert steps == post.tree["sample_stats"]["n_steps"].sum() and steps >= 2 * 150
-    other = first if record["fell_back"] else record["factored"]
-    ess = min(other["min_ess_bulk"], other["min_ess_tail"])
-    replaced = bl.Diagnostics("nuts", False, None, bl.FitStatus.SAMPLER_WARNINGS,
-                              divergences=other["divergences"], max_rhat=other["max_rhat"],
-                              min_ess_bulk=ess, min_ess_tail=ess)
-    assert geometry.ranking(kept, 1.0, steps) >= geometry.ranking(replaced, 1.0, other["leapfrog_steps"])
+    ours = [run for run in runs if (run["parametrization"], run["chart_rank"])
+            == (record["parametrization"], record["chart_rank"])]
+    assert len(ours) == 1 and ours[0]["leapfrog_steps"] == steps
+    assert ours[0]["divergences"] == kept.divergences
+    for other in runs:
+        ess = min(other["min_ess_bulk"], other["min_ess_tail"])
+        replaced = bl.Diagnostics("nuts", False, None, bl.FitStatus.SAMPLER_WARNINGS,
+                                  divergences=other["divergences"], max_rhat=other["max_rhat"],
+                                  min_ess_bulk=ess, min_ess_tail=ess)
+        assert geometry.ranking(kept, 1.0, steps) >= geometry.ranking(replaced, 1.0, other["leapfrog_steps"])
     assert post.settings["nuts"]["parametrization"] == record["parametrization"]
+    assert post.settings["nuts"]["chart_rank"] == record["chart_rank"]
+
+
+def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data):
+    start = bl.fit_low_rank(issue_data, 2)
+    named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", None)
+    assert list(geometry.fallbacks(named, issue_data, 1.0)) == []
+    frame = chart_frame(issue_data, start.theta, 2)
+    auto = geometry.Geometry(frame, "charted", True)
+    following = list(geometry.fallbacks(auto, issue_data, 1.0))
+    assert [(g.parametrization, g.chart_rank, g.automatic) for g in following] == [
+        ("chart", 1, True), ("factored", None, True)]
+    # The smaller chart keeps the frame's spans and start, and whitens only the leading component.
+    assert following[0].frame.dim == frame.left.shape[1] + frame.right.shape[1] - 1
+    np.testing.assert_array_equal(following[0].frame.left, frame.left)
+    # An automatic chart of one component is followed by the factored model alone.
+    one = geometry.Geometry(following[0].frame, "charted", True)
+    assert [g.parametrization for g in geometry.fallbacks(one, issue_data, 1.0)] == ["factored"]
 
 
 def test_ranking_orders_by_divergences_then_rhat_then_ess_per_leapfrog_step():

@@ -195,30 +195,30 @@ def _run_facts(nuts: NUTS, d: Diagnostics, steps: float) -> dict:
             "min_ess_tail": d.min_ess_tail, "seconds": d.seconds, "leapfrog_steps": steps}
 
 
-def geometry_record(geometry, ran: NUTS, first: tuple[NUTS, Diagnostics, float] | None, start_note: str,
-                    second: tuple[NUTS, Diagnostics, float] | None = None) -> dict:
+def _coordinates(nuts: NUTS) -> str:
+    return "factored model" if nuts.chart_rank is None else f"chart (r₁ = {nuts.chart_rank})"
+
+
+def geometry_record(geometry, ran: NUTS, runs: list[tuple[NUTS, Diagnostics, float]],
+                    start_note: str) -> dict:
     """What ran and why, for ``settings["geometry"]``: the choice, its reason, and a fall-back's cause.
 
-    ``ran``: the NUTS settings of the run kept; ``first``: the settings, diagnostics and
-    leapfrog steps of the chart's run when the factored model ran too (:func:`~.geometry.ranking`),
-    None when no second run was needed; ``second``: the factored run's, when it ran and the
-    chart's was kept.
+    ``ran``: the NUTS settings of the run kept; ``runs``: the settings, diagnostics and
+    leapfrog steps of every run, in order, when a troubled automatic chart was followed by
+    others (:func:`~.geometry.fallbacks`, kept by :func:`~.geometry.ranking`), empty when
+    the first run was kept alone. The record's ``first`` holds the first run's facts and
+    ``fallbacks`` those of the runs after it.
     """
     record = {"parametrization": ran.parametrization, "chart_rank": ran.chart_rank,
               "reason": geometry.reason,
-              "fell_back": first is not None and first[0].parametrization != ran.parametrization}
-    if first is not None:
-        d = first[1]
-        record["first"] = _run_facts(*first)
-        record["reason"] += (f"; the chart gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS "
-                             f"{d.min_ess_bulk:.0f} in {d.seconds:.0f} s, so the factored model ran too and ")
-        if second is None:
-            record["reason"] += "was kept"
-        else:
-            record["factored"] = _run_facts(*second)
-            d = second[1]
-            record["reason"] += (f"gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS "
-                                 f"{d.min_ess_bulk:.0f}: the chart's run was kept, as the better one")
+              "fell_back": bool(runs) and _coordinates(runs[0][0]) != _coordinates(ran)}
+    if runs:
+        record["first"] = _run_facts(*runs[0])
+        record["fallbacks"] = [_run_facts(*run) for run in runs[1:]]
+        told = [f"the {_coordinates(nuts)} gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS "
+                f"{d.min_ess_bulk:.0f} in {d.seconds:.0f} s" for nuts, d, _ in runs]
+        record["reason"] += ("; " + ", so ".join(told) + f": the {_coordinates(ran)}'s run was kept, "
+                             f"as the best of the {len(runs)}")
     if start_note:
         record["start"] = start_note
     return record

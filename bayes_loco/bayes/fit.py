@@ -43,7 +43,7 @@ from .diagnostics import (
     nuts_diagnostics,
     vi_diagnostics,
 )
-from .geometry import Geometry, check_user_start, choose_geometry, default_start, ranking, troubled
+from .geometry import Geometry, check_user_start, choose_geometry, default_start, fallbacks, ranking, troubled
 from .laplace import find_map, laplace_theta
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
@@ -261,16 +261,13 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     """
     geometry = choose_geometry(run.data, run.rank, run.start.theta, run.prior.scale, nuts.parametrization,
                                nuts.chart_rank)
-    first = kept = _nuts_attempt(run, geometry, nuts)
-    chart_run = factored_run = None
-    if geometry.automatic and geometry.frame is not None and troubled(first.diagnostics, nuts.rhat_max):
-        factored = _nuts_attempt(run, dataclasses.replace(geometry, frame=None), nuts)
-        chart_run, factored_run = ((run_.group, run_.diagnostics, leapfrog_steps(run_.tree))
-                                   for run_ in (first, factored))
-        if (ranking(factored_run[1], nuts.rhat_max, factored_run[2])
-                > ranking(chart_run[1], nuts.rhat_max, chart_run[2])):
-            kept, factored_run = factored, None
-    record = {"geometry": geometry_record(geometry, kept.group, chart_run, start_note, factored_run)}
+    runs = [_nuts_attempt(run, geometry, nuts)]
+    pending = fallbacks(geometry, run.data, run.prior.scale)
+    while troubled(runs[-1].diagnostics, nuts.rhat_max) and (following := next(pending, None)) is not None:
+        runs.append(_nuts_attempt(run, following, nuts))
+    facts = [(attempt.group, attempt.diagnostics, leapfrog_steps(attempt.tree)) for attempt in runs]
+    kept = runs[max(range(len(runs)), key=lambda i: ranking(facts[i][1], nuts.rhat_max, facts[i][2]))]
+    record = {"geometry": geometry_record(geometry, kept.group, facts if len(runs) > 1 else [], start_note)}
     if kept.advice:
         record["advice"] = kept.advice
     return kept, record

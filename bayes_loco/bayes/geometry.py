@@ -27,16 +27,21 @@ default start is then the ridge fit with λ = 1/s² (:data:`START_RIDGE` over th
 scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 
 **Fall-back.** A chart chosen by ``"auto"`` that still shows trouble after sampling
-(a divergence, or R-hat above ``nuts.rhat_max``) is
-followed by the factored model on the same data and settings, and the fit keeps
-whichever :func:`ranking` prefers; the fit's ``settings["geometry"]`` and ``summary()``
+(a divergence, or R-hat above ``nuts.rhat_max``) is followed by :func:`fallbacks` on the
+same data and settings, each run only while the last one is troubled: the leading
+component's chart where more were charted (an unseen problem, §5.1 at q = 1, N = 10,000,
+r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in 101 s,
+where the factored model took 775 s), then the factored model. The fit keeps the run
+:func:`ranking` prefers; the fit's ``settings["geometry"]`` and ``summary()``
 say what ran, why, and what the first attempt showed. A parametrisation the user named
 is never replaced.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -187,6 +192,20 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     why = (f"signal-to-noise ratio {snr:.1f} >= {SNR_CHART:g}" if snr >= SNR_CHART
            else f"N = {data.n} >= {N_CHART}")
     return Geometry(frame, f"{why}; {r1} of {rank} components determined", True)
+
+
+def fallbacks(geometry: Geometry, data: PreferenceData, scale: float) -> Iterator[Geometry]:
+    """The coordinates to try, in order, after ``geometry``'s run was troubled (see the module docstring).
+
+    None for coordinates the user named; for an automatic chart of r₁ ≥ 2 components the
+    chart of the leading one (its frame built only when reached), then the factored model.
+    """
+    if not geometry.automatic or geometry.frame is None:
+        return
+    if geometry.chart_rank > 1:
+        frame = partial_frame(geometry.frame, data, 1, scale)
+        yield Geometry(frame, geometry.reason, True)
+    yield dataclasses.replace(geometry, frame=None)
 
 
 def troubled(d: Diagnostics, rhat_max: float) -> bool:
