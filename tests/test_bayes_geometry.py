@@ -252,12 +252,20 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     assert post.settings["nuts"]["chart_rank"] == record["chart_rank"]
 
 
-def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data):
+def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypatch):
     start = bl.fit_low_rank(issue_data, 2)
     named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", None)
     assert list(geometry.fallbacks(named, issue_data, 1.0)) == []
     frame = chart_frame(issue_data, start.theta, 2)
     auto = geometry.Geometry(frame, "charted", True)
+    # The smaller chart's frame (a Fisher information over the data) is built only when it is reached.
+    built = []
+    monkeypatch.setattr(geometry, "partial_frame", lambda *args: built.append(args) or frame)
+    pending = geometry.fallbacks(auto, issue_data, 1.0)
+    assert built == []
+    next(pending)
+    assert len(built) == 1
+    monkeypatch.undo()
     following = list(geometry.fallbacks(auto, issue_data, 1.0))
     assert [(g.parametrization, g.chart_rank, g.automatic) for g in following] == [
         ("chart", 1, True), ("factored", None, True)]

@@ -63,9 +63,6 @@ SNR_CHART = 20.0
 # long too (§5.1, q = 10, N = 10,000: ratio 12.6, the factored model 211 steps per draw, the partial
 # chart 124).
 N_CHART = 5000
-# At rank 1 only N decides (the module docstring): a problem of the unseen grid (§5.1, r = 1, N = 3,000,
-# 20 × 10 × 20, ratio 23.9) charted drew 0.58-0.74x the factored model's ESS per second, the chart's
-# compilation being half its time; at N = 100,000 (ratio ~120) the chart took 7.0 steps per draw against 36.9.
 # A start whose largest margin |η_t| exceeds this predicts some label with probability 1 − 1e-21 or more:
 # separated in effect, whether or not its MLE was flagged (a §5.1 problem at N = 600 gave |η| ~ 1e6; the
 # fits of the paper's cells that converge stay below 20).
@@ -179,6 +176,9 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     if snr < SNR_CHART and data.n < N_CHART:
         return Geometry(None, f"the leading component's signal-to-noise ratio {snr:.1f} < {SNR_CHART:g} "
                               f"and N = {data.n} < {N_CHART}: the factored model's ridge is short here", True)
+    # At rank 1 only N decides: a problem of the unseen grid (§5.1, r = 1, N = 3,000, 20 × 10 × 20, ratio
+    # 23.9) charted drew 0.58-0.74x the factored model's ESS per second, the chart's compilation being half
+    # its time; at N = 100,000 (ratio ~120) the chart took 7.0 steps per draw against 36.9.
     if rank == 1 and data.n < N_CHART:
         why = (f"rank 1 and N = {data.n} < {N_CHART}: the factored model has no rotation ridge, and the "
                "chart's compilation would cost more than its shorter trajectories save")

@@ -195,9 +195,10 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
     tree = nutpie.sample(compiled, draws=draws, tune=max(tune, 1), chains=chains, cores=cores, seed=seeds[0],
                          save_warmup=False, store_unconstrained=False, progress_bar=progressbar,
                          target_accept=target_accept)
+    sampling_time = time.time() - t0
     tree["posterior"] = xr.DataTree(pm.compute_deterministics(tree["posterior"].to_dataset(), model=model,
                                                               extend_dataset=True, progressbar=False))
-    patch_nutpie_idata(tree, model, sampling_time=time.time() - t0)
+    patch_nutpie_idata(tree, model, sampling_time=sampling_time)
     tree["posterior"].attrs["compile_time"] = compile_seconds
     tree["posterior"].attrs["compiled_model_reused"] = int(reused)
     return tree
