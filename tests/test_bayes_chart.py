@@ -306,3 +306,30 @@ def test_chart_rank_is_checked():
         _fit(data, 2, start, "auto", draws=5, chart_rank=0)
     with pytest.raises(ValueError, match="chart_rank"):
         chart.chart_frame(data, start.theta, 2, chart_rank=0)
+
+
+def test_the_weak_block_is_whitened_by_its_own_curvature():
+    """At the start, −∇² log p in each weak column Z̃_k of a partial chart is the identity.
+
+    Z_k = M_k Z̃_k with M_k = L_k⁻ᵀ, L_k L_kᵀ the Fisher information of Z_k plus the prior's
+    1/s². η is linear in Z_k, so the likelihood's Hessian there is that information exactly.
+    At q = 10 the rare actions' differences leave that information ~80× larger in one direction
+    than in the others, none of them along the frame's axes: unwhitened, NUTS's diagonal mass
+    matrix could not follow it.
+    """
+    problem = bl.simulate.paper_problem(d_x=6, d_a=6, d_s=5, rank=3, imbalance=10, seed=2)
+    data = problem.sample(2000, seed=3)
+    start = bl.fit_low_rank(data, 3, ridge=1.0)
+    frame = chart.chart_frame(data, start.theta, 3, chart_rank=1)
+    model = chart.build_chart_model(data, 3, frame)
+    point = chart.chart_start(frame, 0.0, np.random.default_rng(0))
+    neg_hessian = -model.compile_d2logp(vars=[model[D.CHART_WEAK_RIGHT]], negate_output=False)(point)
+    m, rw = frame.right.shape[1] - 1, frame.weak_rank
+    blocks = neg_hessian.reshape(m, rw, m, rw)
+    for k in range(rw):
+        np.testing.assert_allclose(blocks[:, k, :, k], np.eye(m), atol=1e-8)
+    # The information the whitening undoes is far from isotropic.
+    for k in range(rw):
+        curvature = np.linalg.inv(frame.weak_whitening[k] @ frame.weak_whitening[k].T)
+        eig = np.linalg.eigvalsh(curvature)
+        assert eig[-1] / eig[0] > 5

@@ -158,6 +158,9 @@ class ChartFrame:
     chart_rank : int or None
         r₁: the leading components sampled in chart coordinates, the others
         factored (the partial chart); None for all r.
+    weak_whitening : ndarray, shape (r_w, m − r₁, m − r₁), or None
+        With a partial chart, M_k = L_k⁻ᵀ for each weak column k: Z_k = M_k Z̃_k,
+        L_k L_kᵀ the curvature of Z_k at the start (see the module docstring).
     """
 
     left: np.ndarray
@@ -169,6 +172,7 @@ class ChartFrame:
     angles: np.ndarray
     leading_snr: float
     chart_rank: int | None = None
+    weak_whitening: np.ndarray | None = None
 
     def __post_init__(self):
         if self.chart_rank is None:
@@ -287,7 +291,29 @@ def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scal
     r, sv = frame.rank, frame.singular_values
     theta0 = frame.left[:, :r] @ np.diag(sv) @ frame.right[:, :r].T
     whitening = _whitening(frame.left, frame.right, sv[:chart_rank], theta0, data, scale)
-    return dataclasses.replace(frame, whitening=whitening, chart_rank=chart_rank)
+    weak = None if chart_rank == r else _weak_whitening(frame, data, chart_rank, theta0, scale)
+    return dataclasses.replace(frame, whitening=whitening, chart_rank=chart_rank, weak_whitening=weak)
+
+
+def _weak_whitening(frame: ChartFrame, data: PreferenceData, r1: int, theta0, scale: float) -> np.ndarray:
+    """M_k = L_k⁻ᵀ per weak column k, L_k L_kᵀ = σ̂_k Σ_t p_t(1 − p_t) x̃_tk² δ̃_t δ̃_tᵀ + I/s².
+
+    x̃_t, δ̃_t are the comparisons in the frame's trailing coordinates; at the start
+    W_k = Z_k = √σ̂_k e_k, so σ̂_k x̃_tk² δ̃_t δ̃_tᵀ is the Fisher information of Z_k.
+    """
+    sv = frame.singular_values[r1:]
+    m = frame.right.shape[1] - r1
+    out = np.empty((sv.size, m, m))
+    for k, s_k in enumerate(sv):
+        info = np.zeros((m, m))
+        for lo in range(0, data.n, _CHUNK):
+            x, dphi = data.contexts[lo: lo + _CHUNK], data.differences[lo: lo + _CHUNK]
+            xk = x @ frame.left[:, r1 + k]
+            d = dphi @ frame.right[:, r1:]
+            info += fisher_information(np.sqrt(s_k) * xk[:, None] * d, margins(theta0, x, dphi))
+        chol = np.tril(cho_factor(info + np.eye(m) / scale**2, lower=True)[0])
+        out[k] = np_solve_triangular(chol.T, np.eye(m), lower=False)
+    return out
 
 
 def _whitening(left, right, sv, theta0, data: PreferenceData, scale: float) -> np.ndarray:
@@ -386,7 +412,9 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
             w, log_gauge = _weak_left(rw, dx - r1 - rw)
             y_top = pm.Flat(D.CHART_WEAK_TOP, dims=(D.CHART_RANK, D.WEAK_RANK))
             a_y = pt.linalg.solve(a.T, y_top)  # A⁻ᵀ Y
-            y_rest = pm.Flat(D.CHART_WEAK_RIGHT, dims=(D.FEATURE_REST, D.WEAK_RANK)) + pt.dot(c.T, a_y)
+            z_w = pm.Flat(D.CHART_WEAK_RIGHT, dims=(D.FEATURE_REST, D.WEAK_RANK))
+            z_w = pt.stack([pt.dot(inputs["chart_weak_whitening"][k], z_w[:, k]) for k in range(rw)], axis=1)
+            y_rest = z_w + pt.dot(c.T, a_y)
             h1 = pt.dot(b - pt.dot(w, a_y.T), t)
             u_s = pt.concatenate([pt.concatenate([t, pt.zeros((r1, rw))], axis=1),
                                   pt.concatenate([h1, w], axis=1)], axis=0)
@@ -462,6 +490,8 @@ def frame_inputs(frame: ChartFrame) -> dict:
     arrays = {"chart_center": frame.center, "chart_whitening": frame.whitening, "chart_left": frame.left,
               "chart_right": frame.right, "chart_left_null": frame.left_null,
               "chart_right_null": frame.right_null}
+    if frame.weak_whitening is not None:
+        arrays["chart_weak_whitening"] = frame.weak_whitening
     return {name: pytensor.shared(np.ascontiguousarray(value, dtype=float), name=name)
             for name, value in arrays.items()}
 
@@ -484,6 +514,9 @@ def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scal
             block = jitter * scale * rng.standard_normal((basis.shape[1] - r1, rw))
             block[:rw] += np.diag(np.sqrt(sv[r1:]))
             start[name] = block
+        z_w = start[D.CHART_WEAK_RIGHT]  # Z; the model's coordinates are Z̃_k = M_k⁻¹ Z_k
+        start[D.CHART_WEAK_RIGHT] = np.stack([np.linalg.solve(frame.weak_whitening[k], z_w[:, k])
+                                              for k in range(rw)], axis=1)
         start[D.CHART_WEAK_TOP] = jitter * scale * rng.standard_normal((r1, rw))
         if rw > 1:  # W's top block in its gauge: the diagonal's logs and the jittered entries below it
             top = start[D.CHART_WEAK_LEFT][:rw]
