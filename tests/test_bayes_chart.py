@@ -308,28 +308,38 @@ def test_chart_rank_is_checked():
         chart.chart_frame(data, start.theta, 2, chart_rank=0)
 
 
-def test_the_weak_block_is_whitened_by_its_own_curvature():
-    """At the start, −∇² log p in each weak column Z̃_k of a partial chart is the identity.
+@pytest.mark.parametrize("rank", [2, 3])
+def test_the_weak_block_is_whitened_by_its_own_curvature(rank):
+    """At the start, −∇² log p in each weak column Z̃_k of a partial chart is the identity, and in W̃.
 
-    Z_k = M_k Z̃_k with M_k = L_k⁻ᵀ, L_k L_kᵀ the Fisher information of Z_k plus the prior's
-    1/s². η is linear in Z_k, so the likelihood's Hessian there is that information exactly.
-    At q = 10 the rare actions' differences leave that information ~80× larger in one direction
-    than in the others, none of them along the frame's axes: unwhitened, NUTS's diagonal mass
-    matrix could not follow it.
+    Z_k = M_k Z̃_k and W = M_W W̃ (M_W shared by W's columns); η is linear in each of Z_k
+    and W_k, so the likelihood's Hessian there is their Fisher information exactly, which
+    M_k and M_W undo with the prior's 1/s². W̃ is checked where r_w = 1 (at r_w ≥ 2 its top
+    block is read through log T_w,ii). At q = 10 the rare actions leave Z's information
+    many times larger in one direction than in others; the contexts are made anisotropic
+    (condition number 10) so that W's is too.
     """
     problem = bl.simulate.paper_problem(d_x=6, d_a=6, d_s=5, rank=3, imbalance=10, seed=2)
     data = problem.sample(2000, seed=3)
-    start = bl.fit_low_rank(data, 3, ridge=1.0)
-    frame = chart.chart_frame(data, start.theta, 3, chart_rank=1)
-    model = chart.build_chart_model(data, 3, frame)
+    rng = np.random.default_rng(4)
+    basis, _ = np.linalg.qr(rng.standard_normal((data.d_x, data.d_x)))
+    stretch = basis @ np.diag(np.geomspace(1.0, 10.0, data.d_x)) @ basis.T
+    data = bl.PreferenceData(data.contexts @ stretch, data.differences, data.labels, data.actions)
+    start = bl.fit_low_rank(data, rank, ridge=1.0)
+    frame = chart.chart_frame(data, start.theta, rank, chart_rank=1)
+    model = chart.build_chart_model(data, rank, frame)
     point = chart.chart_start(frame, 0.0, np.random.default_rng(0))
-    neg_hessian = -model.compile_d2logp(vars=[model[D.CHART_WEAK_RIGHT]], negate_output=False)(point)
-    m, rw = frame.right.shape[1] - 1, frame.weak_rank
-    blocks = neg_hessian.reshape(m, rw, m, rw)
+    rw = frame.weak_rank
+    names = [D.CHART_WEAK_RIGHT] + ([D.CHART_WEAK_LEFT] if rw == 1 else [])
+    neg_hessian = -model.compile_d2logp(vars=[model[name] for name in names], negate_output=False)(point)
+    m, dx = frame.right.shape[1] - 1, frame.left.shape[1] - 1
+    right = neg_hessian[: m * rw, : m * rw].reshape(m, rw, m, rw)
     for k in range(rw):
-        np.testing.assert_allclose(blocks[:, k, :, k], np.eye(m), atol=1e-8)
-    # The information the whitening undoes is far from isotropic.
-    for k in range(rw):
-        curvature = np.linalg.inv(frame.weak_whitening[k] @ frame.weak_whitening[k].T)
-        eig = np.linalg.eigvalsh(curvature)
+        np.testing.assert_allclose(right[:, k, :, k], np.eye(m), atol=1e-8)
+    if rw == 1:
+        np.testing.assert_allclose(neg_hessian[m:, m:], np.eye(dx), atol=1e-8)
+    assert np.allclose(np.triu(frame.weak_left_whitening, 1), 0.0)
+    # The information the whitening undoes is far from isotropic on both sides.
+    for whitening in (*frame.weak_whitening, frame.weak_left_whitening):
+        eig = np.linalg.eigvalsh(np.linalg.inv(whitening @ whitening.T))
         assert eig[-1] / eig[0] > 5

@@ -79,8 +79,17 @@ V_⊥) the density is
         − (‖V₁‖² + ‖Y‖² + ‖Y'‖²)/2s_V²) · N(U_⊥; 0, s_U²) · N(V_⊥; 0, s_V²) · L(y | Θ):
 
 the factored model's prior and likelihood, exactly. r₁ = r is the chart
-above; W, Z, Y are sampled in their own scale (NUTS adapts a diagonal mass
-matrix), the whitening acts on (A, B, C) only.
+above.
+
+**The weak block's whitening.** Each weak column is sampled as Z_k = M_k Z̃_k,
+M_k = L_k⁻ᵀ with L_k L_kᵀ the Fisher information of Z_k at the start plus the
+prior's 1/s² (``ChartFrame.weak_whitening``): where some actions are rarely
+compared (the paper's q = 10) that information is ~80× larger in one direction
+than in the others and lies across the frame's axes, which NUTS's diagonal mass
+matrix cannot follow. W's columns share one M_W (``weak_left_whitening``, their
+average curvature; on data with anisotropic contexts), lower triangular, so that W̃'s
+top block is lower triangular exactly when W's is (the gauge below). Y and T are
+sampled in their own scale.
 
 **The weak block's rotation.** (W, Z, Y) → (W R, Z R, Y R), R ∈ O(r_w), leaves
 the density unchanged: for r_w ≥ 2 a circle (or sphere) of factors per Θ, whose
@@ -159,8 +168,13 @@ class ChartFrame:
         r₁: the leading components sampled in chart coordinates, the others
         factored (the partial chart); None for all r.
     weak_whitening : ndarray, shape (r_w, m − r₁, m − r₁), or None
-        With a partial chart, M_k = L_k⁻ᵀ for each weak column k: Z_k = M_k Z̃_k,
-        L_k L_kᵀ the curvature of Z_k at the start (see the module docstring).
+        With a partial chart, M_k for each weak column k: Z_k = M_k Z̃_k, with
+        M_kᵀ H_k M_k = I for H_k the curvature of Z_k at the start (see the
+        module docstring).
+    weak_left_whitening : ndarray, shape (d_x' − r₁, d_x' − r₁), or None
+        With a partial chart, M_W, lower triangular: W = M_W W̃, with
+        M_Wᵀ H_W M_W = I for H_W the curvature of W's columns at the start,
+        averaged over them.
     """
 
     left: np.ndarray
@@ -173,6 +187,7 @@ class ChartFrame:
     leading_snr: float
     chart_rank: int | None = None
     weak_whitening: np.ndarray | None = None
+    weak_left_whitening: np.ndarray | None = None
 
     def __post_init__(self):
         if self.chart_rank is None:
@@ -291,29 +306,40 @@ def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scal
     r, sv = frame.rank, frame.singular_values
     theta0 = frame.left[:, :r] @ np.diag(sv) @ frame.right[:, :r].T
     whitening = _whitening(frame.left, frame.right, sv[:chart_rank], theta0, data, scale)
-    weak = None if chart_rank == r else _weak_whitening(frame, data, chart_rank, theta0, scale)
-    return dataclasses.replace(frame, whitening=whitening, chart_rank=chart_rank, weak_whitening=weak)
+    right, left = (None, None) if chart_rank == r else _weak_whitening(frame, data, chart_rank, theta0, scale)
+    return dataclasses.replace(frame, whitening=whitening, chart_rank=chart_rank, weak_whitening=right,
+                               weak_left_whitening=left)
 
 
-def _weak_whitening(frame: ChartFrame, data: PreferenceData, r1: int, theta0, scale: float) -> np.ndarray:
-    """M_k = L_k⁻ᵀ per weak column k, L_k L_kᵀ = σ̂_k Σ_t p_t(1 − p_t) x̃_tk² δ̃_t δ̃_tᵀ + I/s².
+def _weak_whitening(frame: ChartFrame, data: PreferenceData, r1: int, theta0,
+                    scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(M_k per weak column k, M_W): the weak block's whitening (see the module docstring).
 
-    x̃_t, δ̃_t are the comparisons in the frame's trailing coordinates; at the start
-    W_k = Z_k = √σ̂_k e_k, so σ̂_k x̃_tk² δ̃_t δ̃_tᵀ is the Fisher information of Z_k.
+    With x̃_t, δ̃_t the comparisons in the frame's trailing coordinates and the start's
+    W_k = Z_k = √σ̂_k e_k, the Fisher information of Z_k is σ̂_k Σ_t w_t x̃_tk² δ̃_t δ̃_tᵀ
+    and that of W_k is σ̂_k Σ_t w_t δ̃_tk² x̃_t x̃_tᵀ (w_t = p_t(1 − p_t)); each plus the
+    prior's I/s². M_k = L_k⁻ᵀ for H_k = L_k L_kᵀ; M_W, shared by W's columns (their
+    average curvature), is lower triangular, so that W̃'s top block is lower triangular
+    exactly when W's is and the gauge of W's rotation carries over.
     """
     sv = frame.singular_values[r1:]
-    m = frame.right.shape[1] - r1
-    out = np.empty((sv.size, m, m))
-    for k, s_k in enumerate(sv):
-        info = np.zeros((m, m))
-        for lo in range(0, data.n, _CHUNK):
-            x, dphi = data.contexts[lo: lo + _CHUNK], data.differences[lo: lo + _CHUNK]
-            xk = x @ frame.left[:, r1 + k]
-            d = dphi @ frame.right[:, r1:]
-            info += fisher_information(np.sqrt(s_k) * xk[:, None] * d, margins(theta0, x, dphi))
+    dx, m = frame.left.shape[1] - r1, frame.right.shape[1] - r1
+    right_info, left_info = np.zeros((sv.size, m, m)), np.zeros((sv.size, dx, dx))
+    for lo in range(0, data.n, _CHUNK):
+        x, dphi = data.contexts[lo: lo + _CHUNK], data.differences[lo: lo + _CHUNK]
+        xt, dt = x @ frame.left[:, r1:], dphi @ frame.right[:, r1:]
+        eta = margins(theta0, x, dphi)
+        for k, s_k in enumerate(sv):
+            right_info[k] += fisher_information(np.sqrt(s_k) * xt[:, [k]] * dt, eta)
+            left_info[k] += fisher_information(np.sqrt(s_k) * dt[:, [k]] * xt, eta)
+    right = np.empty_like(right_info)
+    for k, info in enumerate(right_info):
         chol = np.tril(cho_factor(info + np.eye(m) / scale**2, lower=True)[0])
-        out[k] = np_solve_triangular(chol.T, np.eye(m), lower=False)
-    return out
+        right[k] = np_solve_triangular(chol.T, np.eye(m), lower=False)
+    # H = U Uᵀ with U upper triangular (Cholesky with the axes reversed), M_W = U⁻ᵀ.
+    precision = left_info.mean(axis=0) + np.eye(dx) / scale**2
+    upper = np.linalg.cholesky(precision[::-1, ::-1])[::-1, ::-1]
+    return right, np_solve_triangular(upper.T, np.eye(dx), lower=True)
 
 
 def _whitening(left, right, sv, theta0, data: PreferenceData, scale: float) -> np.ndarray:
@@ -410,6 +436,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
         v_top = solve_triangular(t, pt.concatenate([a, c], axis=1), lower=True)  # V₁ᵀ = T⁻¹ [A, C]
         if rw:
             w, log_gauge = _weak_left(rw, dx - r1 - rw)
+            w = pt.dot(inputs["chart_weak_left_whitening"], w)  # W = M_W W̃
             y_top = pm.Flat(D.CHART_WEAK_TOP, dims=(D.CHART_RANK, D.WEAK_RANK))
             a_y = pt.linalg.solve(a.T, y_top)  # A⁻ᵀ Y
             z_w = pm.Flat(D.CHART_WEAK_RIGHT, dims=(D.FEATURE_REST, D.WEAK_RANK))
@@ -491,7 +518,8 @@ def frame_inputs(frame: ChartFrame) -> dict:
               "chart_right": frame.right, "chart_left_null": frame.left_null,
               "chart_right_null": frame.right_null}
     if frame.weak_whitening is not None:
-        arrays["chart_weak_whitening"] = frame.weak_whitening
+        arrays |= {"chart_weak_whitening": frame.weak_whitening,
+                   "chart_weak_left_whitening": frame.weak_left_whitening}
     return {name: pytensor.shared(np.ascontiguousarray(value, dtype=float), name=name)
             for name, value in arrays.items()}
 
@@ -510,21 +538,27 @@ def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scal
     start = {D.CHART_Z: jitter * rng.standard_normal(frame.dim),
              D.CHART_LOG_DIAG: 0.5 * np.log(sv[:r1])}
     if rw:
+        blocks = {}
         for name, basis in ((D.CHART_WEAK_LEFT, frame.left), (D.CHART_WEAK_RIGHT, frame.right)):
             block = jitter * scale * rng.standard_normal((basis.shape[1] - r1, rw))
             block[:rw] += np.diag(np.sqrt(sv[r1:]))
-            start[name] = block
-        z_w = start[D.CHART_WEAK_RIGHT]  # Z; the model's coordinates are Z̃_k = M_k⁻¹ Z_k
-        start[D.CHART_WEAK_RIGHT] = np.stack([np.linalg.solve(frame.weak_whitening[k], z_w[:, k])
-                                              for k in range(rw)], axis=1)
+            blocks[name] = block
+        w, z = blocks[D.CHART_WEAK_LEFT], blocks[D.CHART_WEAK_RIGHT]
+        if rw > 1:  # W's top block in its gauge: lower triangular, diagonal √σ̂, the jittered entries below it
+            w[:rw] = np.tril(w[:rw])
+            np.fill_diagonal(w[:rw], np.sqrt(sv[r1:]))
+        # The model's coordinates: W̃ = M_W⁻¹ W and Z̃_k = M_k⁻¹ Z_k.
+        w = np_solve_triangular(frame.weak_left_whitening, w, lower=True)
+        columns = zip(frame.weak_whitening, z.T, strict=True)
+        start[D.CHART_WEAK_RIGHT] = np.stack(
+            [np_solve_triangular(m_k, z_k, lower=False) for m_k, z_k in columns], axis=1)
         start[D.CHART_WEAK_TOP] = jitter * scale * rng.standard_normal((r1, rw))
-        if rw > 1:  # W's top block in its gauge: the diagonal's logs and the jittered entries below it
-            top = start[D.CHART_WEAK_LEFT][:rw]
-            start[D.CHART_WEAK_LOG_DIAG] = 0.5 * np.log(sv[r1:])
-            start[D.CHART_WEAK_LOWER] = top[np.tril_indices(rw, -1)]
-            start[D.CHART_WEAK_LEFT] = start[D.CHART_WEAK_LEFT][rw:]
-            if not start[D.CHART_WEAK_LEFT].size:
-                del start[D.CHART_WEAK_LEFT]
+        if rw > 1:
+            start[D.CHART_WEAK_LOG_DIAG] = np.log(np.diag(w[:rw]))
+            start[D.CHART_WEAK_LOWER] = w[:rw][np.tril_indices(rw, -1)]
+            w = w[rw:]
+        if w.size:
+            start[D.CHART_WEAK_LEFT] = w
     for name, null in ((D.LEFT_NULL, frame.left_null), (D.RIGHT_NULL, frame.right_null)):
         if null.shape[1]:
             start[name] = jitter * scale * rng.standard_normal((null.shape[1], frame.rank))
