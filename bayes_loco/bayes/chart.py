@@ -86,10 +86,10 @@ M_k = L_k⁻ᵀ with L_k L_kᵀ the Fisher information of Z_k at the start plus 
 prior's 1/s² (``ChartFrame.weak_whitening``): where some actions are rarely
 compared (the paper's q = 10) that information is ~80× larger in one direction
 than in the others and lies across the frame's axes, which NUTS's diagonal mass
-matrix cannot follow. W's columns share one M_W (``weak_left_whitening``, their
-average curvature; on data with anisotropic contexts), lower triangular, so that W̃'s
-top block is lower triangular exactly when W's is (the gauge below). Y and T are
-sampled in their own scale.
+matrix cannot follow. W = M_W W̃ likewise (``weak_left_whitening``), for data whose
+contexts are anisotropic: one M_W for all of W's columns (their average curvature),
+lower triangular, so that W̃'s top block is lower triangular exactly when W's is (the
+gauge below). Y and T are sampled in their own scale.
 
 **The weak block's rotation.** (W, Z, Y) → (W R, Z R, Y R), R ∈ O(r_w), leaves
 the density unchanged: for r_w ≥ 2 a circle (or sphere) of factors per Θ, whose
