@@ -435,18 +435,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
             t = pt.set_subtensor(t[rows, cols], pm.Flat(D.CHART_LOWER, dims=D.RANK_PAIR))
         v_top = solve_triangular(t, pt.concatenate([a, c], axis=1), lower=True)  # V₁ᵀ = T⁻¹ [A, C]
         if rw:
-            w, log_gauge = _weak_left(rw, dx - r1 - rw)
-            w = pt.dot(inputs["chart_weak_left_whitening"], w)  # W = M_W W̃
-            y_top = pm.Flat(D.CHART_WEAK_TOP, dims=(D.CHART_RANK, D.WEAK_RANK))
-            a_y = pt.linalg.solve(a.T, y_top)  # A⁻ᵀ Y
-            z_w = pm.Flat(D.CHART_WEAK_RIGHT, dims=(D.FEATURE_REST, D.WEAK_RANK))
-            z_w = pt.stack([pt.dot(inputs["chart_weak_whitening"][k], z_w[:, k]) for k in range(rw)], axis=1)
-            y_rest = z_w + pt.dot(c.T, a_y)
-            h1 = pt.dot(b - pt.dot(w, a_y.T), t)
-            u_s = pt.concatenate([pt.concatenate([t, pt.zeros((r1, rw))], axis=1),
-                                  pt.concatenate([h1, w], axis=1)], axis=0)
-            v_s = pt.concatenate([v_top.T, pt.concatenate([y_top, y_rest], axis=0)], axis=1)
-            left_sq = pt.sum(t * t) + pt.sum(h1 * h1) + pt.sum(w * w)
+            u_s, v_s, left_sq, log_gauge = _weak_block(inputs, a, b, c, t, v_top, rw, dx - r1 - rw)
         else:
             h1 = pt.dot(b, t)
             u_s = pt.concatenate([t, h1], axis=0)
@@ -472,6 +461,26 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
         v = pm.Deterministic(D.RIGHT, v, dims=(D.FEATURE, D.RANK))
         add_likelihood(data, u, v, prior, store_margins, layout)
     return model
+
+
+def _weak_block(inputs: dict, a, b, c, t, v_top, rw: int, rest_rows: int):
+    """Inside a model context: (U_s, V_s, ‖T‖² + ‖H₁‖² + ‖W‖², the gauge's log density) of a partial chart.
+
+    The weak block W = M_W W̃, Z_k = M_k Z̃_k and Y of the module docstring, joined to the
+    charted (A, B, C) and T.
+    """
+    w, log_gauge = _weak_left(rw, rest_rows)
+    w = pt.dot(inputs["chart_weak_left_whitening"], w)  # W = M_W W̃
+    y_top = pm.Flat(D.CHART_WEAK_TOP, dims=(D.CHART_RANK, D.WEAK_RANK))
+    a_y = pt.linalg.solve(a.T, y_top)  # A⁻ᵀ Y
+    z_w = pm.Flat(D.CHART_WEAK_RIGHT, dims=(D.FEATURE_REST, D.WEAK_RANK))
+    z_w = pt.stack([pt.dot(inputs["chart_weak_whitening"][k], z_w[:, k]) for k in range(rw)], axis=1)
+    y_rest = z_w + pt.dot(c.T, a_y)
+    h1 = pt.dot(b - pt.dot(w, a_y.T), t)
+    u_s = pt.concatenate([pt.concatenate([t, pt.zeros_like(y_top)], axis=1),  # [[T, 0], [H₁, W]]
+                          pt.concatenate([h1, w], axis=1)], axis=0)
+    v_s = pt.concatenate([v_top.T, pt.concatenate([y_top, y_rest], axis=0)], axis=1)
+    return u_s, v_s, pt.sum(t * t) + pt.sum(h1 * h1) + pt.sum(w * w), log_gauge
 
 
 def _weak_left(rw: int, rest_rows: int):
