@@ -518,7 +518,7 @@ def chart_coords(frame: ChartFrame) -> dict:
 
 
 def frame_inputs(frame: ChartFrame) -> dict:
-    """The frame's arrays as named shared inputs of the model graph (:data:`FRAME_INPUTS`).
+    """The frame's arrays as named shared inputs of the model graph.
 
     Not constants: a compiled model of one shape then serves every data set of that
     shape, its frame swapped in with the data (:mod:`.samplers`).
