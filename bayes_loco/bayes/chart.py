@@ -324,30 +324,32 @@ def _weak_whitening(frame: ChartFrame, data: PreferenceData, r1: int, theta0,
     """
     sv = frame.singular_values[r1:]
     dx, m = frame.left.shape[1] - r1, frame.right.shape[1] - r1
-    right_info, left_info = np.zeros((sv.size, m, m)), np.zeros((sv.size, dx, dx))
+    right_info, left_info = np.zeros((sv.size, m, m)), np.zeros((dx, dx))
     for lo in range(0, data.n, _CHUNK):
         x, dphi = data.contexts[lo: lo + _CHUNK], data.differences[lo: lo + _CHUNK]
         xt, dt = x @ frame.left[:, r1:], dphi @ frame.right[:, r1:]
         eta = margins(theta0, x, dphi)
         for k, s_k in enumerate(sv):
             right_info[k] += fisher_information(np.sqrt(s_k) * xt[:, [k]] * dt, eta)
-            left_info[k] += fisher_information(np.sqrt(s_k) * dt[:, [k]] * xt, eta)
-    right = np.empty_like(right_info)
-    for k, info in enumerate(right_info):
-        chol = np.tril(cho_factor(info + np.eye(m) / scale**2, lower=True)[0])
-        right[k] = np_solve_triangular(chol.T, np.eye(m), lower=False)
+            left_info += fisher_information(np.sqrt(s_k) * dt[:, [k]] * xt, eta)
+    right = np.stack([_inverse_cholesky_t(info + np.eye(m) / scale**2) for info in right_info])
     # H = U Uᵀ with U upper triangular (Cholesky with the axes reversed), M_W = U⁻ᵀ.
-    precision = left_info.mean(axis=0) + np.eye(dx) / scale**2
+    precision = left_info / sv.size + np.eye(dx) / scale**2
     upper = np.linalg.cholesky(precision[::-1, ::-1])[::-1, ::-1]
     return right, np_solve_triangular(upper.T, np.eye(dx), lower=True)
+
+
+def _inverse_cholesky_t(curvature: np.ndarray) -> np.ndarray:
+    """L⁻ᵀ for the Cholesky factor L Lᵀ = ``curvature``: x = L⁻ᵀ z has covariance ``curvature``⁻¹."""
+    chol = np.tril(cho_factor(curvature, lower=True)[0])
+    return np_solve_triangular(chol.T, np.eye(curvature.shape[0]), lower=False)
 
 
 def _whitening(left, right, sv, theta0, data: PreferenceData, scale: float) -> np.ndarray:
     """L⁻ᵀ for the chart of the leading ``sv.size`` components: L Lᵀ the curvature at Θ̂ (``theta0``)."""
     curvature = _information(left, right, sv, theta0, data)
     curvature += np.diag(_prior_curvature(left, right, sv, scale))
-    chol = np.tril(cho_factor(curvature, lower=True)[0])
-    return np_solve_triangular(chol.T, np.eye(curvature.shape[0]), lower=False)
+    return _inverse_cholesky_t(curvature)
 
 
 def _jacobian_rows(left, right, sv, x: np.ndarray, dphi: np.ndarray) -> np.ndarray:
@@ -547,12 +549,10 @@ def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scal
     start = {D.CHART_Z: jitter * rng.standard_normal(frame.dim),
              D.CHART_LOG_DIAG: 0.5 * np.log(sv[:r1])}
     if rw:
-        blocks = {}
-        for name, basis in ((D.CHART_WEAK_LEFT, frame.left), (D.CHART_WEAK_RIGHT, frame.right)):
-            block = jitter * scale * rng.standard_normal((basis.shape[1] - r1, rw))
-            block[:rw] += np.diag(np.sqrt(sv[r1:]))
-            blocks[name] = block
-        w, z = blocks[D.CHART_WEAK_LEFT], blocks[D.CHART_WEAK_RIGHT]
+        w, z = (jitter * scale * rng.standard_normal((basis.shape[1] - r1, rw))
+                for basis in (frame.left, frame.right))
+        w[:rw] += np.diag(np.sqrt(sv[r1:]))
+        z[:rw] += np.diag(np.sqrt(sv[r1:]))
         if rw > 1:  # W's top block in its gauge: lower triangular, diagonal √σ̂, the jittered entries below it
             w[:rw] = np.tril(w[:rw])
             np.fill_diagonal(w[:rw], np.sqrt(sv[r1:]))
