@@ -217,7 +217,8 @@ def test_the_issue_case_converges_and_its_advice_works(issue_data):
 def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_model(issue_data, monkeypatch):
     # Chart the issue's case (as the old default did), and hold R-hat to a bar no finite run meets,
     # so every run is troubled whatever its divergences: the chart of the leading component runs
-    # next, then the factored model.
+    # next (after the same chart at a higher target_accept where the first run diverged), then the
+    # factored model.
     monkeypatch.setattr(geometry, "SNR_CHART", 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bl.SamplerWarning)
@@ -225,22 +226,29 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
                                                      "rhat_max": 1.0}, progressbar=False, predictive_draws=0)
     record = post.settings["geometry"]
     runs = [record["first"], *record["fallbacks"]]
-    assert [(run["parametrization"], run["chart_rank"]) for run in runs] == [
-        ("chart", 2), ("chart", 1), ("factored", None)]
-    assert "the chart (r₁ = 2) gave" in record["reason"]
-    assert ", so the chart (r₁ = 1) gave" in record["reason"]
-    assert ", so the factored model gave" in record["reason"]
+    # A first run that diverged is retried in the same chart at target_accept 0.95 before the others.
+    retried = [("chart", 2, 0.95)] if record["first"]["divergences"] else []
+    assert [(run["parametrization"], run["chart_rank"], run["target_accept"]) for run in runs] == [
+        ("chart", 2, 0.9), *retried, ("chart", 1, 0.9), ("factored", None, 0.9)]
+    at = " at target_accept 0.9" if retried else ""
+    assert f"the chart (r₁ = 2){at} gave" in record["reason"]
+    assert ("so the chart (r₁ = 2) at target_accept 0.95 gave" in record["reason"]) == bool(retried)
+    assert f", so the chart (r₁ = 1){at} gave" in record["reason"]
+    assert f", so the factored model{at} gave" in record["reason"]
+    ours = [run for run in runs if (run["parametrization"], run["chart_rank"], run["target_accept"]) == (
+        record["parametrization"], record["chart_rank"], post.settings["nuts"]["target_accept"])]
+    assert len(ours) == 1
     kept_name = "factored model" if record["chart_rank"] is None else f"chart (r₁ = {record['chart_rank']})"
-    assert f"the {kept_name}'s run was kept, as the best of the 3" in record["reason"]
+    if retried:
+        kept_name += f" at target_accept {ours[0]['target_accept']:g}"
+    assert f"the {kept_name}'s run was kept, as the best of the {len(runs)}" in record["reason"]
     assert record["fell_back"] == (record["chart_rank"] != 2)
     # The kept fit is the best by the ranking (divergence-free first, then R-hat, then ESS per
     # leapfrog step, which reads no clock), and its facts are the fit's own.
     kept = post.diagnostics
     steps = leapfrog_steps(post.tree)
     assert steps == post.tree["sample_stats"]["n_steps"].sum() and steps >= 2 * 150
-    ours = [run for run in runs if (run["parametrization"], run["chart_rank"])
-            == (record["parametrization"], record["chart_rank"])]
-    assert len(ours) == 1 and ours[0]["leapfrog_steps"] == steps
+    assert ours[0]["leapfrog_steps"] == steps
     assert ours[0]["divergences"] == kept.divergences
     for other in runs:
         ess = min(other["min_ess_bulk"], other["min_ess_tail"])
@@ -255,26 +263,33 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
 def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypatch):
     start = bl.fit_low_rank(issue_data, 2)
     named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", None)
-    assert list(geometry.fallbacks(named, issue_data, 1.0)) == []
+    assert list(geometry.fallbacks(named, issue_data, 1.0, 0.9, diverged=False)) == []
     frame = chart_frame(issue_data, start.theta, 2)
     auto = geometry.Geometry(frame, "charted", True)
     # The smaller chart's frame (a Fisher information over the data) is built only when it is reached.
     built = []
     monkeypatch.setattr(geometry, "partial_frame", lambda *args: built.append(args) or frame)
-    pending = geometry.fallbacks(auto, issue_data, 1.0)
+    pending = geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=False)
     assert built == []
     next(pending)
     assert len(built) == 1
     monkeypatch.undo()
-    following = list(geometry.fallbacks(auto, issue_data, 1.0))
-    assert [(g.parametrization, g.chart_rank, g.automatic) for g in following] == [
-        ("chart", 1, True), ("factored", None, True)]
+    following = list(geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=False))
+    assert [(g.parametrization, g.chart_rank, g.automatic, g.target_accept) for g in following] == [
+        ("chart", 1, True, None), ("factored", None, True, None)]
+    # A chart that diverged is first retried as it was at target_accept 0.95, unless it ran at 0.95 or more.
+    retried = list(geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=True))
+    assert retried[0].frame is frame and retried[0].target_accept == 0.95
+    assert [(g.chart_rank, g.target_accept) for g in retried[1:]] == [(1, None), (None, None)]
+    assert len(list(geometry.fallbacks(auto, issue_data, 1.0, 0.95, diverged=True))) == 2
+    assert list(geometry.fallbacks(named, issue_data, 1.0, 0.9, diverged=True)) == []
     # The smaller chart keeps the frame's spans and start, and whitens only the leading component.
     assert following[0].frame.dim == frame.left.shape[1] + frame.right.shape[1] - 1
     np.testing.assert_array_equal(following[0].frame.left, frame.left)
     # An automatic chart of one component is followed by the factored model alone.
     one = geometry.Geometry(following[0].frame, "charted", True)
-    assert [g.parametrization for g in geometry.fallbacks(one, issue_data, 1.0)] == ["factored"]
+    assert [g.parametrization for g in geometry.fallbacks(one, issue_data, 1.0, 0.9, diverged=False)] == [
+        "factored"]
 
 
 def test_ranking_orders_by_divergences_then_rhat_then_ess_per_leapfrog_step():

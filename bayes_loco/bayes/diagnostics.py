@@ -191,12 +191,15 @@ def note_loose(diagnostics: Diagnostics, frame) -> Diagnostics:
 
 def _run_facts(nuts: NUTS, d: Diagnostics, steps: float) -> dict:
     return {"parametrization": nuts.parametrization, "chart_rank": nuts.chart_rank,
+            "target_accept": nuts.target_accept,
             "divergences": d.divergences, "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk,
             "min_ess_tail": d.min_ess_tail, "seconds": d.seconds, "leapfrog_steps": steps}
 
 
-def _coordinates(nuts: NUTS) -> str:
-    return "factored model" if nuts.chart_rank is None else f"chart (r₁ = {nuts.chart_rank})"
+def _coordinates(nuts: NUTS, with_target: bool = False) -> str:
+    """The coordinates in words; ``with_target``: and the ``target_accept`` they ran at."""
+    name = "factored model" if nuts.chart_rank is None else f"chart (r₁ = {nuts.chart_rank})"
+    return f"{name} at target_accept {nuts.target_accept:g}" if with_target else name
 
 
 def geometry_record(geometry, ran: NUTS, runs: list[tuple[NUTS, Diagnostics, float]],
@@ -215,9 +218,11 @@ def geometry_record(geometry, ran: NUTS, runs: list[tuple[NUTS, Diagnostics, flo
     if runs:
         record["first"] = _run_facts(*runs[0])
         record["fallbacks"] = [_run_facts(*run) for run in runs[1:]]
-        told = [f"the {_coordinates(nuts)} gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS "
-                f"{d.min_ess_bulk:.0f} in {d.seconds:.0f} s" for nuts, d, _ in runs]
-        record["reason"] += ("; " + ", so ".join(told) + f": the {_coordinates(ran)}'s run was kept, "
+        # A divergent chart's retry differs from its first run only in target_accept, so both say it then.
+        targets = len({nuts.target_accept for nuts, _, _ in runs}) > 1
+        told = [f"the {_coordinates(nuts, targets)} gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, "
+                f"ESS {d.min_ess_bulk:.0f} in {d.seconds:.0f} s" for nuts, d, _ in runs]
+        record["reason"] += ("; " + ", so ".join(told) + f": the {_coordinates(ran, targets)}'s run was kept, "
                              f"as the best of the {len(runs)}")
     if start_note:
         record["start"] = start_note

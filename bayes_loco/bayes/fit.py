@@ -262,7 +262,8 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     geometry = choose_geometry(run.data, run.rank, run.start.theta, run.prior.scale, nuts.parametrization,
                                nuts.chart_rank)
     runs = [_nuts_attempt(run, geometry, nuts)]
-    pending = fallbacks(geometry, run.data, run.prior.scale)
+    pending = fallbacks(geometry, run.data, run.prior.scale, nuts.target_accept,
+                        bool(runs[0].diagnostics.divergences))
     while troubled(runs[-1].diagnostics, nuts.rhat_max) and (following := next(pending, None)) is not None:
         runs.append(_nuts_attempt(run, following, nuts))
     facts = [(attempt.group, attempt.diagnostics, leapfrog_steps(attempt.tree)) for attempt in runs]
@@ -275,7 +276,8 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
 
 def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS) -> _Attempt:
     """One NUTS run in ``geometry``'s coordinates: build the model, sample, arrange the tree, diagnose."""
-    nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank)
+    nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank,
+                               target_accept=geometry.target_accept or nuts.target_accept)
     frame, prior = geometry.frame, run.prior
     if frame is not None:
         model = build_chart_model(run.data, run.rank, frame, prior=prior, group_rows=True)

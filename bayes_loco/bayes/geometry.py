@@ -28,7 +28,10 @@ scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 
 **Fall-back.** A chart chosen by ``"auto"`` that still shows trouble after sampling
 (a divergence, or R-hat above ``nuts.rhat_max``) is followed by :func:`fallbacks` on the
-same data and settings, each run only while the last one is troubled: the leading
+same data and settings, each run only while the last one is troubled: where it diverged,
+the same chart at ``target_accept`` :data:`RETRY_TARGET_ACCEPT` (on the robustness grid's
+three charts that diverged at 0.9, divergences went 1 → 0, 5 → 1 and 3 → 0 at 0.95, for
+about a quarter more leapfrog steps); the leading
 component's chart where more were charted (an unseen problem, §5.1 at q = 1, N = 10,000,
 r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in 101 s,
 where the factored model took 775 s), then the factored model. The fit keeps the run
@@ -69,6 +72,10 @@ N_CHART = 5000
 MARGIN_MAX = 50.0
 # λ of the default start's ridge, times 1/s²: (λ/2)‖Θ‖²_F is the log density of a N(0, s²/λ) prior.
 START_RIDGE = 1.0
+# A divergent automatic chart is first re-run at this target_accept (where the user's is lower): smaller
+# steps removed the divergences of 2 of the grid's 3 divergent charts and all but one of the third's,
+# where the factored model would have cost 3-4x the time (docs/results.md, "Retrying the chart").
+RETRY_TARGET_ACCEPT = 0.95
 
 
 @dataclass(frozen=True)
@@ -84,11 +91,15 @@ class Geometry:
         Why, in words (recorded in the fit's settings).
     automatic : bool
         Chosen by ``"auto"``: the fit may fall back to the factored model.
+    target_accept : float or None
+        The step-size adaptation's target where it is not ``nuts.target_accept``
+        (a divergent chart's retry, :data:`RETRY_TARGET_ACCEPT`); None: the user's.
     """
 
     frame: ChartFrame | None
     reason: str
     automatic: bool
+    target_accept: float | None = None
 
     @property
     def parametrization(self) -> str:
@@ -194,14 +205,19 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     return Geometry(frame, f"{why}; {r1} of {rank} components determined", True)
 
 
-def fallbacks(geometry: Geometry, data: PreferenceData, scale: float) -> Iterator[Geometry]:
+def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, target_accept: float,
+              diverged: bool) -> Iterator[Geometry]:
     """The coordinates to try, in order, after ``geometry``'s run was troubled (see the module docstring).
 
-    None for coordinates the user named; for an automatic chart of r₁ ≥ 2 components the
-    chart of the leading one (its frame built only when reached), then the factored model.
+    None for coordinates the user named. For an automatic chart: where its run
+    ``diverged`` at a ``target_accept`` below :data:`RETRY_TARGET_ACCEPT`, the same chart at
+    that target; for r₁ ≥ 2 components the chart of the leading one (its frame built only
+    when reached); then the factored model. Those two run at the user's ``target_accept``.
     """
     if not geometry.automatic or geometry.frame is None:
         return
+    if diverged and target_accept < RETRY_TARGET_ACCEPT:
+        yield dataclasses.replace(geometry, target_accept=RETRY_TARGET_ACCEPT)
     if geometry.chart_rank > 1:
         frame = partial_frame(geometry.frame, data, 1, scale)
         yield Geometry(frame, geometry.reason, True)
