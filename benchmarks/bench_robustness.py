@@ -85,7 +85,8 @@ def fit_row(data, rank: int, parametrization: str, args) -> dict:
     r1 = post.settings["nuts"]["chart_rank"]
     ess = min(d.min_ess_bulk, d.min_ess_tail)
     return {"ran": "factored" if r1 is None else f"chart:{r1}", "fallback": bool(geometry.get("fell_back")),
-            "target_accept": post.settings["nuts"]["target_accept"], "runs": 1 + len(geometry.get("fallbacks", [])),
+            "target_accept": post.settings["nuts"]["target_accept"],
+            "runs": 1 + len(geometry.get("fallbacks", [])),
             "divergences": d.divergences, "r_hat": d.max_rhat, "ess_bulk": d.min_ess_bulk,
             "ess_tail": d.min_ess_tail, "seconds": seconds, "ess_per_s": ess / seconds,
             "steps": float(post.tree["sample_stats"]["n_steps"].mean()), "converged": d.converged,

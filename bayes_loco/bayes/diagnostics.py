@@ -220,10 +220,11 @@ def geometry_record(geometry, ran: NUTS, runs: list[tuple[NUTS, Diagnostics, flo
         record["fallbacks"] = [_run_facts(*run) for run in runs[1:]]
         # A divergent chart's retry differs from its first run only in target_accept, so both say it then.
         targets = len({nuts.target_accept for nuts, _, _ in runs}) > 1
-        told = [f"the {_coordinates(nuts, targets)} gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, "
-                f"ESS {d.min_ess_bulk:.0f} in {d.seconds:.0f} s" for nuts, d, _ in runs]
-        record["reason"] += ("; " + ", so ".join(told) + f": the {_coordinates(ran, targets)}'s run was kept, "
-                             f"as the best of the {len(runs)}")
+        told = [f"the {_coordinates(nuts, targets)} gave {d.divergences} divergences, "
+                f"R-hat {d.max_rhat:.3f}, ESS {d.min_ess_bulk:.0f} in {d.seconds:.0f} s"
+                for nuts, d, _ in runs]
+        record["reason"] += ("; " + ", so ".join(told) + f": the {_coordinates(ran, targets)}'s run was "
+                             f"kept, as the best of the {len(runs)}")
     if start_note:
         record["start"] = start_note
     return record

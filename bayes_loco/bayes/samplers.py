@@ -224,9 +224,7 @@ def _jax_chain_method(chains: int) -> str:
     drawing the chains one after another; "vectorized" advances them together, which
     on a GPU costs about what one chain does.
     """
-    import jax
-
-    return "parallel" if jax.local_device_count() >= chains else "vectorized"
+    return "parallel" if _import_jax().local_device_count() >= chains else "vectorized"
 
 
 def _import_jax():
