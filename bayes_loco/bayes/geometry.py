@@ -29,9 +29,8 @@ scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 **Fall-back.** A chart chosen by ``"auto"`` that still shows trouble after sampling
 (a divergence, or R-hat above ``nuts.rhat_max``) is followed by :func:`fallbacks` on the
 same data and settings, each run only while the last one is troubled: where it diverged,
-the same chart at ``target_accept`` :data:`RETRY_TARGET_ACCEPT` (on the robustness grid's
-three charts that diverged at 0.9, divergences went 1 → 0, 5 → 1 and 3 → 0 at 0.95, for
-about a quarter more leapfrog steps); the leading
+the same chart at ``target_accept`` :data:`RETRY_TARGET_ACCEPT` (the robustness grids'
+three charts that diverged at 0.9 had no divergence at 0.95); the leading
 component's chart where more were charted (an unseen problem, §5.1 at q = 1, N = 10,000,
 r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in 101 s,
 where the factored model took 775 s), then the factored model. The fit keeps the run
@@ -72,9 +71,9 @@ N_CHART = 5000
 MARGIN_MAX = 50.0
 # λ of the default start's ridge, times 1/s²: (λ/2)‖Θ‖²_F is the log density of a N(0, s²/λ) prior.
 START_RIDGE = 1.0
-# A divergent automatic chart is first re-run at this target_accept (where the user's is lower): smaller
-# steps removed the divergences of 2 of the grid's 3 divergent charts and all but one of the third's,
-# where the factored model would have cost 3-4x the time (docs/results.md, "Retrying the chart").
+# A divergent automatic chart is first re-run at this target_accept (where the user's is lower): the
+# robustness grids' three divergent charts had no divergence at 0.95 and were kept, in 122-265 s where the
+# fall-backs had taken 281-1,115 s (docs/results.md, "Retrying the chart").
 RETRY_TARGET_ACCEPT = 0.95
 
 
