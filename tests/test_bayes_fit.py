@@ -125,7 +125,7 @@ def test_nuts_diagnostics(nuts):
     status = bl.results.FitStatus
     assert d.status is (status.CONVERGED if d.converged else status.SAMPLER_WARNINGS)
     assert "2 chains" in d.message and "300 draws" in d.message
-    assert d.divergences == 0
+    assert d.divergences == int(nuts.tree["sample_stats"]["diverging"].sum())
     assert d.mean_tree_depth is not None and d.mean_tree_depth >= 1
     # 600 draws of a 2-chain run that started at the frequentist fit: mixed, not perfect.
     assert d.max_rhat < 1.05
@@ -379,7 +379,10 @@ def test_warnings_advise_exact_settings_from_what_ran(nuts):
     from bayes_loco.bayes.diagnostics import nuts_diagnostics
 
     strict = dataclasses.replace(bb.NUTS(**nuts.settings["nuts"]), ess_min=1e9, rhat_max=1.0)
-    diagnostics, advice = nuts_diagnostics(nuts.tree, strict, 1.0)
+    # R-hat and ESS alone: the fixture's divergences (0-2, by platform and library versions) taken out.
+    tree = nuts.tree.copy()
+    tree["sample_stats"]["diverging"] = tree["sample_stats"]["diverging"] & False
+    diagnostics, advice = nuts_diagnostics(tree, strict, 1.0)
     assert len(diagnostics.warnings) == 2
     assert "max R-hat" in diagnostics.warnings[0] and f"at {D.THETA}" in diagnostics.warnings[0]
     # R-hat and ESS short: twice the draws and twice the tuning, written as the exact nuts= to pass.
@@ -783,7 +786,8 @@ def test_summary_of_the_identified_coordinates(nuts):
     assert (header["N"], header["d_x"], header["d_phi"]) == (nuts.data.n, nuts.data.d_x, nuts.data.d_phi)
     assert (header["rank"], header["k"], header["k_eff"]) == (RANK, nuts.k, nuts.k_eff)
     assert header["converged"] == nuts.diagnostics.converged and header["method"] == "nuts-pymc"
-    assert (header["chains"], header["draws"], header["divergences"]) == (2, 300, 0)
+    assert (header["chains"], header["draws"]) == (2, 300)
+    assert header["divergences"] == int(nuts.tree["sample_stats"]["diverging"].sum())
     assert header["parametrization"] == nuts.settings["nuts"]["parametrization"] == "chart"
     assert header["max R-hat"] == nuts.diagnostics.max_rhat
     table = summary.table
