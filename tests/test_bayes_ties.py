@@ -5,9 +5,11 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
+import pytensor
+import pytensor.tensor as pt
 import pytest
 from scipy import stats
-from scipy.special import expit
+from scipy.special import expit, log_expit
 
 import bayes_loco as bl
 from bayes_loco import bayes as bb
@@ -77,11 +79,34 @@ def test_without_ties_and_weights_the_model_is_the_bernoulli_one(tied):
     for data in (plain, ones):
         model = bb.build_model(data, RANK, ties="half")
         assert T.likelihood_kind(data, bb.Prior()) == T.BERNOULLI
-        assert type(model[D.OBSERVED].owner.op).__name__ == "BernoulliRV"
         assert {v.name for v in model.data_vars} == {D.DATA_CONTEXTS, D.DATA_DIFFERENCES, D.DATA_LABELS}
-    point = _point(bb.build_model(plain, RANK), np.random.default_rng(0))
-    logp = bb.build_model(plain, RANK).compile_logp()(point)
+    model = bb.build_model(plain, RANK)
+    point = _point(model, np.random.default_rng(0))
+    logp = model.compile_logp()(point)
     assert bb.build_model(ones, RANK).compile_logp()(point) == logp
+    # The observed y's log mass is scipy's Bernoulli at the margins, and it draws Bernoulli labels.
+    eta = _margins(point[D.LEFT] @ point[D.RIGHT].T, plain)
+    y_logp = model.compile_logp(vars=[model[D.OBSERVED]], sum=False)(point)[0]
+    reference = stats.bernoulli(expit(eta)).logpmf(plain.labels)
+    np.testing.assert_allclose(y_logp, reference, rtol=1e-12, atol=1e-15)
+    draws = T._bernoulli_random(np.array([-2.0, 0.0, 3.0]), rng=np.random.default_rng(1), size=(20_000, 3))
+    assert draws.dtype == np.int64
+    np.testing.assert_allclose(draws.mean(axis=0), expit([-2.0, 0.0, 3.0]), atol=4 * 0.5 / np.sqrt(20_000))
+
+
+def test_the_bernoulli_term_is_scipys_and_its_gradient_is_y_minus_sigma_everywhere():
+    """(y − ½)η − ½|η| − log1p(e^{−|η|}): log σ(±η) far into both tails; gradient y − σ(η), at η = 0 too."""
+    eta = pt.vector("eta")
+    y = pt.vector("y")
+    term = T.log_likelihood_term(y, eta)
+    f = pytensor.function([y, eta], [term, pt.grad(pt.sum(term), eta)])
+    grid = np.array([-800.0, -40.0, -3.0, -1e-9, 0.0, 1e-9, 0.5, 40.0, 800.0])
+    for label in (0.0, 1.0):
+        value, gradient = f(np.full(grid.size, label), grid)
+        expected = label * log_expit(grid) + (1 - label) * log_expit(-grid)  # scipy's log σ, stable
+        np.testing.assert_allclose(value, expected, rtol=1e-13, atol=1e-300)
+        # Absolute: y − σ(η) sums ±½ terms, so σ(−40) ≈ 4e-18 comes out as 0 (rounding of order 1e-17).
+        np.testing.assert_allclose(gradient, label - expit(grid), rtol=1e-13, atol=1e-16)
 
 
 def test_half_log_posterior_equals_the_bernoulli_one_on_the_expanded_data(tied):

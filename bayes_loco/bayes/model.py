@@ -20,7 +20,7 @@ from ..data import PreferenceData
 from . import dims as D
 from .margins import RowLayout, add_margins, row_coords, row_layout
 from .settings import Prior, settings_group
-from .ties import BERNOULLI, add_tie_likelihood, likelihood_kind, tie_prior
+from .ties import BERNOULLI, add_tie_likelihood, likelihood_kind, observe_bernoulli, tie_prior
 
 
 def model_coords(data: PreferenceData, rank: int, *, context_names=None, feature_names=None) -> dict:
@@ -164,7 +164,7 @@ def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool, layou
     if store_margins:
         eta = pm.Deterministic(D.MARGINS, eta, dims=D.COMPARISON)
     if bernoulli:
-        pm.Bernoulli(D.OBSERVED, logit_p=eta, observed=y, dims=D.COMPARISON)
+        observe_bernoulli(y, eta)
     else:
         add_tie_likelihood(data, eta, prior)
 
