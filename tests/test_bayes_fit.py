@@ -392,6 +392,27 @@ def test_warnings_advise_exact_settings_from_what_ran(nuts):
     assert not any("start" in m or "sampler" in m for m in diagnostics.warnings)
 
 
+def test_divergences_in_a_named_chart_advise_its_retry_or_the_factored_model(nuts):
+    from bayes_loco.bayes.diagnostics import nuts_diagnostics
+
+    ran = dataclasses.replace(bb.NUTS(**nuts.settings["nuts"]), ess_min=0.0, rhat_max=100.0)
+    assert ran.parametrization == "chart" and ran.target_accept < 0.95
+    tree = nuts.tree.copy()
+    stats = tree["sample_stats"]
+    tree["sample_stats"]["diverging"] = (stats["diverging"] & False) | (stats["draw"] < 3)
+    # geometry.advised_target gives 0.95 for a named chart where the factored model's ridge is long.
+    diagnostics, advice = nuts_diagnostics(tree, ran, 1.0, 0.95)
+    assert diagnostics.divergences == 3 * ran.chains
+    assert advice == {"target_accept": 0.95, "draws": 2 * ran.draws}
+    (message,) = diagnostics.warnings
+    assert "in the chart coordinates: smaller leapfrog steps (target_accept 0.95)" in message
+    assert message.endswith(f"re-run with nuts={advice}")
+    # Elsewhere (a short ridge: the chart's ratio coordinates near-singular), the factored model.
+    diagnostics, advice = nuts_diagnostics(tree, ran, 1.0)
+    assert advice == {"parametrization": "factored"}
+    assert "near-singular" in diagnostics.warnings[0]
+
+
 def test_warning_marks_a_worst_coordinate_the_data_do_not_reach(nuts):
     from bayes_loco.bayes.diagnostics import _unidentified_note
 

@@ -159,6 +159,38 @@ def test_advice_for_divergences_in_the_chart_is_the_factored_model():
     assert advice == {"parametrization": "factored"}
 
 
+def test_advice_for_a_named_chart_on_a_long_ridge_is_its_retry_first():
+    # Where the factored model's ridge is long, the chart at target_accept 0.95 (3 of 3 divergent charts
+    # of the robustness grid had none there, in a third of the factored model's time), then the factored.
+    chart = _nuts(parametrization="chart", target_accept=0.9, draws=400)
+    assert diagnostics_module._advice(chart, 5, False, False, 0.95) == {"target_accept": 0.95, "draws": 800}
+    ran = bb.NUTS(**(chart.__dict__ | {"target_accept": 0.95, "draws": 800}))
+    assert diagnostics_module._advice(ran, 5, False, False, 0.95) == {"parametrization": "factored"}
+    # Followed to the end, no step is advised twice in a row.
+    steps = []
+    for _ in range(6):
+        advice = diagnostics_module._advice(chart, 3, False, False, 0.95)
+        if not advice:
+            break
+        assert not steps or advice != steps[-1]
+        steps.append(advice)
+        chart = bb.NUTS(**(chart.__dict__ | advice))
+    assert [a.get("target_accept", a.get("parametrization")) for a in steps] == [0.95, "factored", 0.99]
+
+
+def test_the_advised_target_is_for_named_charts_on_a_long_ridge(issue_data):
+    start = bl.fit_low_rank(issue_data, 2)
+    named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", None)
+    assert not geometry.long_ridge(named.frame, issue_data.n)  # the issue's case: 142 divergences at 0.95
+    assert geometry.advised_target(named, issue_data.n) is None
+    assert geometry.long_ridge(named.frame, geometry.N_CHART)
+    assert geometry.advised_target(named, geometry.N_CHART) == geometry.RETRY_TARGET_ACCEPT
+    # An automatic chart's retry is a fall-back already, and the factored model has no chart to retry.
+    automatic = geometry.Geometry(named.frame, "charted", True)
+    assert geometry.advised_target(automatic, geometry.N_CHART) is None
+    assert geometry.advised_target(geometry.Geometry(None, "factored", False), geometry.N_CHART) is None
+
+
 @pytest.mark.parametrize(("ran", "expected"), [(0.8, 0.95), (0.9, 0.95), (0.95, 0.99), (0.99, None)])
 def test_advice_for_divergences_in_the_factored_model_steps_target_accept_up(ran, expected):
     advice = diagnostics_module._advice(_nuts(target_accept=ran), 3, False, False)

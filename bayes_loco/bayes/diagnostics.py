@@ -71,10 +71,14 @@ def _unidentified_note(name: str, tree) -> str:
     return ""
 
 
-def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool) -> dict:
+def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool,
+            chart_target: float | None = None) -> dict:
     """The NUTS settings to re-run with, each a step that improves this fit (empty: none known).
 
-    Divergences in the chart: the factored model (:mod:`.geometry`). Divergences in
+    Divergences in the chart: ``chart_target`` where it is given and above the
+    ``target_accept`` that ran (a chart the user named, where the factored model's
+    ridge is long: :func:`~.geometry.long_ridge`), else the factored model
+    (:mod:`.geometry`). Divergences in
     the factored model: the next ``target_accept`` of :data:`TARGET_ACCEPT_STEPS`
     above the one that ran (none past the last: smaller steps no longer help). R-hat
     or ESS short: twice the draws (ESS grows about linearly with them), and with R-hat
@@ -83,7 +87,9 @@ def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool) 
     """
     advice = {}
     if divergences:
-        if nuts.parametrization == CHART:
+        if nuts.parametrization == CHART and chart_target and nuts.target_accept < chart_target - 1e-9:
+            advice["target_accept"] = chart_target
+        elif nuts.parametrization == CHART:
             advice["parametrization"] = FACTORED
         else:
             higher = [t for t in TARGET_ACCEPT_STEPS if t > nuts.target_accept + 1e-9]
@@ -97,12 +103,13 @@ def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool) 
 
 
 
-def nuts_diagnostics(tree, nuts: NUTS, seconds: float) -> tuple[Diagnostics, dict]:
+def nuts_diagnostics(tree, nuts: NUTS, seconds: float,
+                     chart_target: float | None = None) -> tuple[Diagnostics, dict]:
     """Divergences, tree depth, and R-hat/ESS over Θ, θ_rtv and ν (:func:`diagnosed_variables`); messages.
 
-    The messages name the worst quantity (its ArviZ label); the advice (:func:`_advice`)
-    is returned beside the diagnostics and written into each message as the exact
-    ``nuts={...}`` to pass.
+    The messages name the worst quantity (its ArviZ label); the advice (:func:`_advice`,
+    with ``chart_target``) is returned beside the diagnostics and written into each
+    message as the exact ``nuts={...}`` to pass.
     """
     stats = tree[D.SAMPLE_STATS]
     div, depth, maxd = (_stat(stats, names) for names in (("diverging",), _DEPTH_STATS, _MAXDEPTH_STATS))
@@ -117,7 +124,7 @@ def nuts_diagnostics(tree, nuts: NUTS, seconds: float) -> tuple[Diagnostics, dic
     chains = tree[D.POSTERIOR].sizes.get("chain", 1)
     rhat_bad = chains > 1 and not max_rhat <= nuts.rhat_max
     ess_bad = not min(min_bulk, min_tail) >= nuts.ess_min
-    advice = _advice(nuts, divergences, rhat_bad, ess_bad)
+    advice = _advice(nuts, divergences, rhat_bad, ess_bad, chart_target)
     rerun = f"; re-run with nuts={advice}" if advice else ""
     messages = []
     if divergences:

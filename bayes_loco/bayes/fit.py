@@ -43,7 +43,16 @@ from .diagnostics import (
     nuts_diagnostics,
     vi_diagnostics,
 )
-from .geometry import Geometry, check_user_start, choose_geometry, default_start, fallbacks, ranking, troubled
+from .geometry import (
+    Geometry,
+    advised_target,
+    check_user_start,
+    choose_geometry,
+    default_start,
+    fallbacks,
+    ranking,
+    troubled,
+)
 from .laplace import find_map, laplace_theta
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
@@ -295,7 +304,7 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS) -> _Attempt:
         raw = sample_nuts(model, nuts, draw_start, run.seed, run.progressbar, model_key(model, frame, prior))
         seconds = time.perf_counter() - t0
     tree = run.arrange(raw, "nuts")
-    diagnostics, advice = nuts_diagnostics(tree, nuts, seconds)
+    diagnostics, advice = nuts_diagnostics(tree, nuts, seconds, advised_target(geometry, run.data.n))
     if diagnostics.warnings and frame is not None and not geometry.automatic:
         diagnostics = note_loose(diagnostics, frame)
     facts = (nuts.sampler, nuts.chains, nuts.draws, "NUTS draws (MCMC)")

@@ -36,7 +36,8 @@ r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in
 where the factored model took 775 s), then the factored model. The fit keeps the run
 :func:`ranking` prefers; the fit's ``settings["geometry"]`` and ``summary()``
 say what ran, why, and what the first attempt showed. A parametrisation the user named
-is never replaced.
+is never replaced; where a named chart diverged on a long ridge, its warning advises the same
+retry (:func:`advised_target`) before the factored model.
 """
 
 from __future__ import annotations
@@ -183,7 +184,7 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
         return Geometry(None, f"no chart of rank {rank} exists: the contexts or the differences span fewer "
                               "dimensions", True)
     snr = frame.leading_snr
-    if snr < SNR_CHART and data.n < N_CHART:
+    if not long_ridge(frame, data.n):
         return Geometry(None, f"the leading component's signal-to-noise ratio {snr:.1f} < {SNR_CHART:g} "
                               f"and N = {data.n} < {N_CHART}: the factored model's ridge is short here", True)
     # At rank 1 only N decides: a problem of the unseen grid (§5.1, r = 1, N = 3,000, 20 × 10 × 20, ratio
@@ -202,6 +203,30 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     why = (f"signal-to-noise ratio {snr:.1f} >= {SNR_CHART:g}" if snr >= SNR_CHART
            else f"N = {data.n} >= {N_CHART}")
     return Geometry(frame, f"{why}; {r1} of {rank} components determined", True)
+
+
+def long_ridge(frame: ChartFrame, n: int) -> bool:
+    """Whether the factored model's ridge is long on these data: where ``"auto"`` charts at all.
+
+    The leading signal-to-noise ratio reaches :data:`SNR_CHART` or N reaches :data:`N_CHART`.
+    There a divergent chart is worth a retry at :data:`RETRY_TARGET_ACCEPT` (what :func:`fallbacks`
+    tries first, and what the advice of a chart the user named says); below, its ratio coordinates
+    are near-singular and a higher target made them worse (issue #32's case: 142 divergences at 0.95).
+    """
+    return frame.leading_snr >= SNR_CHART or n >= N_CHART
+
+
+def advised_target(geometry: Geometry, n: int) -> float | None:
+    """The ``target_accept`` a divergent run in ``geometry`` is advised before the factored model, or None.
+
+    :data:`RETRY_TARGET_ACCEPT` for a chart the user named on data where the factored
+    model's ridge is long (:func:`long_ridge`); None otherwise: an automatic chart's retry at
+    that target is one of its :func:`fallbacks` already, and below the long ridge the
+    factored model is the advice.
+    """
+    if geometry.frame is None or geometry.automatic or not long_ridge(geometry.frame, n):
+        return None
+    return RETRY_TARGET_ACCEPT
 
 
 def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, target_accept: float,
