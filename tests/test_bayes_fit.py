@@ -407,10 +407,17 @@ def test_divergences_in_a_named_chart_advise_its_retry_or_the_factored_model(nut
     (message,) = diagnostics.warnings
     assert "in the chart coordinates: smaller leapfrog steps (target_accept 0.95)" in message
     assert message.endswith(f"re-run with nuts={advice}")
-    # Elsewhere (a short ridge: the chart's ratio coordinates near-singular), the factored model.
+    # Elsewhere (a short ridge: the chart's ratio coordinates near-singular), the factored model, the
+    # fixture's chart_rank dropped so that the advice can be followed as given.
     diagnostics, advice = nuts_diagnostics(tree, ran, 1.0)
-    assert advice == {"parametrization": "factored"}
+    assert advice == {"parametrization": "factored", "chart_rank": None}
     assert "near-singular" in diagnostics.warnings[0]
+    assert bb.NUTS(**(dataclasses.asdict(ran) | advice)).parametrization == "factored"
+    # After the retry, the factored model, and the warning says the retry ran.
+    retried = dataclasses.replace(ran, target_accept=0.95)
+    diagnostics, advice = nuts_diagnostics(tree, retried, 1.0, 0.95)
+    assert advice == {"parametrization": "factored", "chart_rank": None}
+    assert "persist at target_accept 0.95" in diagnostics.warnings[0]
 
 
 def test_warning_marks_a_worst_coordinate_the_data_do_not_reach(nuts):

@@ -166,6 +166,11 @@ def test_advice_for_a_named_chart_on_a_long_ridge_is_its_retry_first():
     assert diagnostics_module._advice(chart, 5, False, False, 0.95) == {"target_accept": 0.95, "draws": 800}
     ran = bb.NUTS(**(chart.__dict__ | {"target_accept": 0.95, "draws": 800}))
     assert diagnostics_module._advice(ran, 5, False, False, 0.95) == {"parametrization": "factored"}
+    # A named chart_rank goes with the chart: the advice drops it, so that it can be followed as given.
+    ranked = bb.NUTS(**(ran.__dict__ | {"chart_rank": 1}))
+    advice = diagnostics_module._advice(ranked, 5, False, False, 0.95)
+    assert advice == {"parametrization": "factored", "chart_rank": None}
+    assert bb.NUTS(**(ranked.__dict__ | advice)).parametrization == "factored"
     # Followed to the end, no step is advised twice in a row.
     steps = []
     for _ in range(6):

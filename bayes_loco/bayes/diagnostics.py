@@ -91,6 +91,8 @@ def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool,
             advice["target_accept"] = chart_target
         elif nuts.parametrization == CHART:
             advice["parametrization"] = FACTORED
+            if nuts.chart_rank is not None:  # NUTS refuses a chart_rank beside "factored"
+                advice["chart_rank"] = None
         else:
             higher = [t for t in TARGET_ACCEPT_STEPS if t > nuts.target_accept + 1e-9]
             if higher:
@@ -128,7 +130,10 @@ def nuts_diagnostics(tree, nuts: NUTS, seconds: float,
     rerun = f"; re-run with nuts={advice}" if advice else ""
     messages = []
     if divergences:
-        if "parametrization" in advice:
+        if "parametrization" in advice and chart_target:
+            why = (f"they persist at target_accept {nuts.target_accept}; the factored model has no ratio "
+                   "coordinates")
+        elif "parametrization" in advice:
             why = "the chart's coordinates are ratios that are near-singular where the data are few"
         elif "target_accept" in advice:
             why = f"smaller leapfrog steps (target_accept {advice['target_accept']}) follow the curvature"
