@@ -88,9 +88,13 @@ def main():
           f"{'div':>4} {'sample s':>8} {'fit s':>7}", flush=True)
     rows = []
     for n in args.sizes:
+        t0 = time.perf_counter()
         data = problem.sample(n, seed=args.seed)
         start = bl.fit_low_rank(data, args.rank, ridge=1.0)
+        # A phase line, so that a run stopped at a device call's limit still says how far it got.
+        print(f"# N = {n}: data and start in {time.perf_counter() - t0:.1f} s", flush=True)
         for sampler in args.samplers:
+            print(f"# N = {n}: {sampler} started at {time.strftime('%H:%M:%S')}", flush=True)
             row = {"n": n, "q": args.imbalance, "chart_rank": args.chart_rank,
                    "kernel": json.dumps(args.kernel)} | run_cell(data, start, sampler, args)
             rows.append(row)
