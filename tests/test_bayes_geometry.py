@@ -7,6 +7,7 @@ diverged and the factored model did not.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import warnings
 
@@ -327,6 +328,30 @@ def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypat
     one = geometry.Geometry(following[0].frame, "charted", True)
     assert [g.parametrization for g in geometry.fallbacks(one, issue_data, 1.0, 0.9, diverged=False)] == [
         "factored"]
+
+
+def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
+    """The fall-back charts the largest r' < r₁ with σ̂_r' ≥ GAP_MIN σ̂_r'+1, else the factored model runs."""
+    start = bl.fit_low_rank(issue_data, 2)
+    frame = chart_frame(issue_data, start.theta, 2)
+
+    def values(*sv, r1):
+        return dataclasses.replace(frame, singular_values=np.array(sv), chart_rank=r1)
+
+    # The unseen q = 30 problem's start (four equal singular values in Θ*): no boundary below r₁ = 4.
+    no_gap = values(3.30, 2.69, 2.48, 1.71, 1.11, r1=4)
+    assert geometry.smaller_chart_rank(no_gap) is None
+    assert geometry.smaller_chart_rank(values(8.0, 3.0, 2.9, 2.0, 0.5, r1=4)) == 1
+    assert geometry.smaller_chart_rank(values(8.0, 3.0, 2.9, 1.4, 0.5, r1=4)) == 3
+    assert geometry.smaller_chart_rank(values(2.0, 1.0, r1=2)) == 1
+    assert geometry.smaller_chart_rank(values(1.99, 1.0, r1=2)) is None
+    assert geometry.smaller_chart_rank(values(9.0, 1.0, r1=1)) is None
+    # The issue's start has its gap (6.98 / 2.98 = 2.35): its fall-back charts r₁ = 1 as before.
+    assert geometry.smaller_chart_rank(frame) == 1
+    auto = geometry.Geometry(no_gap, "charted", True)
+    retried = geometry.fallbacks(auto, issue_data, 1.0, 0.9, True)
+    assert [(g.parametrization, g.target_accept) for g in retried] == [("chart", 0.95), ("factored", None)]
+    assert [g.parametrization for g in geometry.fallbacks(auto, issue_data, 1.0, 0.9, False)] == ["factored"]
 
 
 def test_ranking_orders_by_divergences_then_rhat_then_ess_per_leapfrog_step():

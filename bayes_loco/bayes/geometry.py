@@ -30,10 +30,12 @@ scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 (a divergence, or R-hat above ``nuts.rhat_max``) is followed by :func:`fallbacks` on the
 same data and settings, each run only while the last one is troubled: where it diverged,
 the same chart at ``target_accept`` :data:`RETRY_TARGET_ACCEPT` (the robustness grids'
-three charts that diverged at 0.9 had no divergence at 0.95); the leading
-component's chart where more were charted (an unseen problem, §5.1 at q = 1, N = 10,000,
-r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in 101 s,
-where the factored model took 775 s), then the factored model. The fit keeps the run
+three charts that diverged at 0.9 had no divergence at 0.95); a chart of fewer
+components where more were charted, the largest r' whose boundary sits at a gap of the
+start's singular values (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}; an unseen problem, §5.1 at q = 1,
+N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in
+101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), then the
+factored model. The fit keeps the run
 :func:`ranking` prefers; the fit's ``settings["geometry"]`` and ``summary()``
 say what ran, why, and what the first attempt showed. A parametrisation the user named
 is never replaced; where a named chart diverged on a long ridge, its warning advises the same
@@ -76,6 +78,13 @@ START_RIDGE = 1.0
 # robustness grids' three divergent charts had no divergence at 0.95 and were kept, in 122-265 s where the
 # fall-backs had taken 281-1,115 s (docs/results.md, "Retrying the chart").
 RETRY_TARGET_ACCEPT = 0.95
+# A smaller chart's boundary r' must sit at a gap σ̂_{r'} ≥ GAP_MIN σ̂_{r'+1}: across a narrower one the
+# posterior swaps the components and the chart's ratio coordinates inherit the swap. Across 1.35 (§5.1,
+# q = 10, N = 10,000, r₁ = 2) the chart diverged 38 times; on four equal singular values (q = 30,
+# N = 20,000) the fall-back to r₁ = 1 across 1.23 diverged 19 times in 726 s; across 9.9 and 7.3 (the
+# unseen grid's problems 5 and 10) it diverged 0 and 1 times (docs/results.md, "Problems outside the
+# grid's span").
+GAP_MIN = 2.0
 
 
 @dataclass(frozen=True)
@@ -235,17 +244,30 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, target_acc
 
     None for coordinates the user named. For an automatic chart: where its run
     ``diverged`` at a ``target_accept`` below :data:`RETRY_TARGET_ACCEPT`, the same chart at
-    that target; for r₁ ≥ 2 components the chart of the leading one (its frame built only
-    when reached); then the factored model. Those two run at the user's ``target_accept``.
+    that target; for r₁ ≥ 2 components the chart of the leading :func:`smaller_chart_rank`
+    ones where a gap allows (its frame built only when reached); then the factored model.
+    Those two run at the user's ``target_accept``.
     """
     if not geometry.automatic or geometry.frame is None:
         return
     if diverged and target_accept < RETRY_TARGET_ACCEPT:
         yield dataclasses.replace(geometry, target_accept=RETRY_TARGET_ACCEPT)
-    if geometry.chart_rank > 1:
-        frame = partial_frame(geometry.frame, data, 1, scale)
-        yield Geometry(frame, geometry.reason, True)
+    smaller = smaller_chart_rank(geometry.frame)
+    if smaller is not None:
+        yield Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True)
     yield dataclasses.replace(geometry, frame=None)
+
+
+def smaller_chart_rank(frame: ChartFrame) -> int | None:
+    """The largest r' below the frame's r₁ whose boundary sits at a gap (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}).
+
+    None where no boundary below r₁ has one: the fall-back then goes to the factored model.
+    """
+    sv = frame.singular_values
+    for r in range(frame.chart_rank - 1, 0, -1):
+        if sv[r - 1] >= GAP_MIN * sv[r]:
+            return r
+    return None
 
 
 def troubled(d: Diagnostics, rhat_max: float) -> bool:
