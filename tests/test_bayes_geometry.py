@@ -13,11 +13,13 @@ import warnings
 
 import numpy as np
 import pytest
+import xarray as xr
 from scipy.special import expit
 
 import bayes_loco as bl
 from bayes_loco import bayes as bb
 from bayes_loco.bayes import diagnostics as diagnostics_module
+from bayes_loco.bayes import fit as fit_module
 from bayes_loco.bayes import geometry
 from bayes_loco.bayes.chart import chart_frame
 from bayes_loco.bayes.diagnostics import leapfrog_steps
@@ -301,33 +303,79 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
 def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypatch):
     start = bl.fit_low_rank(issue_data, 2)
     named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", None)
-    assert list(geometry.fallbacks(named, issue_data, 1.0, 0.9, diverged=False)) == []
+    assert list(geometry.fallbacks(named, issue_data, 1.0, 0.9, diverged=lambda: False)) == []
     frame = chart_frame(issue_data, start.theta, 2)
     auto = geometry.Geometry(frame, "charted", True)
     # The smaller chart's frame (a Fisher information over the data) is built only when it is reached.
     built = []
     monkeypatch.setattr(geometry, "partial_frame", lambda *args: built.append(args) or frame)
-    pending = geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=False)
+    pending = geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=lambda: False)
     assert built == []
     next(pending)
     assert len(built) == 1
     monkeypatch.undo()
-    following = list(geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=False))
+    following = list(geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=lambda: False))
     assert [(g.parametrization, g.chart_rank, g.automatic, g.target_accept) for g in following] == [
         ("chart", 1, True, None), ("factored", None, True, None)]
     # A chart that diverged is first retried as it was at target_accept 0.95, unless it ran at 0.95 or more.
-    retried = list(geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=True))
+    retried = list(geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=lambda: True))
     assert retried[0].frame is frame and retried[0].target_accept == 0.95
-    assert [(g.chart_rank, g.target_accept) for g in retried[1:]] == [(1, None), (None, None)]
-    assert len(list(geometry.fallbacks(auto, issue_data, 1.0, 0.95, diverged=True))) == 2
-    assert list(geometry.fallbacks(named, issue_data, 1.0, 0.9, diverged=True)) == []
+    assert [(g.chart_rank, g.target_accept) for g in retried[1:]] == [(1, None), (None, None), (None, 0.95)]
+    assert len(list(geometry.fallbacks(auto, issue_data, 1.0, 0.95, diverged=lambda: True))) == 2
+    assert list(geometry.fallbacks(named, issue_data, 1.0, 0.9, diverged=lambda: True)) == []
     # The smaller chart keeps the frame's spans and start, and whitens only the leading component.
     assert following[0].frame.dim == frame.left.shape[1] + frame.right.shape[1] - 1
     np.testing.assert_array_equal(following[0].frame.left, frame.left)
     # An automatic chart of one component is followed by the factored model alone.
     one = geometry.Geometry(following[0].frame, "charted", True)
-    assert [g.parametrization for g in geometry.fallbacks(one, issue_data, 1.0, 0.9, diverged=False)] == [
-        "factored"]
+    following_one = geometry.fallbacks(one, issue_data, 1.0, 0.9, diverged=lambda: False)
+    assert [g.parametrization for g in following_one] == ["factored"]
+
+
+def test_a_divergent_automatic_factored_model_is_retried_once_at_0_95(issue_data):
+    """Chosen first or reached by the fall-back, "auto"'s factored model that diverged runs again at 0.95."""
+    factored = geometry.Geometry(None, "short ridge", True)
+    assert [(g.parametrization, g.target_accept, g.automatic)
+            for g in geometry.fallbacks(factored, issue_data, 1.0, 0.9, lambda: True)] == [
+        ("factored", 0.95, True)]
+    assert list(geometry.fallbacks(factored, issue_data, 1.0, 0.9, lambda: False)) == []
+    assert list(geometry.fallbacks(factored, issue_data, 1.0, 0.95, lambda: True)) == []
+    named = geometry.Geometry(None, "named", False)
+    assert list(geometry.fallbacks(named, issue_data, 1.0, 0.9, lambda: True)) == []
+    # The retry asks about the latest run: a chart that diverged, then a factored model that did not.
+    start = bl.fit_low_rank(issue_data, 2)
+    one = geometry.Geometry(chart_frame(issue_data, start.theta, 1), "charted", True)
+    answers = iter([True, False])
+    assert [(g.parametrization, g.target_accept)
+            for g in geometry.fallbacks(one, issue_data, 1.0, 0.9, lambda: next(answers))] == [
+        ("chart", 0.95), ("factored", None)]
+
+
+def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monkeypatch):
+    """``_nuts``, a stand-in sampler: the chart mixes badly, the factored model diverges, its retry not."""
+    script = [(0, 1.05), (1, 1.001), (0, 1.001)]  # (divergences, R-hat) of each run in turn
+    ran = []
+
+    def attempt(run, geom, nuts):
+        div, rhat = script[len(ran)]
+        ran.append((geom.parametrization, geom.target_accept))
+        d = bl.Diagnostics("nuts", False, None, bl.FitStatus.SAMPLER_WARNINGS, seconds=1.0, divergences=div,
+                           max_rhat=rhat, min_ess_bulk=900.0, min_ess_tail=900.0)
+        group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
+                                    target_accept=geom.target_accept or nuts.target_accept)
+        return fit_module._Attempt(xr.DataTree(), d, None, group, ("nutpie", 4, 1000, ""), {})
+
+    start = bl.fit_low_rank(issue_data, 2)
+    chart = geometry.Geometry(chart_frame(issue_data, start.theta, 1), "charted", True)
+    monkeypatch.setattr(fit_module, "_nuts_attempt", attempt)
+    monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: chart)
+    run = fit_module._Run(issue_data, 2, bb.Prior(), None, None, 0, 0, False, start, 0.0)
+    kept, record = fit_module._nuts(run, bb.NUTS(), "")
+    assert ran == [("chart", None), ("factored", None), ("factored", 0.95)]
+    assert kept.group.target_accept == 0.95 and kept.diagnostics.divergences == 0
+    assert record["geometry"]["first"]["max_rhat"] == 1.05
+    assert [r["target_accept"] for r in record["geometry"]["fallbacks"]] == [0.9, 0.95]
+    assert "factored model at target_accept 0.95's run was kept" in record["geometry"]["reason"]
 
 
 def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
@@ -349,9 +397,11 @@ def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
     # The issue's start has its gap (6.98 / 2.98 = 2.35): its fall-back charts r₁ = 1 as before.
     assert geometry.smaller_chart_rank(frame) == 1
     auto = geometry.Geometry(no_gap, "charted", True)
-    retried = geometry.fallbacks(auto, issue_data, 1.0, 0.9, True)
-    assert [(g.parametrization, g.target_accept) for g in retried] == [("chart", 0.95), ("factored", None)]
-    assert [g.parametrization for g in geometry.fallbacks(auto, issue_data, 1.0, 0.9, False)] == ["factored"]
+    retried = geometry.fallbacks(auto, issue_data, 1.0, 0.9, lambda: True)
+    assert [(g.parametrization, g.target_accept) for g in retried] == [
+        ("chart", 0.95), ("factored", None), ("factored", 0.95)]
+    quiet = geometry.fallbacks(auto, issue_data, 1.0, 0.9, lambda: False)
+    assert [g.parametrization for g in quiet] == ["factored"]
 
 
 def test_ranking_orders_by_divergences_then_rhat_then_ess_per_leapfrog_step():

@@ -272,7 +272,7 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
                                nuts.chart_rank)
     runs = [_nuts_attempt(run, geometry, nuts)]
     pending = fallbacks(geometry, run.data, run.prior.scale, nuts.target_accept,
-                        bool(runs[0].diagnostics.divergences))
+                        lambda: bool(runs[-1].diagnostics.divergences))
     while troubled(runs[-1].diagnostics, nuts.rhat_max) and (following := next(pending, None)) is not None:
         runs.append(_nuts_attempt(run, following, nuts))
     facts = [(attempt.group, attempt.diagnostics, leapfrog_steps(attempt.tree)) for attempt in runs]
