@@ -8,6 +8,7 @@ diverged and the factored model did not.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 import warnings
 
@@ -266,22 +267,36 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
                                                      "rhat_max": 1.0}, progressbar=False, predictive_draws=0)
     record = post.settings["geometry"]
     runs = [record["first"], *record["fallbacks"]]
-    # A first run that diverged is retried in the same chart at target_accept 0.95 before the others.
-    retried = [("chart", 2, 0.95)] if record["first"]["divergences"] else []
-    assert [(run["parametrization"], run["chart_rank"], run["target_accept"]) for run in runs] == [
-        ("chart", 2, 0.9), *retried, ("chart", 1, 0.9), ("factored", None, 0.9)]
-    at = " at target_accept 0.9" if retried else ""
-    assert f"the chart (r₁ = 2){at} gave" in record["reason"]
-    assert ("so the chart (r₁ = 2) at target_accept 0.95 gave" in record["reason"]) == bool(retried)
-    assert f", so the chart (r₁ = 1){at} gave" in record["reason"]
-    assert f", so the factored model{at} gave" in record["reason"]
-    ours = [run for run in runs if (run["parametrization"], run["chart_rank"], run["target_accept"]) == (
-        record["parametrization"], record["chart_rank"], post.settings["nuts"]["target_accept"])]
+    # A first run that diverged is retried in the same chart at target_accept 0.95 before the others;
+    # the factored model then follows its own advice: 0.95 where it diverged, else twice the length.
+    retried = [("chart", 2, 0.95, 150)] if record["first"]["divergences"] else []
+    factored = runs[len(retried) + 2]
+    tail = [("factored", None, 0.95, 150)] if factored["divergences"] else []
+    advised = runs[len(retried) + 2 + len(tail)]  # the factored run whose advice is followed, if any
+    if not advised["divergences"] and 2 * min(advised["min_ess_bulk"], advised["min_ess_tail"]) >= 400:
+        tail.append(("factored", None, advised["target_accept"], 300))
+    ran = [(run["parametrization"], run["chart_rank"], run["target_accept"], run["draws"]) for run in runs]
+    assert ran == [("chart", 2, 0.9, 150), *retried, ("chart", 1, 0.9, 150), ("factored", None, 0.9, 150),
+                   *tail]
+    assert runs[-1]["tune"] == (600 if runs[-1]["draws"] == 300 else 300)
+
+    def name(run):
+        targets = len({r["target_accept"] for r in runs}) > 1
+        lengths = len({r["draws"] for r in runs}) > 1
+        coordinates = "factored model" if run["chart_rank"] is None else f"chart (r₁ = {run['chart_rank']})"
+        return (coordinates + (f" at target_accept {run['target_accept']:g}" if targets else "")
+                + (f" ({run['tune']} tuning steps + {run['draws']} draws)" if lengths else ""))
+
+    assert record["reason"].count(" gave ") == len(runs)
+    for before, after in itertools.pairwise(runs):
+        assert f"the {name(before)} gave" in record["reason"]
+        assert f"so the {name(after)} gave" in record["reason"]
+    ours = [run for run in runs if (run["parametrization"], run["chart_rank"], run["target_accept"],
+                                    run["draws"]) == (record["parametrization"], record["chart_rank"],
+                                                      post.settings["nuts"]["target_accept"],
+                                                      post.settings["nuts"]["draws"])]
     assert len(ours) == 1
-    kept_name = "factored model" if record["chart_rank"] is None else f"chart (r₁ = {record['chart_rank']})"
-    if retried:
-        kept_name += f" at target_accept {ours[0]['target_accept']:g}"
-    assert f"the {kept_name}'s run was kept, as the best of the {len(runs)}" in record["reason"]
+    assert f"the run of the {name(ours[0])} was kept, as the best of the {len(runs)}" in record["reason"]
     assert record["fell_back"] == (record["chart_rank"] != 2)
     # The kept fit is the best by the ranking (divergence-free first, then R-hat, then ESS per
     # leapfrog step, which reads no clock), and its facts are the fit's own.
@@ -300,55 +315,79 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     assert post.settings["nuts"]["chart_rank"] == record["chart_rank"]
 
 
+# The user's settings passed to ``fallbacks``: the default, and the default at target_accept 0.95.
+AT_90, AT_95 = bb.NUTS(), bb.NUTS(target_accept=0.95)
+
+
+def _ran(divergences: int = 0, rhat: float = 1.001, ess: float = 900.0):
+    """``fallbacks``'s ``latest``: the diagnostics of a run with these divergences, R-hat and ESS."""
+    d = bl.Diagnostics("nuts", False, None, bl.FitStatus.SAMPLER_WARNINGS, divergences=divergences,
+                       max_rhat=rhat, min_ess_bulk=ess, min_ess_tail=ess)
+    return lambda: d
+
+
 def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypatch):
     start = bl.fit_low_rank(issue_data, 2)
     named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", None)
-    assert list(geometry.fallbacks(named, issue_data, 1.0, 0.9, diverged=lambda: False)) == []
+    assert list(geometry.fallbacks(named, issue_data, 1.0, AT_90, latest=_ran())) == []
     frame = chart_frame(issue_data, start.theta, 2)
     auto = geometry.Geometry(frame, "charted", True)
     # The smaller chart's frame (a Fisher information over the data) is built only when it is reached.
     built = []
     monkeypatch.setattr(geometry, "partial_frame", lambda *args: built.append(args) or frame)
-    pending = geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=lambda: False)
+    pending = geometry.fallbacks(auto, issue_data, 1.0, AT_90, latest=_ran())
     assert built == []
     next(pending)
     assert len(built) == 1
     monkeypatch.undo()
-    following = list(geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=lambda: False))
+    following = list(geometry.fallbacks(auto, issue_data, 1.0, AT_90, latest=_ran()))
     assert [(g.parametrization, g.chart_rank, g.automatic, g.target_accept) for g in following] == [
         ("chart", 1, True, None), ("factored", None, True, None)]
     # A chart that diverged is first retried as it was at target_accept 0.95, unless it ran at 0.95 or more.
-    retried = list(geometry.fallbacks(auto, issue_data, 1.0, 0.9, diverged=lambda: True))
+    retried = list(geometry.fallbacks(auto, issue_data, 1.0, AT_90, latest=_ran(1)))
     assert retried[0].frame is frame and retried[0].target_accept == 0.95
     assert [(g.chart_rank, g.target_accept) for g in retried[1:]] == [(1, None), (None, None), (None, 0.95)]
-    assert len(list(geometry.fallbacks(auto, issue_data, 1.0, 0.95, diverged=lambda: True))) == 2
-    assert list(geometry.fallbacks(named, issue_data, 1.0, 0.9, diverged=lambda: True)) == []
+    assert len(list(geometry.fallbacks(auto, issue_data, 1.0, AT_95, latest=_ran(1)))) == 2
+    assert list(geometry.fallbacks(named, issue_data, 1.0, AT_90, latest=_ran(1))) == []
     # The smaller chart keeps the frame's spans and start, and whitens only the leading component.
     assert following[0].frame.dim == frame.left.shape[1] + frame.right.shape[1] - 1
     np.testing.assert_array_equal(following[0].frame.left, frame.left)
     # An automatic chart of one component is followed by the factored model alone.
     one = geometry.Geometry(following[0].frame, "charted", True)
-    following_one = geometry.fallbacks(one, issue_data, 1.0, 0.9, diverged=lambda: False)
+    following_one = geometry.fallbacks(one, issue_data, 1.0, AT_90, latest=_ran())
     assert [g.parametrization for g in following_one] == ["factored"]
 
 
-def test_a_divergent_automatic_factored_model_is_retried_once_at_0_95(issue_data):
-    """Chosen first or reached by the fall-back, "auto"'s factored model that diverged runs again at 0.95."""
+def test_an_automatic_factored_model_follows_its_own_advice_once_per_cause(issue_data):
+    """Chosen first or reached by the fall-back: diverged → again at 0.95; R-hat missed → lengthened."""
+    def following(geom, target, latest):
+        return [(g.parametrization, g.target_accept, g.lengthened, g.automatic)
+                for g in geometry.fallbacks(geom, issue_data, 1.0, bb.NUTS(target_accept=target), latest)]
+
     factored = geometry.Geometry(None, "short ridge", True)
-    assert [(g.parametrization, g.target_accept, g.automatic)
-            for g in geometry.fallbacks(factored, issue_data, 1.0, 0.9, lambda: True)] == [
-        ("factored", 0.95, True)]
-    assert list(geometry.fallbacks(factored, issue_data, 1.0, 0.9, lambda: False)) == []
-    assert list(geometry.fallbacks(factored, issue_data, 1.0, 0.95, lambda: True)) == []
+    assert following(factored, 0.9, _ran(1)) == [("factored", 0.95, False, True)]
+    assert following(factored, 0.9, _ran()) == []
+    assert following(factored, 0.95, _ran(1)) == []
+    assert following(factored, 0.9, _ran(0, 1.0185)) == [("factored", None, True, True)]
+    assert following(factored, 0.95, _ran(0, 1.0185)) == [("factored", None, True, True)]
+    # Lengthened only where twice the ESS reaches ess_min (400): a run the user kept short stays so.
+    assert following(factored, 0.9, _ran(0, 1.05, ess=200.0)) == [("factored", None, True, True)]
+    assert following(factored, 0.9, _ran(0, 1.05, ess=199.0)) == []
+    # R-hat after divergences: the target first; a divergent run is not lengthened.
+    assert following(factored, 0.95, _ran(2, 1.05)) == []
     named = geometry.Geometry(None, "named", False)
-    assert list(geometry.fallbacks(named, issue_data, 1.0, 0.9, lambda: True)) == []
-    # The retry asks about the latest run: a chart that diverged, then a factored model that did not.
+    assert following(named, 0.9, _ran(1)) == following(named, 0.9, _ran(0, 1.05)) == []
+    # Each retry asks about the run before it: a chart that diverged, its retry too, then the
+    # factored model without a divergence but with chains that disagree, then its lengthened run.
     start = bl.fit_low_rank(issue_data, 2)
     one = geometry.Geometry(chart_frame(issue_data, start.theta, 1), "charted", True)
-    answers = iter([True, False])
-    assert [(g.parametrization, g.target_accept)
-            for g in geometry.fallbacks(one, issue_data, 1.0, 0.9, lambda: next(answers))] == [
-        ("chart", 0.95), ("factored", None)]
+    latest = {"run": _ran(1)()}
+    pending = geometry.fallbacks(one, issue_data, 1.0, AT_90, lambda: latest["run"])
+    assert (next(pending).parametrization, next(pending).parametrization) == ("chart", "factored")
+    latest["run"] = _ran(0, 1.02)()
+    last = next(pending)
+    assert (last.parametrization, last.target_accept, last.lengthened) == ("factored", None, True)
+    assert next(pending, None) is None
 
 
 def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monkeypatch):
@@ -375,7 +414,7 @@ def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monke
     assert kept.group.target_accept == 0.95 and kept.diagnostics.divergences == 0
     assert record["geometry"]["first"]["max_rhat"] == 1.05
     assert [r["target_accept"] for r in record["geometry"]["fallbacks"]] == [0.9, 0.95]
-    assert "factored model at target_accept 0.95's run was kept" in record["geometry"]["reason"]
+    assert "the run of the factored model at target_accept 0.95 was kept" in record["geometry"]["reason"]
 
 
 def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
@@ -397,10 +436,10 @@ def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
     # The issue's start has its gap (6.98 / 2.98 = 2.35): its fall-back charts r₁ = 1 as before.
     assert geometry.smaller_chart_rank(frame) == 1
     auto = geometry.Geometry(no_gap, "charted", True)
-    retried = geometry.fallbacks(auto, issue_data, 1.0, 0.9, lambda: True)
+    retried = geometry.fallbacks(auto, issue_data, 1.0, AT_90, _ran(1))
     assert [(g.parametrization, g.target_accept) for g in retried] == [
         ("chart", 0.95), ("factored", None), ("factored", 0.95)]
-    quiet = geometry.fallbacks(auto, issue_data, 1.0, 0.9, lambda: False)
+    quiet = geometry.fallbacks(auto, issue_data, 1.0, AT_90, _ran())
     assert [g.parametrization for g in quiet] == ["factored"]
 
 

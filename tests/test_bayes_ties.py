@@ -277,7 +277,10 @@ def test_davidson_nuts_posterior_holds_nu_and_replicates_ties(davidson_nuts):
     post, theta = davidson_nuts
     tree = post.tree
     nu = tree[D.POSTERIOR][T.NU]
-    assert nu.dims == ("chain", "draw") and nu.shape == (2, 250)
+    # 250 draws, or 500 where the factored model's chains disagreed and it ran again lengthened.
+    draws = post.settings["nuts"]["draws"]
+    assert nu.dims == ("chain", "draw") and nu.shape == (2, draws) and draws in (250, 500)
+    assert (draws == 500) == bool(post.settings["geometry"].get("fallbacks"))
     assert post.nu == pytest.approx(float(nu.mean()), rel=1e-12)
     # The truth ν = 1 (N = 400, weighted): within 4 s.e. of log ν, and inside the draws' 99 % interval.
     se = _log_nu_se(post.data, theta, 1.0)

@@ -100,8 +100,13 @@ def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool,
     if rhat_bad or ess_bad or "target_accept" in advice:
         advice["draws"] = 2 * nuts.draws
     if rhat_bad:
-        advice["tune"] = 2 * max(nuts.tune, nuts.draws)
+        advice.update(lengthened(nuts))
     return advice
+
+
+def lengthened(nuts: NUTS) -> dict:
+    """Twice the draws and twice the tuning (at least twice the draws): what chains that disagree need."""
+    return {"draws": 2 * nuts.draws, "tune": 2 * max(nuts.tune, nuts.draws)}
 
 
 
@@ -203,15 +208,19 @@ def note_loose(diagnostics: Diagnostics, frame) -> Diagnostics:
 
 def _run_facts(nuts: NUTS, d: Diagnostics, steps: float) -> dict:
     return {"parametrization": nuts.parametrization, "chart_rank": nuts.chart_rank,
-            "target_accept": nuts.target_accept,
+            "target_accept": nuts.target_accept, "tune": nuts.tune, "draws": nuts.draws,
             "divergences": d.divergences, "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk,
             "min_ess_tail": d.min_ess_tail, "seconds": d.seconds, "leapfrog_steps": steps}
 
 
-def _coordinates(nuts: NUTS, with_target: bool = False) -> str:
-    """The coordinates in words; ``with_target``: and the ``target_accept`` they ran at."""
+def _coordinates(nuts: NUTS, with_target: bool = False, with_length: bool = False) -> str:
+    """The coordinates in words; ``with_target``, ``with_length``: and the target and length they ran at."""
     name = "factored model" if nuts.chart_rank is None else f"chart (r₁ = {nuts.chart_rank})"
-    return f"{name} at target_accept {nuts.target_accept:g}" if with_target else name
+    if with_target:
+        name += f" at target_accept {nuts.target_accept:g}"
+    if with_length:
+        name += f" ({nuts.tune} tuning steps + {nuts.draws} draws)"
+    return name
 
 
 def geometry_record(geometry, ran: NUTS, runs: list[tuple[NUTS, Diagnostics, float]],
@@ -230,12 +239,13 @@ def geometry_record(geometry, ran: NUTS, runs: list[tuple[NUTS, Diagnostics, flo
     if runs:
         record["first"] = _run_facts(*runs[0])
         record["fallbacks"] = [_run_facts(*run) for run in runs[1:]]
-        # A divergent chart's retry differs from its first run only in target_accept, so both say it then.
-        targets = len({nuts.target_accept for nuts, _, _ in runs}) > 1
-        told = [f"the {_coordinates(nuts, targets)} gave {d.divergences} divergences, "
+        # A retry differs from the run before it only in target_accept or length, so all say it then.
+        shown = (len({nuts.target_accept for nuts, _, _ in runs}) > 1,
+                 len({(nuts.tune, nuts.draws) for nuts, _, _ in runs}) > 1)
+        told = [f"the {_coordinates(nuts, *shown)} gave {d.divergences} divergences, "
                 f"R-hat {d.max_rhat:.3f}, ESS {d.min_ess_bulk:.0f} in {d.seconds:.0f} s"
                 for nuts, d, _ in runs]
-        record["reason"] += ("; " + ", so ".join(told) + f": the {_coordinates(ran, targets)}'s run was "
+        record["reason"] += ("; " + ", so ".join(told) + f": the run of the {_coordinates(ran, *shown)} was "
                              f"kept, as the best of the {len(runs)}")
     if start_note:
         record["start"] = start_note

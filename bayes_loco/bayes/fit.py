@@ -38,6 +38,7 @@ from .chart import build_chart_model, chart_start
 from .diagnostics import (
     geometry_record,
     leapfrog_steps,
+    lengthened,
     map_diagnostics,
     note_loose,
     nuts_diagnostics,
@@ -271,8 +272,7 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     geometry = choose_geometry(run.data, run.rank, run.start.theta, run.prior.scale, nuts.parametrization,
                                nuts.chart_rank)
     runs = [_nuts_attempt(run, geometry, nuts)]
-    pending = fallbacks(geometry, run.data, run.prior.scale, nuts.target_accept,
-                        lambda: bool(runs[-1].diagnostics.divergences))
+    pending = fallbacks(geometry, run.data, run.prior.scale, nuts, lambda: runs[-1].diagnostics)
     while troubled(runs[-1].diagnostics, nuts.rhat_max) and (following := next(pending, None)) is not None:
         runs.append(_nuts_attempt(run, following, nuts))
     facts = [(attempt.group, attempt.diagnostics, leapfrog_steps(attempt.tree)) for attempt in runs]
@@ -286,7 +286,8 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
 def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS) -> _Attempt:
     """One NUTS run in ``geometry``'s coordinates: build the model, sample, arrange the tree, diagnose."""
     nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank,
-                               target_accept=geometry.target_accept or nuts.target_accept)
+                               target_accept=geometry.target_accept or nuts.target_accept,
+                               **(lengthened(nuts) if geometry.lengthened else {}))
     frame, prior = geometry.frame, run.prior
     if frame is not None:
         model = build_chart_model(run.data, run.rank, frame, prior=prior, group_rows=True)

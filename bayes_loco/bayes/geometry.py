@@ -35,9 +35,12 @@ components where more were charted, the largest r' whose boundary sits at a gap 
 start's singular values (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}; an unseen problem, §5.1 at q = 1,
 N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in
 101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), then the
-factored model. A factored model that "auto" chose, or fell back to, and that diverged
-is run once more at :data:`RETRY_TARGET_ACCEPT` (an unseen problem, N = 6,000 at q = 30, diverged
-once at 0.9 and not at 0.95). The fit keeps the run
+factored model. A factored model that "auto" chose, or fell back to, follows its own advice
+once per cause: where it diverged, it runs again at :data:`RETRY_TARGET_ACCEPT` (an unseen
+problem, N = 6,000 at q = 30, diverged once at 0.9 and not at 0.95); where its chains disagreed
+(R-hat above ``nuts.rhat_max``, no divergence), again with twice the tuning and draws, where twice
+its ESS reaches ``nuts.ess_min`` (an unseen grid's N = 1,000, q = 10 problem: R-hat 1.0185, then
+1.0043). The fit keeps the run
 :func:`ranking` prefers; the fit's ``settings["geometry"]`` and ``summary()``
 say what ran, why, and what the first attempt showed. A parametrisation the user named
 is never replaced; where a named chart diverged on a long ridge, its warning advises the same
@@ -59,7 +62,7 @@ from ..frequentist.fgd import LowRankResult, fit_low_rank
 from ..model import margins
 from ..results import Diagnostics
 from .chart import ChartFrame, chart_frame, partial_frame
-from .settings import AUTO, CHART, FACTORED
+from .settings import AUTO, CHART, FACTORED, NUTS
 
 # Charted by "auto" only from this leading signal-to-noise ratio on. Below it the factored model took
 # 23-35 leapfrog steps per draw (the chart 15, at a higher cost per step and 20-30 s more compilation):
@@ -105,13 +108,17 @@ class Geometry:
         Chosen by ``"auto"``: the fit may fall back to the factored model.
     target_accept : float or None
         The step-size adaptation's target where it is not ``nuts.target_accept``
-        (a divergent chart's retry, :data:`RETRY_TARGET_ACCEPT`); None: the user's.
+        (a divergent run's retry, :data:`RETRY_TARGET_ACCEPT`); None: the user's.
+    lengthened : bool
+        Twice the user's tuning and draws (:func:`~.diagnostics.lengthened`: a
+        factored run whose chains disagreed, run again as its advice says).
     """
 
     frame: ChartFrame | None
     reason: str
     automatic: bool
     target_accept: float | None = None
+    lengthened: bool = False
 
     @property
     def parametrization(self) -> str:
@@ -241,29 +248,39 @@ def advised_target(geometry: Geometry, n: int) -> float | None:
     return RETRY_TARGET_ACCEPT
 
 
-def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, target_accept: float,
-              diverged: Callable[[], bool]) -> Iterator[Geometry]:
+def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS,
+              latest: Callable[[], Diagnostics]) -> Iterator[Geometry]:
     """The coordinates to try, in order, after ``geometry``'s run was troubled (see the module docstring).
 
-    None for coordinates the user named. ``diverged`` says whether the latest run
-    diverged; it is asked when a retry is reached. For an automatic chart: where it
-    diverged at a ``target_accept`` below :data:`RETRY_TARGET_ACCEPT`, the same chart at
-    that target; for r₁ ≥ 2 components the chart of the leading :func:`smaller_chart_rank`
-    ones where a gap allows (its frame built only when reached); then the factored model,
-    at the user's ``target_accept``. An automatic factored model that diverged there is
-    retried at :data:`RETRY_TARGET_ACCEPT`, whether "auto" chose it first or fell back to it.
+    None for coordinates the user named. ``nuts`` holds the user's settings; ``latest``
+    gives the diagnostics of the run that ran last, asked when a retry is reached. For an
+    automatic chart: where it diverged at a ``target_accept`` below
+    :data:`RETRY_TARGET_ACCEPT`, the same chart at that target; for r₁ ≥ 2 components the
+    chart of the leading :func:`smaller_chart_rank` ones where a gap allows (its frame built
+    only when reached); then the factored model, at the user's ``target_accept``. An
+    automatic factored model, chosen first or reached so, follows its own advice once per
+    cause: where it diverged, the same at :data:`RETRY_TARGET_ACCEPT`; where its R-hat
+    missed ``nuts.rhat_max`` without a divergence, the same run lengthened
+    (:func:`~.diagnostics.lengthened`), if twice its smallest ESS reaches ``nuts.ess_min``
+    (ESS grows about linearly with the draws; below that, a run the user kept short stays so).
     """
     if not geometry.automatic:
         return
     if geometry.frame is not None:
-        if target_accept < RETRY_TARGET_ACCEPT and diverged():
+        if nuts.target_accept < RETRY_TARGET_ACCEPT and latest().divergences:
             yield dataclasses.replace(geometry, target_accept=RETRY_TARGET_ACCEPT)
         smaller = smaller_chart_rank(geometry.frame)
         if smaller is not None:
             yield Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True)
-        yield dataclasses.replace(geometry, frame=None, target_accept=None)
-    if target_accept < RETRY_TARGET_ACCEPT and diverged():
-        yield dataclasses.replace(geometry, frame=None, target_accept=RETRY_TARGET_ACCEPT)
+        geometry = dataclasses.replace(geometry, frame=None, target_accept=None)
+        yield geometry
+    if nuts.target_accept < RETRY_TARGET_ACCEPT and latest().divergences:
+        geometry = dataclasses.replace(geometry, target_accept=RETRY_TARGET_ACCEPT)
+        yield geometry
+    d = latest()
+    if not d.divergences and not d.max_rhat <= nuts.rhat_max and 2 * min(
+            d.min_ess_bulk, d.min_ess_tail) >= nuts.ess_min:
+        yield dataclasses.replace(geometry, lengthened=True)
 
 
 def smaller_chart_rank(frame: ChartFrame) -> int | None:
