@@ -225,6 +225,14 @@ def test_advice_for_short_chains_doubles_what_ran_and_never_repeats():
             ran = followed
 
 
+def test_a_lengthened_run_doubles_the_draws_and_tunes_at_least_as_long():
+    # What the advice gives chains that disagree, and what "auto"'s factored retry runs.
+    assert diagnostics_module.lengthened(_nuts(draws=300, tune=200)) == {"draws": 600, "tune": 600}
+    assert diagnostics_module.lengthened(_nuts(draws=100, tune=500)) == {"draws": 200, "tune": 1000}
+    lengthened = bb.NUTS(**(_nuts().__dict__ | diagnostics_module.lengthened(_nuts())))
+    assert (lengthened.draws, lengthened.tune) == (2000, 2000)
+
+
 # ------------------------------------------------------------------------------------ end to end
 
 
