@@ -109,7 +109,6 @@ def lengthened(nuts: NUTS) -> dict:
     return {"draws": 2 * nuts.draws, "tune": 2 * max(nuts.tune, nuts.draws)}
 
 
-
 def nuts_diagnostics(tree, nuts: NUTS, seconds: float,
                      chart_target: float | None = None) -> tuple[Diagnostics, dict]:
     """Divergences, tree depth, and R-hat/ESS over Θ, θ_rtv and ν (:func:`diagnosed_variables`); messages.
