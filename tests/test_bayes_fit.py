@@ -441,7 +441,7 @@ def test_start_jitter_is_small_and_seeded():
     np.testing.assert_array_equal(starts[0][D.LEFT], starts[1][D.LEFT])
     assert not np.array_equal(starts[0][D.LEFT], starts[2][D.LEFT])
     frame = bb.chart.ChartFrame(np.eye(3), np.zeros((3, 0)), np.eye(4)[:, :3], np.eye(4)[:, 3:],
-                                np.array([4.0, 1.0]), np.eye(2 * 4), np.zeros(2), 0.0)
+                                np.array([4.0, 1.0]), np.eye(2 * 4), np.zeros(2), np.zeros(2))
     start = chart_start(frame, 0.01, np.random.default_rng(0))
     assert 0 < np.abs(start[D.CHART_Z]).max() < 0.05
     np.testing.assert_allclose(np.exp(2 * start[D.CHART_LOG_DIAG]), [4.0, 1.0])

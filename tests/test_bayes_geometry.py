@@ -278,14 +278,17 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     # A first run that diverged is retried in the same chart at target_accept 0.95 before the others;
     # the factored model then follows its own advice: 0.95 where it diverged, else twice the length.
     retried = [("chart", 2, 0.95, 150)] if record["first"]["divergences"] else []
-    factored = runs[len(retried) + 2]
+    # The smaller chart is retried at 0.95 too where it diverged (the issue's SNR is below SNR_STEADY).
+    smaller = [("chart", 1, 0.95, 150)] if runs[len(retried) + 1]["divergences"] else []
+    at = len(retried) + len(smaller) + 2
+    factored = runs[at]
     tail = [("factored", None, 0.95, 150)] if factored["divergences"] else []
-    advised = runs[len(retried) + 2 + len(tail)]  # the factored run whose advice is followed, if any
+    advised = runs[at + len(tail)]  # the factored run whose advice is followed, if any
     if not advised["divergences"] and 2 * min(advised["min_ess_bulk"], advised["min_ess_tail"]) >= 400:
         tail.append(("factored", None, advised["target_accept"], 300))
     ran = [(run["parametrization"], run["chart_rank"], run["target_accept"], run["draws"]) for run in runs]
-    assert ran == [("chart", 2, 0.9, 150), *retried, ("chart", 1, 0.9, 150), ("factored", None, 0.9, 150),
-                   *tail]
+    assert ran == [("chart", 2, 0.9, 150), *retried, ("chart", 1, 0.9, 150), *smaller,
+                   ("factored", None, 0.9, 150), *tail]
     assert runs[-1]["tune"] == (600 if runs[-1]["draws"] == 300 else 300)
 
     def name(run):
@@ -354,7 +357,8 @@ def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypat
     # A chart that diverged is first retried as it was at target_accept 0.95, unless it ran at 0.95 or more.
     retried = list(geometry.fallbacks(auto, issue_data, 1.0, AT_90, latest=_ran(1)))
     assert retried[0].frame is frame and retried[0].target_accept == 0.95
-    assert [(g.chart_rank, g.target_accept) for g in retried[1:]] == [(1, None), (None, None), (None, 0.95)]
+    assert [(g.chart_rank, g.target_accept) for g in retried[1:]] == [
+        (1, None), (1, 0.95), (None, None), (None, 0.95)]
     assert len(list(geometry.fallbacks(auto, issue_data, 1.0, AT_95, latest=_ran(1)))) == 2
     assert list(geometry.fallbacks(named, issue_data, 1.0, AT_90, latest=_ran(1))) == []
     # The smaller chart keeps the frame's spans and start, and whitens only the leading component.
@@ -396,6 +400,37 @@ def test_an_automatic_factored_model_follows_its_own_advice_once_per_cause(issue
     last = next(pending)
     assert (last.parametrization, last.target_accept, last.lengthened) == ("factored", None, True)
     assert next(pending, None) is None
+
+
+def test_a_chart_of_steady_components_is_retried_at_0_99_too(issue_data):
+    """Charted components all SNR_STEADY sd from 0 or more: a chart that diverged at 0.95 runs at 0.99."""
+    start = bl.fit_low_rank(issue_data, 2)
+    frame = chart_frame(issue_data, start.theta, 2, chart_rank=1)
+
+    def following(snr, target=0.9):
+        latest = _ran(1)
+        chart = geometry.Geometry(dataclasses.replace(frame, snr=np.array(snr)), "charted", True)
+        return [(g.chart_rank, g.target_accept)
+                for g in geometry.fallbacks(chart, issue_data, 1.0, bb.NUTS(target_accept=target), latest)]
+
+    # The unseen N = 20,000 problem's start: its charted component 44 sd from 0, the weak one 2.1.
+    assert following([44.0, 2.1]) == [(1, 0.95), (1, 0.99), (None, None), (None, 0.95)]
+    assert following([9.9, 2.1]) == [(1, 0.95), (None, None), (None, 0.95)]
+    assert following([44.0, 2.1], target=0.95) == [(1, 0.99), (None, None)]
+    assert following([44.0, 2.1], target=0.99) == [(None, None)]
+    assert following([44.0, 9.0]) == following([44.0, 2.1])  # the weak block's SNR does not enter
+    # Each step only while the run before it diverged: a clean retry at 0.95 ends the chart's ladder.
+    latest = {"run": _ran(1)()}
+    chart = geometry.Geometry(dataclasses.replace(frame, snr=np.array([44.0, 2.1])), "charted", True)
+    pending = geometry.fallbacks(chart, issue_data, 1.0, AT_90, lambda: latest["run"])
+    assert next(pending).target_accept == 0.95
+    latest["run"] = _ran(0, 1.05)()
+    assert next(pending).parametrization == "factored"
+    # The frame's SNRs are σ̂_k over the sd of A_kk; the leading one is leading_snr, and a partial
+    # frame keeps the full chart's.
+    full = chart_frame(issue_data, start.theta, 2)
+    assert full.snr.shape == (2,) and full.leading_snr == full.snr[0] and np.all(full.snr > 0)
+    np.testing.assert_array_equal(frame.snr, full.snr)
 
 
 def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monkeypatch):

@@ -160,10 +160,10 @@ class ChartFrame:
         For each component, the root of the summed variances of its column of
         B under the Gaussian approximation L Lᵀ: about the angle (radians) to
         which the data fix its column space. See :attr:`determined`.
-    leading_snr : float
-        σ̂₁ over its Gauss–Newton standard deviation: about the length of the
-        factored posterior's ridge over its width for the leading component,
-        which sets the factored sampler's leapfrog steps.
+    snr : ndarray, shape (r,)
+        Each σ̂_k over its Gauss–Newton standard deviation (that of A_kk under
+        L Lᵀ): how many standard deviations the component stands from 0.
+        :attr:`leading_snr` is the first.
     chart_rank : int or None
         r₁: the leading components sampled in chart coordinates, the others
         factored (the partial chart); None for all r.
@@ -184,7 +184,7 @@ class ChartFrame:
     singular_values: np.ndarray
     whitening: np.ndarray
     angles: np.ndarray
-    leading_snr: float
+    snr: np.ndarray
     chart_rank: int | None = None
     weak_whitening: np.ndarray | None = None
     weak_left_whitening: np.ndarray | None = None
@@ -196,6 +196,13 @@ class ChartFrame:
     @property
     def rank(self) -> int:
         return self.singular_values.size
+
+    @property
+    def leading_snr(self) -> float:
+        """σ̂₁ over its Gauss–Newton standard deviation: about the length of the factored
+        posterior's ridge over its width for the leading component, which sets the factored
+        sampler's leapfrog steps."""
+        return float(self.snr[0])
 
     @property
     def weak_rank(self) -> int:
@@ -290,7 +297,7 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
     whitening = _whitening(left, right, sv, theta0, data, scale)
     variances = np.sum(whitening**2, axis=1)  # diag of (L Lᵀ)⁻¹ = L⁻ᵀ L⁻¹
     angles = np.sqrt(variances[rank * right.shape[1]:].reshape(-1, rank).sum(axis=0))
-    snr = float(sv[0] / np.sqrt(variances[0]))
+    snr = sv / np.sqrt(variances[np.arange(rank) * (rank + 1)])  # A_kk sits at k r + k of vec A
     frame = ChartFrame(left, p_null, right, q_null, sv, whitening, angles, snr)
     return frame if chart_rank == rank else partial_frame(frame, data, chart_rank, scale)
 

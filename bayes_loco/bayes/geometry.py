@@ -30,7 +30,9 @@ scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 (a divergence, or R-hat above ``nuts.rhat_max``) is followed by :func:`fallbacks` on the
 same data and settings, each run only while the last one is troubled: where it diverged,
 the same chart at ``target_accept`` :data:`RETRY_TARGET_ACCEPT` (the robustness grids'
-three charts that diverged at 0.9 had no divergence at 0.95); a chart of fewer
+three charts that diverged at 0.9 had no divergence at 0.95), and, where its charted
+components stand :data:`SNR_STEADY` standard deviations or more from 0, at
+:data:`STEADY_TARGET_ACCEPT` after that (:attr:`~.chart.ChartFrame.snr`); a chart of fewer
 components where more were charted, the largest r' whose boundary sits at a gap of the
 start's singular values (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}; an unseen problem, §5.1 at q = 1,
 N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in
@@ -84,6 +86,16 @@ START_RIDGE = 1.0
 # fall-backs had taken 281-1,115 s (docs/results.md, "Retrying the chart"). So is a divergent automatic
 # factored model: an unseen q = 30 problem diverged once at 0.9 and not at 0.95.
 RETRY_TARGET_ACCEPT = 0.95
+# A chart whose charted components all stand SNR_STEADY standard deviations or more from 0 and that still
+# diverged at RETRY_TARGET_ACCEPT is run once more at STEADY_TARGET_ACCEPT: its ratio coordinates are then
+# far from singular, and the divergences came from the factored weak block near a noise component, which
+# smaller steps follow. Two unseen N = 15,000-20,000 problems (charted SNR 44 and 46, weak SNR 2.1 and
+# 3.3) diverged 4 and 17 times at 0.9 and not at 0.99, in 80-86 s where the factored model took 253-267 s.
+# Below it smaller steps did not help (the q = 30 problem, charted SNR 5.6-8.1: 30 divergences at 0.9,
+# 61 at 0.95), or converged slowly where the factored model was 5x faster per ESS (charted SNR 5.8-7.4:
+# ESS 571 in 242 s at 0.99, the factored model 1,734 in 149 s).
+SNR_STEADY = 10.0
+STEADY_TARGET_ACCEPT = 0.99
 # A smaller chart's boundary r' must sit at a gap σ̂_{r'} ≥ GAP_MIN σ̂_{r'+1}: across a narrower one the
 # posterior swaps the components and the chart's ratio coordinates inherit the swap. Across 1.35 (§5.1,
 # q = 10, N = 10,000, r₁ = 2) the chart diverged 38 times; on four equal singular values (q = 30,
@@ -254,10 +266,11 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
 
     None for coordinates the user named. ``nuts`` holds the user's settings; ``latest``
     gives the diagnostics of the run that ran last, asked when a retry is reached. For an
-    automatic chart: where it diverged at a ``target_accept`` below
-    :data:`RETRY_TARGET_ACCEPT`, the same chart at that target; for r₁ ≥ 2 components the
-    chart of the leading :func:`smaller_chart_rank` ones where a gap allows (its frame built
-    only when reached); then the factored model, at the user's ``target_accept``. An
+    automatic chart: where it diverged, the same chart at :data:`RETRY_TARGET_ACCEPT`, and
+    where that diverged too and its charted components are steady (SNR ≥ :data:`SNR_STEADY`)
+    at :data:`STEADY_TARGET_ACCEPT`; for r₁ ≥ 2 components the chart of the leading
+    :func:`smaller_chart_rank` ones where a gap allows (its frame built only when reached),
+    retried the same way; then the factored model, at the user's ``target_accept``. An
     automatic factored model, chosen first or reached so, follows its own advice once per
     cause: where it diverged, the same at :data:`RETRY_TARGET_ACCEPT`; where its R-hat
     missed ``nuts.rhat_max`` without a divergence, the same run lengthened
@@ -267,11 +280,12 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
     if not geometry.automatic:
         return
     if geometry.frame is not None:
-        if nuts.target_accept < RETRY_TARGET_ACCEPT and latest().divergences:
-            yield dataclasses.replace(geometry, target_accept=RETRY_TARGET_ACCEPT)
+        yield from _chart_retries(geometry, nuts, latest)
         smaller = smaller_chart_rank(geometry.frame)
         if smaller is not None:
-            yield Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True)
+            chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True)
+            yield chart
+            yield from _chart_retries(chart, nuts, latest)
         geometry = dataclasses.replace(geometry, frame=None, target_accept=None)
         yield geometry
     if nuts.target_accept < RETRY_TARGET_ACCEPT and latest().divergences:
@@ -281,6 +295,16 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
     if not d.divergences and not d.max_rhat <= nuts.rhat_max and 2 * min(
             d.min_ess_bulk, d.min_ess_tail) >= nuts.ess_min:
         yield dataclasses.replace(geometry, lengthened=True)
+
+
+def _chart_retries(chart: Geometry, nuts: NUTS, latest: Callable[[], Diagnostics]) -> Iterator[Geometry]:
+    """An automatic chart that diverged, again at :data:`RETRY_TARGET_ACCEPT`, then (where its
+    charted components all have an SNR of :data:`SNR_STEADY` or more) at :data:`STEADY_TARGET_ACCEPT`,
+    each while the run before it diverged and only above the user's ``target_accept``."""
+    steady = chart.frame.snr[: chart.frame.chart_rank].min() >= SNR_STEADY
+    for target in (RETRY_TARGET_ACCEPT, STEADY_TARGET_ACCEPT) if steady else (RETRY_TARGET_ACCEPT,):
+        if nuts.target_accept < target and latest().divergences:
+            yield dataclasses.replace(chart, target_accept=target)
 
 
 def smaller_chart_rank(frame: ChartFrame) -> int | None:
