@@ -318,9 +318,7 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     assert ours[0]["divergences"] == kept.divergences
     for other in runs:
         ess = min(other["min_ess_bulk"], other["min_ess_tail"])
-        replaced = bl.Diagnostics("nuts", False, None, bl.FitStatus.SAMPLER_WARNINGS,
-                                  divergences=other["divergences"], max_rhat=other["max_rhat"],
-                                  min_ess_bulk=ess, min_ess_tail=ess)
+        replaced = _diagnostics(other["divergences"], other["max_rhat"], ess)
         assert geometry.ranking(kept, 1.0, steps) >= geometry.ranking(replaced, 1.0, other["leapfrog_steps"])
     assert post.settings["nuts"]["parametrization"] == record["parametrization"]
     assert post.settings["nuts"]["chart_rank"] == record["chart_rank"]
@@ -330,10 +328,15 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
 AT_90, AT_95 = bb.NUTS(), bb.NUTS(target_accept=0.95)
 
 
+def _diagnostics(divergences: int = 0, rhat: float = 1.001, ess: float = 900.0) -> bl.Diagnostics:
+    """A NUTS run's diagnostics with these divergences, R-hat and (bulk and tail) ESS."""
+    return bl.Diagnostics("nuts", False, None, bl.FitStatus.SAMPLER_WARNINGS, seconds=1.0,
+                          divergences=divergences, max_rhat=rhat, min_ess_bulk=ess, min_ess_tail=ess)
+
+
 def _ran(divergences: int = 0, rhat: float = 1.001, ess: float = 900.0):
     """``fallbacks``'s ``latest``: the diagnostics of a run with these divergences, R-hat and ESS."""
-    d = bl.Diagnostics("nuts", False, None, bl.FitStatus.SAMPLER_WARNINGS, divergences=divergences,
-                       max_rhat=rhat, min_ess_bulk=ess, min_ess_tail=ess)
+    d = _diagnostics(divergences, rhat, ess)
     return lambda: d
 
 
@@ -441,8 +444,7 @@ def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monke
     def attempt(run, geom, nuts):
         div, rhat = script[len(ran)]
         ran.append((geom.parametrization, geom.target_accept))
-        d = bl.Diagnostics("nuts", False, None, bl.FitStatus.SAMPLER_WARNINGS, seconds=1.0, divergences=div,
-                           max_rhat=rhat, min_ess_bulk=900.0, min_ess_tail=900.0)
+        d = _diagnostics(div, rhat)
         group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
                                     target_accept=geom.target_accept or nuts.target_accept)
         return fit_module._Attempt(xr.DataTree(), d, None, group, ("nutpie", 4, 1000, ""), {})

@@ -280,31 +280,35 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
     if not geometry.automatic:
         return
     if geometry.frame is not None:
-        yield from _chart_retries(geometry, nuts, latest)
+        yield from _retries(geometry, nuts, latest)
         smaller = smaller_chart_rank(geometry.frame)
         if smaller is not None:
             chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True)
             yield chart
-            yield from _chart_retries(chart, nuts, latest)
+            yield from _retries(chart, nuts, latest)
         geometry = dataclasses.replace(geometry, frame=None, target_accept=None)
         yield geometry
-    if nuts.target_accept < RETRY_TARGET_ACCEPT and latest().divergences:
-        geometry = dataclasses.replace(geometry, target_accept=RETRY_TARGET_ACCEPT)
-        yield geometry
+    geometry = yield from _retries(geometry, nuts, latest)
     d = latest()
     if not d.divergences and not d.max_rhat <= nuts.rhat_max and 2 * min(
             d.min_ess_bulk, d.min_ess_tail) >= nuts.ess_min:
         yield dataclasses.replace(geometry, lengthened=True)
 
 
-def _chart_retries(chart: Geometry, nuts: NUTS, latest: Callable[[], Diagnostics]) -> Iterator[Geometry]:
-    """An automatic chart that diverged, again at :data:`RETRY_TARGET_ACCEPT`, then (where its
-    charted components all have an SNR of :data:`SNR_STEADY` or more) at :data:`STEADY_TARGET_ACCEPT`,
-    each while the run before it diverged and only above the user's ``target_accept``."""
-    steady = chart.frame.snr[: chart.frame.chart_rank].min() >= SNR_STEADY
+def _retries(geometry: Geometry, nuts: NUTS, latest: Callable[[], Diagnostics]) -> Iterator[Geometry]:
+    """``geometry`` that diverged, again at :data:`RETRY_TARGET_ACCEPT`, then (a chart whose charted
+    components all have an SNR of :data:`SNR_STEADY` or more) at :data:`STEADY_TARGET_ACCEPT`, each
+    while the run before it diverged and only above the user's ``target_accept``.
+
+    Returns the last geometry yielded (``geometry`` where none was), for what follows it.
+    """
+    frame = geometry.frame
+    steady = frame is not None and frame.snr[: frame.chart_rank].min() >= SNR_STEADY
     for target in (RETRY_TARGET_ACCEPT, STEADY_TARGET_ACCEPT) if steady else (RETRY_TARGET_ACCEPT,):
         if nuts.target_accept < target and latest().divergences:
-            yield dataclasses.replace(chart, target_accept=target)
+            geometry = dataclasses.replace(geometry, target_accept=target)
+            yield geometry
+    return geometry
 
 
 def smaller_chart_rank(frame: ChartFrame) -> int | None:
