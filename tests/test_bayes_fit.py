@@ -654,6 +654,45 @@ def test_nutpie_runs_over_jax_where_jax_sees_a_gpu(monkeypatch):
         assert samplers.resolve_sampler(bb.NUTS(backend="jax"), n=10).backend == "jax"
 
 
+def test_reads_distinct_rows_except_where_jax_runs_on_an_accelerator(monkeypatch):
+    from bayes_loco.bayes import samplers
+
+    monkeypatch.setattr(samplers, "jax_accelerator", lambda: True)
+    assert not samplers.reads_distinct_rows(bb.NUTS(sampler="nutpie", backend="jax"))
+    assert not samplers.reads_distinct_rows(bb.NUTS(sampler="numpyro"))
+    assert samplers.reads_distinct_rows(bb.NUTS(sampler="nutpie", backend="numba"))
+    assert samplers.reads_distinct_rows(bb.NUTS(sampler="pymc"))
+    monkeypatch.setattr(samplers, "jax_accelerator", lambda: False)  # JAX on the CPU: the gathers pay
+    assert samplers.reads_distinct_rows(bb.NUTS(sampler="nutpie", backend="jax"))
+    assert samplers.reads_distinct_rows(bb.NUTS(sampler="numpyro"))
+
+
+@pytest.mark.parametrize("accelerator", [True, False])
+def test_the_fit_samples_n_rows_where_jax_runs_on_an_accelerator(monkeypatch, bayes_problem, accelerator):
+    from bayes_loco.bayes import fit as fit_module
+    from bayes_loco.bayes import samplers
+
+    monkeypatch.setattr(samplers, "available_samplers", lambda: ("pymc", "nutpie", "numpyro"))
+    monkeypatch.setattr(samplers, "jax_accelerator", lambda: accelerator)
+    read = []
+
+    class Sampled(Exception):
+        pass
+
+    def sample_nuts(model, *args, **kwargs):
+        read.extend(sorted(var.name for var in model.data_vars))
+        raise Sampled
+
+    monkeypatch.setattr(fit_module, "sample_nuts", sample_nuts)
+    _, data, low_rank = bayes_problem
+    with pytest.raises(Sampled):
+        bb.fit_posterior(data, 2, nuts={"sampler": "numpyro", "parametrization": "factored"}, start=low_rank,
+                         progressbar=False, predictive_draws=0)
+    grouped = {bb.dims.DATA_DIFFERENCE_ROWS, bb.dims.DATA_DIFFERENCE_INDEX} <= set(read)
+    assert grouped is not accelerator
+    assert (bb.dims.DATA_DIFFERENCES in read) is accelerator
+
+
 def test_fit_resolves_the_backend_from_the_data_size(monkeypatch, bayes_problem):
     from bayes_loco.bayes import fit as fit_module
     from bayes_loco.bayes import samplers

@@ -65,6 +65,7 @@ from .samplers import (
     fit_vi,
     model_key,
     quiet_pymc,
+    reads_distinct_rows,
     resolve_sampler,
     sample_nuts,
 )
@@ -288,14 +289,14 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS) -> _Attempt:
     nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank,
                                target_accept=geometry.target_accept or nuts.target_accept,
                                **(lengthened(nuts) if geometry.lengthened else {}))
-    frame, prior = geometry.frame, run.prior
+    frame, prior, grouped = geometry.frame, run.prior, reads_distinct_rows(nuts)
     if frame is not None:
-        model = build_chart_model(run.data, run.rank, frame, prior=prior, group_rows=True)
+        model = build_chart_model(run.data, run.rank, frame, prior=prior, group_rows=grouped)
 
         def draw_start(rng):
             return chart_start(frame, nuts.init_jitter, rng, prior.scale)
     else:
-        model = build_model(run.data, run.rank, prior=prior, group_rows=True)
+        model = build_model(run.data, run.rank, prior=prior, group_rows=grouped)
         u0, v0 = balanced_factors(run.start.theta, run.rank)
 
         def draw_start(rng):

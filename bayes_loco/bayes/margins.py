@@ -20,8 +20,9 @@ partial chart) to 4.2× (the factored model) less time than with the plain graph
 The grouped graphs read other data containers (:data:`~.dims.DATA_CONTEXT_ROWS` and
 :data:`~.dims.DATA_CONTEXT_INDEX`, :data:`~.dims.DATA_DIFFERENCE_ROWS` and
 :data:`~.dims.DATA_DIFFERENCE_INDEX`), so :func:`~.model.build_model` builds them only
-when asked (``group_rows=True``, as :func:`~.fit_posterior` does): its documented
-``contexts`` and ``differences`` containers stay the default.
+when asked (``group_rows=True``, as :func:`~.fit_posterior` does except where JAX runs on an
+accelerator, :func:`~.samplers.reads_distinct_rows`): its documented ``contexts`` and
+``differences`` containers stay the default.
 """
 
 from __future__ import annotations

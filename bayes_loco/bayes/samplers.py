@@ -255,6 +255,18 @@ def jax_accelerator() -> bool:
 JAX_COMPARISONS_PER_CORE = 5_000
 
 
+def reads_distinct_rows(nuts: NUTS) -> bool:
+    """Whether a run with ``nuts`` (resolved) should read X and ΔΦ as distinct rows (:mod:`.margins`).
+
+    Not where JAX evaluates the graph on an accelerator (nutpie's ``backend="jax"``, or
+    numpyro, on a GPU): there the gradient of the gather is a scatter-add of N rows onto
+    the few distinct ones, whose colliding float64 adds are serialised. On an H200 at
+    N = 100,000 (q = 10, the default chart) that took 1.4 ms per gradient, where the N-row
+    graph's two products take a fraction of it (docs/results.md, "The JAX path").
+    """
+    return not ((nuts.backend == "jax" or nuts.sampler == "numpyro") and jax_accelerator())
+
+
 def resolve_sampler(nuts: NUTS, n: int | None = None) -> NUTS:
     """``nuts`` with the sampler that will run, nutpie's backend, and the cores it will use.
 
