@@ -22,7 +22,7 @@ from bayes_loco import bayes as bb
 from bayes_loco.bayes import diagnostics as diagnostics_module
 from bayes_loco.bayes import fit as fit_module
 from bayes_loco.bayes import geometry
-from bayes_loco.bayes.chart import chart_frame
+from bayes_loco.bayes.chart import SNR_CHARTED_MIN, chart_frame
 from bayes_loco.bayes.diagnostics import leapfrog_steps
 from bayes_loco.model import margins
 
@@ -112,8 +112,8 @@ def test_auto_charts_only_where_the_ridge_is_long(n, rank):
     chosen = geometry.choose_geometry(data, rank, start.theta, 1.0, "auto", None)
     assert chosen.automatic
     long_ridge = frame.leading_snr >= geometry.SNR_CHART and rank > 1
-    if (long_ridge or n >= geometry.N_CHART) and frame.determined_rank:
-        assert (chosen.parametrization, chosen.chart_rank) == ("chart", frame.determined_rank)
+    if (long_ridge or n >= geometry.N_CHART) and frame.chartable_rank:
+        assert (chosen.parametrization, chosen.chart_rank) == ("chart", frame.chartable_rank)
         assert "determined" in chosen.reason
     else:
         assert (chosen.parametrization, chosen.chart_rank) == ("factored", None)
@@ -121,6 +121,32 @@ def test_auto_charts_only_where_the_ridge_is_long(n, rank):
             assert f"{frame.leading_snr:.1f} < {geometry.SNR_CHART:g} and N = {n}" in chosen.reason
         else:  # rank 1 below N_CHART: a ratio above the threshold is not enough (no rotation ridge)
             assert f"rank 1 and N = {n} < {geometry.N_CHART}" in chosen.reason
+
+
+def test_auto_does_not_chart_a_determined_component_near_zero(monkeypatch):
+    # Θ* of rank 1 fitted at rank 2 on 4 x 5 features: the noise component's column space looks
+    # determined (a small space), but its singular value is within a few standard deviations of 0.
+    data = strong_data(3000, seed=2)
+    start = bl.fit_low_rank(data, 2)
+    frame = chart_frame(data, start.theta, 2)
+    assert frame.determined_rank == 2 and frame.snr[1] < SNR_CHARTED_MIN <= frame.snr[0]
+    assert frame.chartable_rank == 1
+    chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
+    assert (chosen.parametrization, chosen.chart_rank) == ("chart", 1)
+    # The chartable components are a leading run: determined, and each SNR_CHARTED_MIN from 0.
+    for angles, snr, expected in [((0.1, 0.1, 0.1), (30, 4.9, 30), 1), ((0.1, 0.1, 0.1), (30, 5, 30), 3),
+                                  ((0.1, 0.6, 0.1), (30, 30, 30), 1), ((0.1, 0.1, 0.1), (4, 30, 30), 0)]:
+        stand_in = dataclasses.replace(frame, angles=np.array(angles), snr=np.array(snr, dtype=float),
+                                       singular_values=np.ones(3), chart_rank=3)
+        assert stand_in.chartable_rank == expected, (angles, snr)
+
+    # None chartable (N large enough to chart at all): the factored model, the reason names both measures.
+    weak = dataclasses.replace(frame, snr=np.array([4.0, 3.0]))
+    monkeypatch.setattr(geometry, "chart_frame", lambda *args, **kwargs: weak)
+    monkeypatch.setattr(geometry, "N_CHART", data.n)
+    chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
+    assert chosen.parametrization == "factored"
+    assert "signal-to-noise ratios [4. 3.] (at least 5)" in chosen.reason and "angles" in chosen.reason
 
 
 def test_the_leading_snr_grows_like_root_n_across_the_threshold():

@@ -137,6 +137,12 @@ SINGULAR_FLOOR = 1e-3
 # factored model's ESS per gradient; at 0.75 (N = 1000) its ratio coordinates had heavy tails and it
 # drew 10x fewer ESS per second.
 ANGLE_MAX = 0.5
+# ... and when its singular value stands this many standard deviations from 0 (ChartFrame.snr): nearer,
+# A's diagonal entry is within a few of them of 0 and the ratio coordinates B = Θ₂₁A⁻¹ blow up. On
+# synthetic Arena battles (d_x = 6: a noise component's column space looks determined, angle 0.40)
+# rank 3 fitted to a rank-2 Θ* charted a component of SNR 4.0: 359 divergences, R-hat 1.15; the
+# robustness grids' charted components all stand 5.5 or more from 0.
+SNR_CHARTED_MIN = 5.0
 # Rows of the N × k_c chart Jacobian formed at once for the preconditioner (bounds its memory).
 _CHUNK = 20_000
 
@@ -227,12 +233,18 @@ class ChartFrame:
 
     @property
     def determined_rank(self) -> int:
-        """The number of leading components whose column space is fixed to within :data:`ANGLE_MAX`.
-
-        The ``chart_rank`` that ``nuts.parametrization="auto"`` uses.
-        """
+        """The number of leading components whose column space is fixed to within :data:`ANGLE_MAX`."""
         loose = np.flatnonzero(self.angles > ANGLE_MAX)
         return int(loose[0]) if loose.size else self.rank
+
+    @property
+    def chartable_rank(self) -> int:
+        """The ``chart_rank`` that ``nuts.parametrization="auto"`` uses: the leading components
+        that are determined (:attr:`determined_rank`) and stand :data:`SNR_CHARTED_MIN` standard
+        deviations or more from 0 (:attr:`snr`)."""
+        r = self.determined_rank
+        weak = np.flatnonzero(self.snr[:r] < SNR_CHARTED_MIN)
+        return int(weak[0]) if weak.size else r
 
     @property
     def center(self) -> np.ndarray:

@@ -14,7 +14,9 @@ only adds risk: its coordinates B = Θ₂₁A⁻¹ are ratios whose denominator 
 block) is within a few standard deviations of singular, which is where NUTS diverged.
 So ``"auto"`` charts only where ``leading_snr ≥ SNR_CHART`` or N ≥ :data:`N_CHART`
 (at q = 10 the weak components' ridges are long too), and then only the components the
-data determine (``determined_rank``). At rank 1 the ratio alone is not enough: the factored
+data determine (``chartable_rank``: a column space fixed to within ``ANGLE_MAX`` radians, and a
+singular value ``SNR_CHARTED_MIN`` standard deviations or more from 0). At rank 1 the ratio
+alone is not enough: the factored
 model has no rotation ridge (only the scale's, 14–19 leapfrog steps per draw at ratios 16–38
 against the chart's 7–9), and below :data:`N_CHART` the chart's longer compilation cost more
 than its shorter trajectories saved.
@@ -63,7 +65,7 @@ from ..exceptions import ConvergenceWarning, SeparationWarning
 from ..frequentist.fgd import LowRankResult, fit_low_rank
 from ..model import margins
 from ..results import Diagnostics
-from .chart import ChartFrame, chart_frame, partial_frame
+from .chart import ANGLE_MAX, SNR_CHARTED_MIN, ChartFrame, chart_frame, partial_frame
 from .settings import AUTO, CHART, FACTORED, NUTS
 
 # Charted by "auto" only from this leading signal-to-noise ratio on. Below it the factored model took
@@ -195,7 +197,7 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     """The coordinates of ``nuts.parametrization`` (and ``nuts.chart_rank``) on these data.
 
     ``"factored"`` and ``"chart"`` are taken as named. ``"auto"`` charts the
-    components the data determine (``ChartFrame.determined_rank``, or
+    components the data determine (``ChartFrame.chartable_rank``, or
     ``chart_rank`` if given) where the leading signal-to-noise ratio reaches
     :data:`SNR_CHART` (at rank r ≥ 2) or N reaches :data:`N_CHART`, and is factored
     otherwise or where no chart exists (r above a span's dimension).
@@ -225,10 +227,11 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
         why = (f"rank 1 and N = {data.n} < {N_CHART}: the factored model has no rotation ridge, and the "
                "chart's compilation would cost more than its shorter trajectories save")
         return Geometry(None, why, True)
-    r1 = frame.determined_rank if chart_rank is None else chart_rank
+    r1 = frame.chartable_rank if chart_rank is None else chart_rank
     if r1 == 0:
-        return Geometry(None, f"no component's column space is determined (angles "
-                              f"{np.array2string(frame.angles, precision=2)} rad)", True)
+        angles, snr = np.array2string(frame.angles, precision=2), np.array2string(frame.snr, precision=1)
+        return Geometry(None, f"no component is determined: angles {angles} rad (at most {ANGLE_MAX:g} to "
+                              f"chart), signal-to-noise ratios {snr} (at least {SNR_CHARTED_MIN:g})", True)
     if r1 < rank:
         frame = partial_frame(frame, data, r1, scale)
     why = (f"signal-to-noise ratio {snr:.1f} >= {SNR_CHART:g}" if snr >= SNR_CHART

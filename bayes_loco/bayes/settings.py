@@ -149,8 +149,8 @@ class NUTS:
         component grow heavy tails). ``"factored"``: U and V themselves (the
         model of :func:`~bayes_loco.bayes.build_model`), whose steps per draw
         grow like √N. ``"auto"`` (default): the chart for the leading
-        components whose column space the data determine at the start
-        (:attr:`~bayes_loco.bayes.chart.ChartFrame.determined_rank`), the
+        components the data determine at the start (column space and distance
+        from 0, :attr:`~bayes_loco.bayes.chart.ChartFrame.chartable_rank`), the
         factored model where there are none; the fit's settings record what
         ran. docs/results.md ("Posterior geometry") measures them.
     chart_rank : int or None
