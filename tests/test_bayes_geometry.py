@@ -149,6 +149,22 @@ def test_auto_does_not_chart_a_determined_component_near_zero(monkeypatch):
     assert "signal-to-noise ratios [4. 3.] (at least 5)" in chosen.reason and "angles" in chosen.reason
 
 
+def test_auto_keeps_the_factored_model_where_the_rank_fills_the_contexts_span():
+    # q = 10, d_x = r = 2, N = 6,000 (charted before by N alone): the partial chart drew 0.41x the
+    # factored model's ESS per second (docs/results.md, "Problems outside the grid's span").
+    data = bl.simulate.paper_problem(2, 11, 2, 2, 10.0, 2225).sample(6000, seed=168)
+    start = bl.fit_low_rank(data, 2, ridge=1.0)
+    frame = chart_frame(data, start.theta, 2)
+    assert frame.chartable_rank == 1 and frame.left.shape[1] == 2
+    assert frame.leading_snr < geometry.SNR_CHART and data.n >= geometry.N_CHART
+    chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
+    assert chosen.parametrization == "factored" and chosen.automatic
+    assert "the rank 2 fills the contexts' span (2 dimensions)" in chosen.reason
+    # A chart rank the user names is kept.
+    named = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", 1)
+    assert (named.parametrization, named.chart_rank) == ("chart", 1)
+
+
 def test_the_leading_snr_grows_like_root_n_across_the_threshold():
     # The sizes above straddle both thresholds (3,000: a ratio above SNR_CHART below N_CHART), so
     # every branch is exercised.

@@ -13,7 +13,8 @@ like √N), and NUTS's leapfrog steps per draw grow with it; the chart's do not.
 only adds risk: its coordinates B = Θ₂₁A⁻¹ are ratios whose denominator (A, the leading
 block) is within a few standard deviations of singular, which is where NUTS diverged.
 So ``"auto"`` charts only where ``leading_snr ≥ SNR_CHART`` or N ≥ :data:`N_CHART`
-(at q = 10 the weak components' ridges are long too), and then only the components the
+(at q = 10 the weak components' ridges are long too; not by N alone where the rank fills the
+contexts' span and the chart would be partial), and then only the components the
 data determine (``chartable_rank``: a column space fixed to within ``ANGLE_MAX`` radians, and a
 singular value ``SNR_CHARTED_MIN`` standard deviations or more from 0). At rank 1 the ratio
 alone is not enough: the factored
@@ -75,7 +76,9 @@ from .settings import AUTO, CHART, FACTORED, NUTS
 SNR_CHART = 20.0
 # ... or from this many comparisons on, whatever the ratio: at q = 10 the weak components' ridges are
 # long too (§5.1, q = 10, N = 10,000: ratio 12.6, the factored model 211 steps per draw, the partial
-# chart 124).
+# chart 124). Not for a partial chart where the rank fills the contexts' span (d_x' ≤ r, so its weak
+# block W Zᵀ has a square W): on four such q = 10 problems (d_x 2-4, N 6,000-10,000, ratios 10-15) the
+# partial chart drew 0.22-0.6x the factored model's ESS per second (ESS 460-874 against 2,200-3,250).
 N_CHART = 5000
 # A start whose largest margin |η_t| exceeds this predicts some label with probability 1 − 1e-21 or more:
 # separated in effect, whether or not its MLE was flagged (a §5.1 problem at N = 600 gave |η| ~ 1e6; the
@@ -228,6 +231,11 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
                "chart's compilation would cost more than its shorter trajectories save")
         return Geometry(None, why, True)
     r1 = frame.chartable_rank if chart_rank is None else chart_rank
+    contexts_span = frame.left.shape[1]
+    if chart_rank is None and snr < SNR_CHART and r1 < rank and rank >= contexts_span:
+        return Geometry(None, f"N = {data.n} >= {N_CHART} but the leading signal-to-noise ratio {snr:.1f} < "
+                              f"{SNR_CHART:g}, and the rank {rank} fills the contexts' span ({contexts_span} "
+                              f"dimensions): a partial chart's weak block would be a square product", True)
     if r1 == 0:
         angles, snr = np.array2string(frame.angles, precision=2), np.array2string(frame.snr, precision=1)
         return Geometry(None, f"no component is determined: angles {angles} rad (at most {ANGLE_MAX:g} to "
