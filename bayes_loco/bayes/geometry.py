@@ -237,9 +237,9 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
                               f"{SNR_CHART:g}, and the rank {rank} fills the contexts' span ({contexts_span} "
                               f"dimensions): a partial chart's weak block would be a square product", True)
     if r1 == 0:
-        angles, snr = np.array2string(frame.angles, precision=2), np.array2string(frame.snr, precision=1)
+        angles, snrs = np.array2string(frame.angles, precision=2), np.array2string(frame.snr, precision=1)
         return Geometry(None, f"no component is determined: angles {angles} rad (at most {ANGLE_MAX:g} to "
-                              f"chart), signal-to-noise ratios {snr} (at least {SNR_CHARTED_MIN:g})", True)
+                              f"chart), signal-to-noise ratios {snrs} (at least {SNR_CHARTED_MIN:g})", True)
     if r1 < rank:
         frame = partial_frame(frame, data, r1, scale)
     why = (f"signal-to-noise ratio {snr:.1f} >= {SNR_CHART:g}" if snr >= SNR_CHART
