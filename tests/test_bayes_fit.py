@@ -418,6 +418,13 @@ def test_divergences_in_a_named_chart_advise_its_retry_or_the_factored_model(nut
     diagnostics, advice = nuts_diagnostics(tree, retried, 1.0, 0.95)
     assert advice == {"parametrization": "factored", "chart_rank": None}
     assert "persist at target_accept 0.95" in diagnostics.warnings[0]
+    # Where a fall-back ran every step, the warning says so and advises none of them again.
+    factored = [dataclasses.replace(ran, parametrization="factored", chart_rank=None, target_accept=t)
+                for t in (0.9, 0.95, 0.99)]
+    diagnostics, advice = nuts_diagnostics(tree, ran, 1.0, tried=(ran, *factored))
+    assert advice == {}
+    assert "persist in each of the fall-back's 4 runs" in diagnostics.warnings[0]
+    assert "re-run with" not in diagnostics.warnings[0]
 
 
 def test_warning_marks_a_worst_coordinate_the_data_do_not_reach(nuts):

@@ -504,6 +504,57 @@ def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monke
     assert "the run of the factored model at target_accept 0.95 was kept" in record["geometry"]["reason"]
 
 
+def test_advice_skips_what_the_fall_back_ran():
+    # Kept: the chart at 0.9 whose fall-back ran the factored model at 0.9 and 0.95, all divergent.
+    chart = _nuts(parametrization="chart", chart_rank=1)
+    tried = (chart, bb.NUTS(**(chart.__dict__ | {"target_accept": 0.95})),
+             _nuts(chart_rank=None), _nuts(target_accept=0.95))
+    assert diagnostics_module._advice(chart, 2, False, False) == {"parametrization": "factored",
+                                                                 "chart_rank": None}
+    assert diagnostics_module._advice(chart, 2, False, False, tried=tried) == {
+        "parametrization": "factored", "chart_rank": None, "target_accept": 0.99, "draws": 2000}
+    # Past the last step nothing is left to advise on the coordinates; a factored retry at 0.99 ran too.
+    assert diagnostics_module._advice(chart, 2, False, False, tried=(*tried, _nuts(target_accept=0.99))) == {}
+    # A lengthened run that ran is not advised again; twice the draws for a short ESS still is.
+    factored = _nuts(draws=300, tune=200)
+    longer = bb.NUTS(**(factored.__dict__ | diagnostics_module.lengthened(factored)))
+    assert diagnostics_module._advice(factored, 0, True, False) == {"draws": 600, "tune": 600}
+    assert diagnostics_module._advice(factored, 0, True, False, tried=(factored, longer)) == {"draws": 600}
+    # Runs with other coordinates or another length change nothing.
+    assert diagnostics_module._advice(factored, 3, False, False, tried=(chart, longer)) == {
+        "target_accept": 0.95, "draws": 600}
+
+
+def test_the_kept_run_is_not_advised_a_setting_its_fall_back_ran(issue_data, monkeypatch):
+    """``_nuts``, stand-ins: every run diverges, the first (a chart) is kept, and its advice is re-made."""
+    ran = []
+
+    def attempt(run, geom, nuts):
+        ran.append((geom.parametrization, geom.target_accept or nuts.target_accept))
+        group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
+                                    target_accept=geom.target_accept or nuts.target_accept)
+        # A real tree is not needed: no run has leapfrog steps, so the ranking keeps the first.
+        advice = diagnostics_module._advice(group, 1, False, False)
+        return fit_module._Attempt(xr.DataTree(), _diagnostics(4 - len(ran) // 4), None, group,
+                                   ("nutpie", 4, 1000, ""), advice)
+
+    def diagnose(tree, nuts, seconds, chart_target=None, tried=()):
+        return _diagnostics(1), diagnostics_module._advice(nuts, 1, False, False, chart_target, tried)
+
+    start = bl.fit_low_rank(issue_data, 2)
+    chart = geometry.Geometry(chart_frame(issue_data, start.theta, 1), "charted", True)
+    monkeypatch.setattr(fit_module, "_nuts_attempt", attempt)
+    monkeypatch.setattr(fit_module, "nuts_diagnostics", diagnose)
+    monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: chart)
+    run = fit_module._Run(issue_data, 2, bb.Prior(), None, None, 0, 0, False, start, 0.0)
+    kept, record = fit_module._nuts(run, bb.NUTS(), "")
+    assert ran == [("chart", 0.9), ("chart", 0.95), ("factored", 0.9), ("factored", 0.95)]
+    assert (kept.group.parametrization, kept.group.target_accept) == ("chart", 0.9)
+    # Advised as it ran, the chart's advice was the factored model at 0.9, which its fall-back ran.
+    assert kept.advice == record["advice"] == {"parametrization": "factored", "chart_rank": None,
+                                               "target_accept": 0.99, "draws": 2000}
+
+
 def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
     """The fall-back charts the largest r' < r₁ with σ̂_r' ≥ GAP_MIN σ̂_r'+1, else the factored model runs."""
     start = bl.fit_low_rank(issue_data, 2)

@@ -72,34 +72,43 @@ def _unidentified_note(name: str, tree) -> str:
 
 
 def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool,
-            chart_target: float | None = None) -> dict:
+            chart_target: float | None = None, tried: tuple[NUTS, ...] = ()) -> dict:
     """The NUTS settings to re-run with, each a step that improves this fit (empty: none known).
 
     Divergences in the chart: ``chart_target`` where it is given and above the
     ``target_accept`` that ran (a chart the user named, where the factored model's
     ridge is long: :func:`~.geometry.long_ridge`), else the factored model
-    (:mod:`.geometry`). Divergences in
+    (:mod:`.geometry`), then the factored model at each higher target. Divergences in
     the factored model: the next ``target_accept`` of :data:`TARGET_ACCEPT_STEPS`
     above the one that ran (none past the last: smaller steps no longer help). R-hat
     or ESS short: twice the draws (ESS grows about linearly with them), and with R-hat
     twice the tuning too. Each suggestion is computed from the settings that ran, so a
-    fit re-run as advised is never advised the same again.
+    fit re-run as advised is never advised the same again; ``tried``, the runs of a
+    fall-back (:func:`~.geometry.fallbacks`), are skipped too: a step that ran already
+    and was not kept is no advice.
     """
+    def key(n: NUTS) -> tuple:
+        return n.parametrization, n.chart_rank, round(n.target_accept, 9), n.draws
+
+    def ran(step: dict) -> bool:
+        return key(NUTS(**(dataclasses.asdict(nuts) | step))) in {key(r) for r in tried}
+
     advice = {}
     if divergences:
-        if nuts.parametrization == CHART and chart_target and nuts.target_accept < chart_target - 1e-9:
-            advice["target_accept"] = chart_target
-        elif nuts.parametrization == CHART:
-            advice["parametrization"] = FACTORED
-            if nuts.chart_rank is not None:  # NUTS refuses a chart_rank beside "factored"
-                advice["chart_rank"] = None
+        higher = [{"target_accept": t} for t in TARGET_ACCEPT_STEPS if t > nuts.target_accept + 1e-9]
+        if nuts.parametrization == CHART:
+            # NUTS refuses a chart_rank beside "factored", so the advice drops a named one.
+            factored = {"parametrization": FACTORED}
+            if nuts.chart_rank is not None:
+                factored["chart_rank"] = None
+            steps = ([{"target_accept": chart_target}] if chart_target and nuts.target_accept < chart_target
+                     - 1e-9 else []) + [factored] + [factored | step for step in higher]
         else:
-            higher = [t for t in TARGET_ACCEPT_STEPS if t > nuts.target_accept + 1e-9]
-            if higher:
-                advice["target_accept"] = higher[0]
+            steps = higher
+        advice = next((step for step in steps if not ran(step)), {})
     if rhat_bad or ess_bad or "target_accept" in advice:
         advice["draws"] = 2 * nuts.draws
-    if rhat_bad:
+    if rhat_bad and not ran(advice | lengthened(nuts)):
         advice.update(lengthened(nuts))
     return advice
 
@@ -109,13 +118,13 @@ def lengthened(nuts: NUTS) -> dict:
     return {"draws": 2 * nuts.draws, "tune": 2 * max(nuts.tune, nuts.draws)}
 
 
-def nuts_diagnostics(tree, nuts: NUTS, seconds: float,
-                     chart_target: float | None = None) -> tuple[Diagnostics, dict]:
+def nuts_diagnostics(tree, nuts: NUTS, seconds: float, chart_target: float | None = None,
+                     tried: tuple[NUTS, ...] = ()) -> tuple[Diagnostics, dict]:
     """Divergences, tree depth, and R-hat/ESS over Θ, θ_rtv and ν (:func:`diagnosed_variables`); messages.
 
     The messages name the worst quantity (its ArviZ label); the advice (:func:`_advice`,
-    with ``chart_target``) is returned beside the diagnostics and written into each
-    message as the exact ``nuts={...}`` to pass.
+    with ``chart_target`` and the fall-back's runs ``tried``) is returned beside the
+    diagnostics and written into each message as the exact ``nuts={...}`` to pass.
     """
     stats = tree[D.SAMPLE_STATS]
     div, depth, maxd = (_stat(stats, names) for names in (("diverging",), _DEPTH_STATS, _MAXDEPTH_STATS))
@@ -130,7 +139,7 @@ def nuts_diagnostics(tree, nuts: NUTS, seconds: float,
     chains = tree[D.POSTERIOR].sizes.get("chain", 1)
     rhat_bad = chains > 1 and not max_rhat <= nuts.rhat_max
     ess_bad = not min(min_bulk, min_tail) >= nuts.ess_min
-    advice = _advice(nuts, divergences, rhat_bad, ess_bad, chart_target)
+    advice = _advice(nuts, divergences, rhat_bad, ess_bad, chart_target, tried)
     rerun = f"; re-run with nuts={advice}" if advice else ""
     messages = []
     if divergences:
@@ -142,7 +151,9 @@ def nuts_diagnostics(tree, nuts: NUTS, seconds: float,
         elif "target_accept" in advice:
             why = f"smaller leapfrog steps (target_accept {advice['target_accept']}) follow the curvature"
         else:
-            why = (f"they persist at target_accept {nuts.target_accept}: the draws near them may be biased; "
+            persist = (f"in each of the fall-back's {len(tried)} runs (settings['geometry'])" if tried else
+                       f"at target_accept {nuts.target_accept}")
+            why = (f"they persist {persist}: the draws near them may be biased; "
                    "compare a lower rank (select_rank) or a tighter prior (prior={'scale': ...})")
         messages.append(f"{divergences} divergent transitions after tuning in the {nuts.parametrization} "
                         f"coordinates: {why}{rerun}")

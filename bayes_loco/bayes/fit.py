@@ -278,6 +278,11 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
         runs.append(_nuts_attempt(run, following, nuts))
     facts = [(attempt.group, attempt.diagnostics, leapfrog_steps(attempt.tree)) for attempt in runs]
     kept = runs[max(range(len(runs)), key=lambda i: ranking(facts[i][1], nuts.rhat_max, facts[i][2]))]
+    if len(runs) > 1 and kept.advice:
+        # Advised before the runs after it: what the fall-back ran since is no advice.
+        diagnostics, advice = nuts_diagnostics(kept.tree, kept.group, kept.diagnostics.seconds,
+                                               tried=tuple(attempt.group for attempt in runs))
+        kept = dataclasses.replace(kept, diagnostics=diagnostics, advice=advice)
     record = {"geometry": geometry_record(geometry, kept.group, facts if len(runs) > 1 else [], start_note)}
     if kept.advice:
         record["advice"] = kept.advice
