@@ -165,6 +165,67 @@ def test_auto_keeps_the_factored_model_where_the_rank_fills_the_contexts_span():
     assert (named.parametrization, named.chart_rank) == ("chart", 1)
 
 
+def test_the_block_snr_adds_the_components_inverse_squares():
+    frame = chart_frame(strong_data(3000, seed=2), bl.fit_low_rank(strong_data(3000, seed=2), 2).theta, 2)
+    stand_in = dataclasses.replace(frame, snr=np.array([20.0, 5.0, 7.5]))
+    # By hand: 1 / sqrt(1/400 + 1/25) and 1 / sqrt(1/400 + 1/25 + 1/56.25).
+    assert [geometry.block_snr(stand_in, r) for r in (1, 2, 3)] == pytest.approx([20.0, 4.8507, 4.0730],
+                                                                                 abs=1e-4)
+    # r equal components: the block's SNR is theirs over √r.
+    assert geometry.block_snr(dataclasses.replace(frame, snr=np.full(4, 6.0)), 4) == pytest.approx(3.0)
+
+
+@pytest.mark.parametrize(("snr", "singular_values", "expected"), [
+    ((6.0, 6.0, 6.0, 6.0), (4.0, 3.5, 3.0, 2.5), 0),  # the block's 3.0, and no boundary at a gap
+    ((8.0, 8.0, 8.0, 8.0), (4.0, 3.5, 1.5, 1.2), 2),  # 4.0, cut at the gap 3.5 / 1.5: the block of 2 has 5.66
+    ((5.0, 5.0, 5.0), (4.0, 3.5, 3.0), 0),  # 2.89
+    ((6.0, 6.0, 6.0), (4.0, 3.5, 1.5), 0),  # the block of 2 (at a gap) has 4.24; 4 / 3.5 is none
+    ((5.0, 5.0, 5.0), (4.0, 1.5, 1.4), 1),  # cut at the gap 4 / 1.5
+    ((20.0, 20.0, 6.0), (4.0, 3.5, 3.0), 3),  # 5.52: charted whole
+])
+def test_a_block_below_the_bar_is_cut_only_at_a_gap(snr, singular_values, expected):
+    frame = chart_frame(strong_data(3000, seed=2), bl.fit_low_rank(strong_data(3000, seed=2), 2).theta, 2)
+    stand_in = dataclasses.replace(frame, snr=np.array(snr), singular_values=np.array(singular_values))
+    assert geometry.steady_block_rank(stand_in, len(snr)) == expected
+
+
+def test_auto_does_not_chart_a_block_of_weak_components():
+    # q = 10, diagonal Θ* of rank 4 fitted at 6, N = 10,000 (unseen): "auto" charted r₁ = 4 (SNRs 5.8-7.4,
+    # the block's 3.2); it diverged 5 times, twice at 0.95, and the factored model ran third: 0.52x its ESS
+    # per second alone (docs/results.md, "Problems outside the grid's span").
+    problem = bl.simulate.paper_problem(20, 10, 20, 4, 10.0, 1384, theta_kind="diagonal")
+    data = problem.sample(10000, seed=1797)
+    start, _, _ = geometry.default_start(data, 6, 0.0, 1.0)
+    frame = chart_frame(data, start.theta, 6)
+    assert frame.chartable_rank == 4 and geometry.block_snr(frame, 4) < geometry.SNR_BLOCK_MIN
+    chosen = geometry.choose_geometry(data, 6, start.theta, 1.0, "auto", None)
+    assert chosen.parametrization == "factored" and chosen.automatic
+    assert "the block of 4 determined components has a signal-to-noise ratio 3.2 < 5" in chosen.reason
+    assert "no smaller block ends at a gap" in chosen.reason
+    # A chart rank the user names is kept.
+    named = geometry.choose_geometry(data, 6, start.theta, 1.0, "auto", 4)
+    assert (named.parametrization, named.chart_rank) == ("chart", 4)
+
+
+def test_auto_charts_the_leading_block_across_a_gap(monkeypatch):
+    data = strong_data(3000, seed=2)
+    start = bl.fit_low_rank(data, 2)
+    frame = chart_frame(data, start.theta, 2)
+    weak = dataclasses.replace(frame, snr=np.array([30.0, 4.2]), singular_values=np.array([4.0, 1.0]),
+                               angles=np.array([0.1, 0.1]))
+    assert weak.chartable_rank == 1  # 4.2 < SNR_CHARTED_MIN: so both must pass that first
+    weak = dataclasses.replace(weak, snr=np.array([6.0, 5.0]))
+    assert weak.chartable_rank == 2 and geometry.block_snr(weak, 2) < geometry.SNR_BLOCK_MIN
+    monkeypatch.setattr(geometry, "chart_frame", lambda *args, **kwargs: weak)
+    monkeypatch.setattr(geometry, "partial_frame", lambda frame, data, r, scale: dataclasses.replace(
+        frame, chart_rank=r))
+    monkeypatch.setattr(geometry, "N_CHART", data.n)
+    chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
+    assert (chosen.parametrization, chosen.chart_rank) == ("chart", 1)
+    assert chosen.reason.endswith("2 of 2 components determined; the block of 2 determined components has a "
+                                  "signal-to-noise ratio 3.8 < 5, so the leading 1 are charted")
+
+
 def test_the_leading_snr_grows_like_root_n_across_the_threshold():
     # The sizes above straddle both thresholds (3,000: a ratio above SNR_CHART below N_CHART), so
     # every branch is exercised.
@@ -306,11 +367,12 @@ def test_the_issue_case_converges_and_its_advice_works(issue_data):
 
 
 def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_model(issue_data, monkeypatch):
-    # Chart the issue's case (as the old default did), and hold R-hat to a bar no finite run meets,
-    # so every run is troubled whatever its divergences: the chart of the leading component runs
-    # next (after the same chart at a higher target_accept where the first run diverged), then the
-    # factored model.
+    # Chart the issue's case (as the old default did, whatever its block's SNR), and hold R-hat to a
+    # bar no finite run meets, so every run is troubled whatever its divergences: the chart of the
+    # leading component runs next (after the same chart at a higher target_accept where the first
+    # run diverged), then the factored model.
     monkeypatch.setattr(geometry, "SNR_CHART", 0.0)
+    monkeypatch.setattr(geometry, "SNR_BLOCK_MIN", 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bl.SamplerWarning)
         post = bb.fit_posterior(issue_data, 2, nuts={"draws": 150, "tune": 300, "chains": 2,
