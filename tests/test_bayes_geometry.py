@@ -175,20 +175,6 @@ def test_the_block_snr_adds_the_components_inverse_squares():
     assert geometry.block_snr(dataclasses.replace(frame, snr=np.full(4, 6.0)), 4) == pytest.approx(3.0)
 
 
-@pytest.mark.parametrize(("snr", "singular_values", "expected"), [
-    ((6.0, 6.0, 6.0, 6.0), (4.0, 3.5, 3.0, 2.5), 0),  # the block's 3.0, and no boundary at a gap
-    ((8.0, 8.0, 8.0, 8.0), (4.0, 3.5, 1.5, 1.2), 2),  # 4.0, cut at the gap 3.5 / 1.5: the block of 2 has 5.66
-    ((5.0, 5.0, 5.0), (4.0, 3.5, 3.0), 0),  # 2.89
-    ((6.0, 6.0, 6.0), (4.0, 3.5, 1.5), 0),  # the block of 2 (at a gap) has 4.24; 4 / 3.5 is none
-    ((5.0, 5.0, 5.0), (4.0, 1.5, 1.4), 1),  # cut at the gap 4 / 1.5
-    ((20.0, 20.0, 6.0), (4.0, 3.5, 3.0), 3),  # 5.52: charted whole
-])
-def test_a_block_below_the_bar_is_cut_only_at_a_gap(snr, singular_values, expected):
-    frame = chart_frame(strong_data(3000, seed=2), bl.fit_low_rank(strong_data(3000, seed=2), 2).theta, 2)
-    stand_in = dataclasses.replace(frame, snr=np.array(snr), singular_values=np.array(singular_values))
-    assert geometry.steady_block_rank(stand_in, len(snr)) == expected
-
-
 def test_auto_does_not_chart_a_block_of_weak_components():
     # q = 10, diagonal Θ* of rank 4 fitted at 6, N = 10,000 (unseen): "auto" charted r₁ = 4 (SNRs 5.8-7.4,
     # the block's 3.2); it diverged 5 times, twice at 0.95, and the factored model ran third: 0.52x its ESS
@@ -201,29 +187,29 @@ def test_auto_does_not_chart_a_block_of_weak_components():
     chosen = geometry.choose_geometry(data, 6, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored" and chosen.automatic
     assert "the block of 4 determined components has a signal-to-noise ratio 3.2 < 5" in chosen.reason
-    assert "no smaller block ends at a gap" in chosen.reason
+    assert "its ratio coordinates bend together" in chosen.reason
     # A chart rank the user names is kept.
     named = geometry.choose_geometry(data, 6, start.theta, 1.0, "auto", 4)
     assert (named.parametrization, named.chart_rank) == ("chart", 4)
 
 
-def test_auto_charts_the_leading_block_across_a_gap(monkeypatch):
+# Each component stands SNR_CHARTED_MIN from 0 in all four; by hand, the blocks' SNRs are 5.88,
+# 3.84, 4.93 (1 / sqrt(1/25 + 1/900): one component at the floor pulls the block below it) and 14.1.
+@pytest.mark.parametrize(("snr", "charted"), [((30.0, 6.0), True), ((6.0, 5.0), False), ((5.0, 30.0), False),
+                                              ((20.0, 20.0), True)])
+def test_auto_charts_a_block_only_where_its_own_snr_reaches_the_floor(monkeypatch, snr, charted):
     data = strong_data(3000, seed=2)
     start = bl.fit_low_rank(data, 2)
     frame = chart_frame(data, start.theta, 2)
-    weak = dataclasses.replace(frame, snr=np.array([30.0, 4.2]), singular_values=np.array([4.0, 1.0]),
-                               angles=np.array([0.1, 0.1]))
-    assert weak.chartable_rank == 1  # 4.2 < SNR_CHARTED_MIN: so both must pass that first
-    weak = dataclasses.replace(weak, snr=np.array([6.0, 5.0]))
-    assert weak.chartable_rank == 2 and geometry.block_snr(weak, 2) < geometry.SNR_BLOCK_MIN
-    monkeypatch.setattr(geometry, "chart_frame", lambda *args, **kwargs: weak)
-    monkeypatch.setattr(geometry, "partial_frame", lambda frame, data, r, scale: dataclasses.replace(
-        frame, chart_rank=r))
+    stand_in = dataclasses.replace(frame, snr=np.array(snr), angles=np.array([0.1, 0.1]))
+    assert stand_in.chartable_rank == 2
+    monkeypatch.setattr(geometry, "chart_frame", lambda *args, **kwargs: stand_in)
     monkeypatch.setattr(geometry, "N_CHART", data.n)
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
-    assert (chosen.parametrization, chosen.chart_rank) == ("chart", 1)
-    assert chosen.reason.endswith("2 of 2 components determined; the block of 2 determined components has a "
-                                  "signal-to-noise ratio 3.8 < 5, so the leading 1 are charted")
+    assert (chosen.parametrization, chosen.chart_rank) == (("chart", 2) if charted else ("factored", None))
+    if not charted:
+        block = geometry.block_snr(stand_in, 2)
+        assert f"2 determined components has a signal-to-noise ratio {block:.1f} < 5" in chosen.reason
 
 
 def test_the_leading_snr_grows_like_root_n_across_the_threshold():

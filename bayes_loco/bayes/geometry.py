@@ -17,8 +17,8 @@ So ``"auto"`` charts only where ``leading_snr ≥ SNR_CHART`` or N ≥ :data:`N_
 contexts' span and the chart would be partial), and then only the components the
 data determine (``chartable_rank``: a column space fixed to within ``ANGLE_MAX`` radians, and a
 singular value ``SNR_CHARTED_MIN`` standard deviations or more from 0), as a block whose own
-signal-to-noise ratio (:func:`block_snr`) reaches :data:`SNR_BLOCK_MIN`, else its leading
-components up to a gap of the singular values, else none. At rank 1 the ratio
+signal-to-noise ratio (:func:`block_snr`) reaches :data:`SNR_BLOCK_MIN`, else none. At rank 1
+the ratio
 alone is not enough: the factored
 model has no rotation ridge (only the scale's, 14–19 leapfrog steps per draw at ratios 16–38
 against the chart's 7–9), and below :data:`N_CHART` the chart's longer compilation cost more
@@ -113,10 +113,12 @@ GAP_MIN = 2.0
 # "auto" charts a block of r₁ components only where its signal-to-noise ratio (Σ_{k ≤ r₁} SNR_k⁻²)^(−1/2)
 # (:func:`block_snr`) stands SNR_CHARTED_MIN from 0 too, as each component must: each component's ratio
 # coordinates bend by about 1/SNR_k, and the bends add over the block. Of 13 first charts of r₁ ≥ 2 with a
-# block SNR of 2.9-4.8 (q 3-30, N 6,000-20,000, 11 of them unseen), 12 diverged or missed R-hat (1-45
-# divergences, R-hat up to 1.0165), and the two whose retries failed as well drew 0.52x and 0.80x the
-# factored model's ESS per second; of those with 5.1 or more, over three grids and 40 unseen problems,
-# every first chart was kept or converged at its retry (docs/results.md, "The charted block").
+# block SNR of 2.9-4.8 (q 3-30, N 6,000-20,000, 11 of them unseen), 11 diverged or missed R-hat (1-45
+# divergences, R-hat up to 1.0165) and one drew an ESS of 260; two of them, whose retries failed too, drew
+# 0.52x and 0.80x the factored model's ESS per second. Over the three grids and 40 earlier unseen problems
+# the rule changes only those two charts. Charting such a block's leading components up to a gap instead
+# drew 1.14, 0.80, 1.28 and 0.39x (a chart of the leading component at SNR 5.1, with 196 divergences) the
+# factored model's ESS per second on four of them (docs/results.md, "The charted block").
 SNR_BLOCK_MIN = SNR_CHARTED_MIN
 
 
@@ -246,15 +248,10 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
         return Geometry(None, f"N = {data.n} >= {N_CHART} but the leading signal-to-noise ratio {snr:.1f} < "
                               f"{SNR_CHART:g}, and the rank {rank} fills the contexts' span ({contexts_span} "
                               f"dimensions): a partial chart's weak block would be a square product", True)
-    why_block, determined = "", r1
-    if chart_rank is None and r1 and (steady := steady_block_rank(frame, r1)) < r1:
-        why_block = (f"the block of {r1} determined components has a signal-to-noise ratio "
-                     f"{block_snr(frame, r1):.1f} < {SNR_BLOCK_MIN:g}")
-        if not steady:
-            sv = np.array2string(frame.singular_values, precision=2)
-            return Geometry(None, f"{why_block}, and no smaller block ends at a gap of the singular values "
-                                  f"(σ̂ {sv})", True)
-        why_block, r1 = f"; {why_block}, so the leading {steady} are charted", steady
+    if chart_rank is None and r1 and block_snr(frame, r1) < SNR_BLOCK_MIN:
+        return Geometry(None, f"the block of {r1} determined components has a signal-to-noise ratio "
+                              f"{block_snr(frame, r1):.1f} < {SNR_BLOCK_MIN:g}: its ratio coordinates bend "
+                              "together", True)
     if r1 == 0:
         angles, snrs = np.array2string(frame.angles, precision=2), np.array2string(frame.snr, precision=1)
         return Geometry(None, f"no component is determined: angles {angles} rad (at most {ANGLE_MAX:g} to "
@@ -263,7 +260,7 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
         frame = partial_frame(frame, data, r1, scale)
     why = (f"signal-to-noise ratio {snr:.1f} >= {SNR_CHART:g}" if snr >= SNR_CHART
            else f"N = {data.n} >= {N_CHART}")
-    return Geometry(frame, f"{why}; {determined} of {rank} components determined{why_block}", True)
+    return Geometry(frame, f"{why}; {r1} of {rank} components determined", True)
 
 
 def block_snr(frame: ChartFrame, r1: int) -> float:
@@ -273,19 +270,6 @@ def block_snr(frame: ChartFrame, r1: int) -> float:
     one component's block has its own SNR, and each component added lowers it.
     """
     return float(np.sum(frame.snr[:r1] ** -2.0) ** -0.5)
-
-
-def steady_block_rank(frame: ChartFrame, r1: int) -> int:
-    """The largest r' ≤ ``r1`` whose block reaches :data:`SNR_BLOCK_MIN` (:func:`block_snr`), 0 if none.
-
-    Below ``r1`` only where the boundary sits at a gap (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}), as
-    for the fall-back's smaller chart (:func:`smaller_chart_rank`).
-    """
-    sv = frame.singular_values
-    for r in range(r1, 0, -1):
-        if (r == r1 or sv[r - 1] >= GAP_MIN * sv[r]) and block_snr(frame, r) >= SNR_BLOCK_MIN:
-            return r
-    return 0
 
 
 def long_ridge(frame: ChartFrame, n: int) -> bool:
