@@ -18,11 +18,9 @@ contexts' span and the chart would be partial), and then only the components the
 data determine (``chartable_rank``: a column space fixed to within ``ANGLE_MAX`` radians, and a
 singular value ``SNR_CHARTED_MIN`` standard deviations or more from 0), as a block whose own
 signal-to-noise ratio (:func:`block_snr`) reaches :data:`SNR_BLOCK_MIN`, else none. At rank 1
-the ratio
-alone is not enough: the factored
-model has no rotation ridge (only the scale's, 14–19 leapfrog steps per draw at ratios 16–38
-against the chart's 7–9), and below :data:`N_CHART` the chart's longer compilation cost more
-than its shorter trajectories saved.
+the ratio alone is not enough: the factored model has no rotation ridge (only the scale's,
+14–19 leapfrog steps per draw at ratios 16–38 against the chart's 7–9), and below
+:data:`N_CHART` the chart's longer compilation cost more than its shorter trajectories saved.
 
 **A separated start is no start.** With imbalanced data a rarely compared action can be
 separable and the unpenalised MLE runs off (singular values of 10⁴ were seen at
