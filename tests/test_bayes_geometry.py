@@ -212,6 +212,30 @@ def test_auto_charts_a_block_only_where_its_own_snr_reaches_the_floor(monkeypatc
         assert f"2 determined components has a signal-to-noise ratio {block:.1f} < 5" in chosen.reason
 
 
+def test_n_alone_does_not_chart_a_partial_chart_about_a_noise_component(monkeypatch):
+    # N = 20,000, d_x = 3, q = 30, rank 2 (unseen): the chart of r₁ = 1 (leading SNR 12.5 < 20, the weak
+    # component's 2.0) diverged 21 and 3 times before 0.99, 0.33x the factored model's ESS per second.
+    data = bl.simulate.paper_problem(10, 4, 3, 2, 30.0, 8898).sample(20000, seed=9321)
+    start, _, _ = geometry.default_start(data, 2, 0.0, 1.0)
+    frame = chart_frame(data, start.theta, 2)
+    assert frame.chartable_rank == 1 and frame.leading_snr < geometry.SNR_CHART and frame.left.shape[1] == 3
+    assert frame.snr[1] < geometry.SNR_WEAK_NOISE
+    chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
+    assert chosen.parametrization == "factored" and chosen.automatic
+    assert f"the weak block holds a component {frame.snr[1]:.1f} standard deviations from 0" in chosen.reason
+    # Where the weak component stands 3 or more from 0 the rule says nothing.
+    assert geometry._weak_block_trouble(dataclasses.replace(frame, snr=np.array([12.5, 3.5])), 1) == ""
+    # A leading SNR of SNR_CHART or more charts whatever the weak block holds.
+    strong = dataclasses.replace(frame, snr=np.array([25.0, 2.0]))
+    monkeypatch.setattr(geometry, "chart_frame", lambda *args, **kwargs: strong)
+    monkeypatch.setattr(geometry, "partial_frame", lambda frame, data, r, scale: frame)
+    chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
+    assert (chosen.parametrization, chosen.chart_rank) == ("chart", strong.chart_rank)
+    monkeypatch.undo()
+    named = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", 1)
+    assert (named.parametrization, named.chart_rank) == ("chart", 1)
+
+
 def test_the_leading_snr_grows_like_root_n_across_the_threshold():
     # The sizes above straddle both thresholds (3,000: a ratio above SNR_CHART below N_CHART), so
     # every branch is exercised.

@@ -118,6 +118,13 @@ GAP_MIN = 2.0
 # drew 1.14, 0.80, 1.28 and 0.39x (a chart of the leading component at SNR 5.1, with 196 divergences) the
 # factored model's ESS per second on four of them (docs/results.md, "The charted block").
 SNR_BLOCK_MIN = SNR_CHARTED_MIN
+# N alone (leading SNR below SNR_CHART) does not chart a partial chart whose weak block holds a component
+# within this many standard deviations of 0: on five unseen problems (d_x 3-6, q 10-30, N 10,000-20,000,
+# leading SNR 8.6-16, weakest weak component 0.8-2.4) the chart of r₁ = 1 diverged at 0.9 and drew
+# 0.33-0.60x the factored model's ESS per second after its retries; the §5.1 q = 10 problem's weak
+# components stand 4.9 and 5.9 from 0, and its chart is 3x faster per ESS (docs/results.md, "The
+# charted block").
+SNR_WEAK_NOISE = 3.0
 
 
 @dataclass(frozen=True)
@@ -241,11 +248,9 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
                "chart's compilation would cost more than its shorter trajectories save")
         return Geometry(None, why, True)
     r1 = frame.chartable_rank if chart_rank is None else chart_rank
-    contexts_span = frame.left.shape[1]
-    if chart_rank is None and snr < SNR_CHART and r1 < rank and rank >= contexts_span:
+    if chart_rank is None and snr < SNR_CHART and 0 < r1 < rank and (why := _weak_block_trouble(frame, r1)):
         return Geometry(None, f"N = {data.n} >= {N_CHART} but the leading signal-to-noise ratio {snr:.1f} < "
-                              f"{SNR_CHART:g}, and the rank {rank} fills the contexts' span ({contexts_span} "
-                              f"dimensions): a partial chart's weak block would be a square product", True)
+                              f"{SNR_CHART:g}, and {why}", True)
     if chart_rank is None and r1 and block_snr(frame, r1) < SNR_BLOCK_MIN:
         return Geometry(None, f"the block of {r1} determined components has a signal-to-noise ratio "
                               f"{block_snr(frame, r1):.1f} < {SNR_BLOCK_MIN:g}: its ratio coordinates bend "
@@ -259,6 +264,23 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     why = (f"signal-to-noise ratio {snr:.1f} >= {SNR_CHART:g}" if snr >= SNR_CHART
            else f"N = {data.n} >= {N_CHART}")
     return Geometry(frame, f"{why}; {r1} of {rank} components determined", True)
+
+
+def _weak_block_trouble(frame: ChartFrame, r1: int) -> str:
+    """Why a partial chart of ``r1`` components that N alone would choose is not run ('' where none).
+
+    The rank fills the contexts' span (r ≥ d_x', :data:`N_CHART`), or the weak block holds a
+    component within :data:`SNR_WEAK_NOISE` standard deviations of 0.
+    """
+    span, rank = frame.left.shape[1], frame.snr.size
+    if rank >= span:
+        return (f"the rank {rank} fills the contexts' span ({span} dimensions): a partial chart's weak block "
+                "would be a square product")
+    weakest = float(frame.snr[r1:].min())
+    if weakest < SNR_WEAK_NOISE:
+        return (f"the weak block holds a component {weakest:.1f} standard deviations from 0 (< "
+                f"{SNR_WEAK_NOISE:g}): a partial chart mixes slowly about its noise")
+    return ""
 
 
 def block_snr(frame: ChartFrame, r1: int) -> float:
