@@ -122,8 +122,9 @@ SNR_BLOCK_MIN = SNR_CHARTED_MIN
 # within this many standard deviations of 0: on five unseen problems (d_x 3-6, q 10-30, N 10,000-20,000,
 # leading SNR 8.6-16, weakest weak component 0.8-2.4) the chart of r₁ = 1 diverged at 0.9 and drew
 # 0.33-0.60x the factored model's ESS per second after its retries; the §5.1 q = 10 problem's weak
-# components stand 4.9 and 5.9 from 0, and its chart is 3x faster per ESS (docs/results.md, "The
-# charted block").
+# components stand 4.9 and 5.9 from 0, and its chart is 3x faster per ESS. The cost: one unseen chart of
+# r₁ = 2 (q = 30, weakest 2.8) that had converged on its first run now runs the factored model, about 7x
+# slower per ESS (docs/results.md, "The charted block").
 SNR_WEAK_NOISE = 3.0
 
 
