@@ -252,10 +252,9 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     if chart_rank is None and snr < SNR_CHART and 0 < r1 < rank and (why := _weak_block_trouble(frame, r1)):
         return Geometry(None, f"N = {data.n} >= {N_CHART} but the leading signal-to-noise ratio {snr:.1f} < "
                               f"{SNR_CHART:g}, and {why}", True)
-    if chart_rank is None and r1 and block_snr(frame, r1) < SNR_BLOCK_MIN:
+    if chart_rank is None and r1 and (block := block_snr(frame, r1)) < SNR_BLOCK_MIN:
         return Geometry(None, f"the block of {r1} determined components has a signal-to-noise ratio "
-                              f"{block_snr(frame, r1):.1f} < {SNR_BLOCK_MIN:g}: its ratio coordinates bend "
-                              "together", True)
+                              f"{block:.1f} < {SNR_BLOCK_MIN:g}: its ratio coordinates bend together", True)
     if r1 == 0:
         angles, snrs = np.array2string(frame.angles, precision=2), np.array2string(frame.snr, precision=1)
         return Geometry(None, f"no component is determined: angles {angles} rad (at most {ANGLE_MAX:g} to "
@@ -270,7 +269,7 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
 def _weak_block_trouble(frame: ChartFrame, r1: int) -> str:
     """Why a partial chart of ``r1`` components that N alone would choose is not run ('' where none).
 
-    The rank fills the contexts' span (r ≥ d_x', :data:`N_CHART`), or the weak block holds a
+    The rank fills the contexts' span (r ≥ d_x'; see :data:`N_CHART`), or the weak block holds a
     component within :data:`SNR_WEAK_NOISE` standard deviations of 0.
     """
     span, rank = frame.left.shape[1], frame.snr.size
