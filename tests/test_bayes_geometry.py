@@ -193,6 +193,28 @@ def test_auto_does_not_chart_a_block_of_weak_components():
     assert (named.parametrization, named.chart_rank) == ("chart", 4)
 
 
+def test_auto_does_not_chart_several_components_where_the_ridge_is_short():
+    # N = 3,000, q = 1, rank 2 fitted at 3 (unseen): "auto" charted r₁ = 2 (SNRs 23.2 and 5.6, the block's
+    # 5.5); it diverged 12 times, 24 at 0.95, the chart of r₁ = 1 missed R-hat, and the factored model ran
+    # fourth: 0.49x its ESS per second alone (docs/results.md, "Several components where the ridge is short").
+    data = bl.simulate.paper_problem(9, 8, 12, 2, 1.0, 8655).sample(3000, seed=8043)
+    start, _, _ = geometry.default_start(data, 3, 0.0, 1.0)
+    frame = chart_frame(data, start.theta, 3)
+    assert frame.leading_snr >= geometry.SNR_CHART and data.n < geometry.N_CHART
+    block = geometry.block_snr(frame, frame.chartable_rank)
+    assert frame.chartable_rank == 2 and geometry.SNR_BLOCK_MIN <= block < geometry.SNR_BLOCK_FEW
+    chosen = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", None)
+    assert chosen.parametrization == "factored" and chosen.automatic
+    assert f"has a signal-to-noise ratio {block:.1f} < 10 (N = 3000 < 5000)" in chosen.reason
+    # From N_CHART on the same block is charted (the floor is SNR_BLOCK_MIN there).
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(geometry, "N_CHART", data.n)
+        many = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", None)
+    assert (many.parametrization, many.chart_rank) == ("chart", 2)
+    named = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", 2)
+    assert (named.parametrization, named.chart_rank) == ("chart", 2)
+
+
 # Each component stands SNR_CHARTED_MIN from 0 in all four; by hand, the blocks' SNRs are 5.88,
 # 3.84, 4.93 (1 / sqrt(1/25 + 1/900): one component at the floor pulls the block below it) and 14.1.
 @pytest.mark.parametrize(("snr", "charted"), [((30.0, 6.0), True), ((6.0, 5.0), False), ((5.0, 30.0), False),
@@ -383,6 +405,7 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     # run diverged), then the factored model.
     monkeypatch.setattr(geometry, "SNR_CHART", 0.0)
     monkeypatch.setattr(geometry, "SNR_BLOCK_MIN", 0.0)
+    monkeypatch.setattr(geometry, "SNR_BLOCK_FEW", 0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bl.SamplerWarning)
         post = bb.fit_posterior(issue_data, 2, nuts={"draws": 150, "tune": 300, "chains": 2,

@@ -17,7 +17,8 @@ So ``"auto"`` charts only where ``leading_snr ≥ SNR_CHART`` or N ≥ :data:`N_
 contexts' span and the chart would be partial), and then only the components the
 data determine (``chartable_rank``: a column space fixed to within ``ANGLE_MAX`` radians, and a
 singular value ``SNR_CHARTED_MIN`` standard deviations or more from 0), as a block whose own
-signal-to-noise ratio (:func:`block_snr`) reaches :data:`SNR_BLOCK_MIN`, else none. At rank 1
+signal-to-noise ratio (:func:`block_snr`) reaches :data:`SNR_BLOCK_MIN` (:data:`SNR_BLOCK_FEW` below
+:data:`N_CHART`, where the factored model's ridge is short), else none. At rank 1
 the ratio alone is not enough: the factored model has no rotation ridge (only the scale's,
 14–19 leapfrog steps per draw at ratios 16–38 against the chart's 7–9), and below
 :data:`N_CHART` the chart's longer compilation cost more than its shorter trajectories saved.
@@ -118,6 +119,13 @@ GAP_MIN = 2.0
 # drew 1.14, 0.80, 1.28 and 0.39x (a chart of the leading component at SNR 5.1, with 196 divergences) the
 # factored model's ESS per second on four of them (docs/results.md, "The charted block").
 SNR_BLOCK_MIN = SNR_CHARTED_MIN
+# Below N_CHART (charted for a leading SNR of SNR_CHART or more) a block of r₁ ≥ 2 needs this SNR instead:
+# there the factored model's ridge is short, and a chart of several components lost even where it
+# converged. Ten unseen problems (q = 1, N = 3,000-4,000, leading SNR 22-27, the second component's 5.1-6.7,
+# blocks 5.0-6.5): seven diverged at 0.9 and ran fall-backs, drawing 0.22-0.62x the factored model's ESS
+# per second; two converged at once and drew 0.57-0.58x (half its ESS per draw); one drew 1.82x. The
+# three grids chart no such block; the charts of one component there keep their leading SNR of 20 or more.
+SNR_BLOCK_FEW = 10.0
 # N alone (leading SNR below SNR_CHART) does not chart a partial chart whose weak block holds a component
 # within this many standard deviations of 0: on five unseen problems (d_x 3-6, q 10-30, N 10,000-20,000,
 # leading SNR 8.6-16, weakest weak component 0.8-2.4) the chart of r₁ = 1 diverged at 0.9 and drew
@@ -252,9 +260,10 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     if chart_rank is None and snr < SNR_CHART and 0 < r1 < rank and (why := _weak_block_trouble(frame, r1)):
         return Geometry(None, f"N = {data.n} >= {N_CHART} but the leading signal-to-noise ratio {snr:.1f} < "
                               f"{SNR_CHART:g}, and {why}", True)
-    if chart_rank is None and r1 and (block := block_snr(frame, r1)) < SNR_BLOCK_MIN:
+    floor, few = (SNR_BLOCK_MIN, "") if data.n >= N_CHART else (SNR_BLOCK_FEW, f" (N = {data.n} < {N_CHART})")
+    if chart_rank is None and r1 and (block := block_snr(frame, r1)) < floor:
         return Geometry(None, f"the block of {r1} determined components has a signal-to-noise ratio "
-                              f"{block:.1f} < {SNR_BLOCK_MIN:g}: its ratio coordinates bend together", True)
+                              f"{block:.1f} < {floor:g}{few}: its ratio coordinates bend together", True)
     if r1 == 0:
         angles, snrs = np.array2string(frame.angles, precision=2), np.array2string(frame.snr, precision=1)
         return Geometry(None, f"no component is determined: angles {angles} rad (at most {ANGLE_MAX:g} to "
