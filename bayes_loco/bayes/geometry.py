@@ -122,9 +122,10 @@ SNR_BLOCK_MIN = SNR_CHARTED_MIN
 # Below N_CHART (charted for a leading SNR of SNR_CHART or more) a block of r₁ ≥ 2 needs this SNR instead:
 # there the factored model's ridge is short, and a chart of several components lost even where it
 # converged. Ten unseen problems (q = 1, N = 3,000-4,000, leading SNR 22-27, the second component's 5.1-6.7,
-# blocks 5.0-6.5): seven diverged at 0.9 and ran fall-backs, drawing 0.22-0.62x the factored model's ESS
-# per second; two converged at once and drew 0.57-0.58x (half its ESS per draw); one drew 1.82x. The
-# three grids chart no such block; the charts of one component there keep their leading SNR of 20 or more.
+# blocks 5.0-6.5): seven diverged at 0.9 and ran fall-backs, drawing 0.22-0.67x the factored model's ESS
+# per second; two converged at once and drew 0.57-0.58x (ESS per draw about half its); one drew 1.82x
+# (docs/results.md, "Several components where the ridge is short"). The three grids chart no such block; a
+# chart of one component has the leading SNR, 20 or more here, as its block's.
 SNR_BLOCK_FEW = 10.0
 # N alone (leading SNR below SNR_CHART) does not chart a partial chart whose weak block holds a component
 # within this many standard deviations of 0: on five unseen problems (d_x 3-6, q 10-30, N 10,000-20,000,
