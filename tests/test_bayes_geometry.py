@@ -200,15 +200,15 @@ def test_auto_does_not_chart_several_components_where_the_ridge_is_short():
     data = bl.simulate.paper_problem(9, 8, 12, 2, 1.0, 8655).sample(3000, seed=8043)
     start, _, _ = geometry.default_start(data, 3, 0.0, 1.0)
     frame = chart_frame(data, start.theta, 3)
-    assert frame.leading_snr >= geometry.SNR_CHART and data.n < geometry.N_CHART
+    assert frame.leading_snr >= geometry.SNR_CHART and data.n < geometry.N_CHART < geometry.N_BLOCK
     block = geometry.block_snr(frame, frame.chartable_rank)
     assert frame.chartable_rank == 2 and geometry.SNR_BLOCK_MIN <= block < geometry.SNR_BLOCK_FEW
     chosen = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored" and chosen.automatic
-    assert f"has a signal-to-noise ratio {block:.1f} < 10 (N = 3000 < 5000)" in chosen.reason
-    # From N_CHART on the same block is charted (the floor is SNR_BLOCK_MIN there).
+    assert f"has a signal-to-noise ratio {block:.1f} < 10 (N = 3000 < 6000)" in chosen.reason
+    # From N_BLOCK on the same block is charted (the floor is SNR_BLOCK_MIN there).
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(geometry, "N_CHART", data.n)
+        patch.setattr(geometry, "N_BLOCK", data.n)
         many = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", None)
     assert (many.parametrization, many.chart_rank) == ("chart", 2)
     named = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", 2)
@@ -227,6 +227,7 @@ def test_auto_charts_a_block_only_where_its_own_snr_reaches_the_floor(monkeypatc
     assert stand_in.chartable_rank == 2
     monkeypatch.setattr(geometry, "chart_frame", lambda *args, **kwargs: stand_in)
     monkeypatch.setattr(geometry, "N_CHART", data.n)
+    monkeypatch.setattr(geometry, "N_BLOCK", data.n)
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert (chosen.parametrization, chosen.chart_rank) == (("chart", 2) if charted else ("factored", None))
     if not charted:
