@@ -213,6 +213,13 @@ def test_auto_does_not_chart_several_components_where_the_ridge_is_short():
     assert (many.parametrization, many.chart_rank) == ("chart", 2)
     named = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", 2)
     assert (named.parametrization, named.chart_rank) == ("chart", 2)
+    # A chart of one component below N_BLOCK keeps the floor of 5: §5.1 at q = 10, N = 5,000 (charted by N
+    # alone, its leading SNR 8.3 < SNR_BLOCK_FEW).
+    sim = bl.simulate.paper_problem(rank=3, imbalance=10).sample(5000, seed=1)
+    start, _, _ = geometry.default_start(sim, 3, 0.0, 1.0)
+    one = geometry.choose_geometry(sim, 3, start.theta, 1.0, "auto", None)
+    assert sim.n < geometry.N_BLOCK and one.frame.leading_snr < geometry.SNR_BLOCK_FEW
+    assert (one.parametrization, one.chart_rank) == ("chart", 1)
 
 
 # Each component stands SNR_CHARTED_MIN from 0 in all four; by hand, the blocks' SNRs are 5.88,

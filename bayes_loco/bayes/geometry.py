@@ -124,8 +124,9 @@ SNR_BLOCK_MIN = SNR_CHARTED_MIN
 # leading SNR 22-27, the second component's 5.1-6.7, blocks 5.0-6.5): seven diverged at 0.9 and ran
 # fall-backs, drawing 0.22-0.67x the factored model's ESS per second; two converged at once and drew
 # 0.57-0.58x (ESS per draw about half its); one drew 1.82x (docs/results.md, "Several components where
-# the ridge is short"). The three grids chart no such block; a chart of one component has the leading
-# SNR, 20 or more below N_CHART, as its block's.
+# the ridge is short"). The three grids chart no such block. A chart of one component keeps SNR_BLOCK_MIN:
+# its block is the leading SNR, which SNR_CHART or N_CHART already judged (the §5.1 q = 10 chart at N =
+# 5,000-6,000 has 8.3-8.4).
 SNR_BLOCK_FEW = 10.0
 # ... from N_CHART up to this N too: of three unseen charts of r₁ = 2 at N = 5,000 (blocks 5.0-5.7), two
 # drew 0.41 and 0.62x the factored model's ESS per second and one 0.92x; at N = 6,000 four drew 0.95-1.98x
@@ -265,10 +266,11 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     if chart_rank is None and snr < SNR_CHART and 0 < r1 < rank and (why := _weak_block_trouble(frame, r1)):
         return Geometry(None, f"N = {data.n} >= {N_CHART} but the leading signal-to-noise ratio {snr:.1f} < "
                               f"{SNR_CHART:g}, and {why}", True)
-    floor, few = (SNR_BLOCK_MIN, "") if data.n >= N_BLOCK else (SNR_BLOCK_FEW, f" (N = {data.n} < {N_BLOCK})")
+    few = r1 >= 2 and data.n < N_BLOCK  # one component's block is its SNR, judged by SNR_CHART or N_CHART
+    floor, why_few = (SNR_BLOCK_FEW, f" (N = {data.n} < {N_BLOCK})") if few else (SNR_BLOCK_MIN, "")
     if chart_rank is None and r1 and (block := block_snr(frame, r1)) < floor:
         return Geometry(None, f"the block of {r1} determined components has a signal-to-noise ratio "
-                              f"{block:.1f} < {floor:g}{few}: its ratio coordinates bend together", True)
+                              f"{block:.1f} < {floor:g}{why_few}: its ratio coordinates bend together", True)
     if r1 == 0:
         angles, snrs = np.array2string(frame.angles, precision=2), np.array2string(frame.snr, precision=1)
         return Geometry(None, f"no component is determined: angles {angles} rad (at most {ANGLE_MAX:g} to "
