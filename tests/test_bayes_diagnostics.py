@@ -16,7 +16,7 @@ import xarray as xr
 
 from bayes_loco import bayes as bb
 from bayes_loco.bayes import dims as D
-from bayes_loco.bayes.diagnostics import diagnosed_variables, nuts_diagnostics
+from bayes_loco.bayes.diagnostics import diagnosed_variables, diagnostic_table, nuts_diagnostics
 
 
 @pytest.fixture
@@ -86,3 +86,16 @@ def test_summary_shows_nu_as_its_last_row(nuts):
     assert abs(row["r_hat"] - 1) < 0.02 and 0.6 * flat.size < row["ess_bulk"] < 1.6 * flat.size
     # The θ_rtv rows are those of the fit without ν.
     np.testing.assert_array_equal(table.drop(index=D.NU).to_numpy(), nuts.summary(level=0.9).table.to_numpy())
+
+
+def test_the_diagnostic_table_is_arviz_s_and_a_given_one_is_read(nuts):
+    table = diagnostic_table(nuts.tree)
+    rhat = az.rhat(nuts.tree, var_names=[D.THETA])[D.THETA].values
+    theta_rows = table.index.str.startswith(f"{D.THETA}[")
+    assert theta_rows.sum() == rhat.size and table.loc[theta_rows, "r_hat"].max() == pytest.approx(rhat.max())
+    assert table.index.str.startswith(f"{D.THETA_RTV}[").sum() == nuts.tree[D.POSTERIOR].sizes[D.RTV_COORD]
+    # A table handed in (a re-diagnosis after the fall-back) is used as given, not recomputed.
+    doctored = table.copy()
+    doctored.iloc[0, doctored.columns.get_loc("r_hat")] = 1.5
+    d, _ = nuts_diagnostics(nuts.tree, _strict(nuts, rhat_max=1.01, ess_min=0.0), 1.0, table=doctored)
+    assert d.max_rhat == 1.5 and not d.converged and f"at {doctored.index[0]}" in d.warnings[0]

@@ -253,14 +253,14 @@ def test_n_alone_does_not_chart_a_partial_chart_about_a_noise_component(monkeypa
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored" and chosen.automatic
     assert f"the weak block holds a component {frame.snr[1]:.1f} standard deviations from 0" in chosen.reason
-    # Where the weak component stands 3 or more from 0 the rule says nothing.
-    assert geometry._weak_block_trouble(dataclasses.replace(frame, snr=np.array([12.5, 3.5])), 1) == ""
-    # A leading SNR of SNR_CHART or more charts whatever the weak block holds.
-    strong = dataclasses.replace(frame, snr=np.array([25.0, 2.0]))
-    monkeypatch.setattr(geometry, "chart_frame", lambda *args, **kwargs: strong)
+    # Where the weak component stands 3 or more from 0, and where the leading SNR reaches SNR_CHART, N
+    # charts whatever the weak block holds.
     monkeypatch.setattr(geometry, "partial_frame", lambda frame, data, r, scale: frame)
-    chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
-    assert (chosen.parametrization, chosen.chart_rank) == ("chart", strong.chart_rank)
+    for snr in ([12.5, 3.5], [25.0, 2.0]):
+        replaced = dataclasses.replace(frame, snr=np.array(snr))
+        monkeypatch.setattr(geometry, "chart_frame", lambda *args, replaced=replaced, **kwargs: replaced)
+        chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
+        assert (chosen.parametrization, chosen.chart_rank) == ("chart", replaced.chart_rank), snr
     monkeypatch.undo()
     named = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", 1)
     assert (named.parametrization, named.chart_rank) == ("chart", 1)
@@ -641,7 +641,7 @@ def test_the_kept_run_is_not_advised_a_setting_its_fall_back_ran(issue_data, mon
         return fit_module._Attempt(xr.DataTree(), _diagnostics(4 - len(ran) // 4), None, group,
                                    ("nutpie", 4, 1000, ""), advice)
 
-    def diagnose(tree, nuts, seconds, chart_target=None, tried=()):
+    def diagnose(tree, nuts, seconds, chart_target=None, tried=(), table=None):
         return _diagnostics(1), diagnostics_module._advice(nuts, 1, False, False, chart_target, tried)
 
     start = bl.fit_low_rank(issue_data, 2)

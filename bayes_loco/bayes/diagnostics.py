@@ -118,20 +118,26 @@ def lengthened(nuts: NUTS) -> dict:
     return {"draws": 2 * nuts.draws, "tune": 2 * max(nuts.tune, nuts.draws)}
 
 
+def diagnostic_table(tree) -> pd.DataFrame:
+    """ArviZ's R-hat and ESS of every entry of the diagnosed variables (:func:`diagnosed_variables`)."""
+    return pd.concat([az.summary(tree, var_names=[var], kind="diagnostics", round_to="none")
+                      for var in diagnosed_variables(tree)])
+
+
 def nuts_diagnostics(tree, nuts: NUTS, seconds: float, chart_target: float | None = None,
-                     tried: tuple[NUTS, ...] = ()) -> tuple[Diagnostics, dict]:
+                     tried: tuple[NUTS, ...] = (),
+                     table: pd.DataFrame | None = None) -> tuple[Diagnostics, dict]:
     """Divergences, tree depth, and R-hat/ESS over Θ, θ_rtv and ν (:func:`diagnosed_variables`); messages.
 
     The messages name the worst quantity (its ArviZ label); the advice (:func:`_advice`,
     with ``chart_target`` and the fall-back's runs ``tried``) is returned beside the
     diagnostics and written into each message as the exact ``nuts={...}`` to pass.
+    ``table`` is the tree's :func:`diagnostic_table` where the caller has it already.
     """
     stats = tree[D.SAMPLE_STATS]
     div, depth, maxd = (_stat(stats, names) for names in (("diverging",), _DEPTH_STATS, _MAXDEPTH_STATS))
-    variables = diagnosed_variables(tree)
-    over = "Θ and θ_rtv" if len(variables) == 2 else "Θ, θ_rtv and ν"
-    both = pd.concat([az.summary(tree, var_names=[var], kind="diagnostics", round_to="none")
-                      for var in variables])
+    over = "Θ and θ_rtv" if len(diagnosed_variables(tree)) == 2 else "Θ, θ_rtv and ν"
+    both = diagnostic_table(tree) if table is None else table
     divergences = None if div is None else int(div.sum())
     max_rhat, at_rhat = _worst(both, "r_hat", largest=True)
     min_bulk, at_bulk = _worst(both, "ess_bulk", largest=False)

@@ -23,6 +23,7 @@ import warnings
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 import pymc as pm
 import xarray as xr
 
@@ -36,6 +37,7 @@ from ..frequentist.fgd import LowRankResult
 from ..results import Diagnostics
 from .chart import build_chart_model, chart_start
 from .diagnostics import (
+    diagnostic_table,
     geometry_record,
     leapfrog_steps,
     lengthened,
@@ -200,7 +202,8 @@ class _Attempt:
 
     ``group`` is the settings group that ran (NUTS with the parametrisation that ran),
     ``facts`` the tree's (sampler, chains, draws, representation), ``advice`` the
-    NUTS settings to re-run with.
+    NUTS settings to re-run with, ``table`` NUTS's R-hat and ESS per entry (kept for a
+    re-diagnosis after the fall-back).
     """
 
     tree: xr.DataTree
@@ -210,6 +213,7 @@ class _Attempt:
     facts: tuple[str, int, int, str]
     advice: dict
     final_loss: float | None = None
+    table: pd.DataFrame | None = None
 
 
 def _resolve(data, rank, method, ties, prior, nuts, map_settings, vi, start, basis, ridge, random_seed,
@@ -280,8 +284,9 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     kept = runs[max(range(len(runs)), key=lambda i: ranking(facts[i][1], nuts.rhat_max, facts[i][2]))]
     if len(runs) > 1 and kept.advice:
         # Advised before the runs after it: what the fall-back ran since is no advice.
-        diagnostics, advice = nuts_diagnostics(kept.tree, kept.group, kept.diagnostics.seconds,
-                                               tried=tuple(attempt.group for attempt in runs))
+        tried = tuple(attempt.group for attempt in runs)
+        diagnostics, advice = nuts_diagnostics(kept.tree, kept.group, kept.diagnostics.seconds, tried=tried,
+                                               table=kept.table)
         kept = dataclasses.replace(kept, diagnostics=diagnostics, advice=advice)
     record = {"geometry": geometry_record(geometry, kept.group, facts if len(runs) > 1 else [], start_note)}
     if kept.advice:
@@ -311,11 +316,13 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS) -> _Attempt:
         raw = sample_nuts(model, nuts, draw_start, run.seed, run.progressbar, model_key(model, frame, prior))
         seconds = time.perf_counter() - t0
     tree = run.arrange(raw, "nuts")
-    diagnostics, advice = nuts_diagnostics(tree, nuts, seconds, advised_target(geometry, run.data.n))
+    table = diagnostic_table(tree)
+    diagnostics, advice = nuts_diagnostics(tree, nuts, seconds, advised_target(geometry, run.data.n),
+                                           table=table)
     if diagnostics.warnings and frame is not None and not geometry.automatic:
         diagnostics = note_loose(diagnostics, frame)
     facts = (nuts.sampler, nuts.chains, nuts.draws, "NUTS draws (MCMC)")
-    return _Attempt(tree, diagnostics, model, nuts, facts, advice)
+    return _Attempt(tree, diagnostics, model, nuts, facts, advice, table=table)
 
 
 def _optimise(run: _Run, method: str, group: MAP | VI) -> _Attempt:
