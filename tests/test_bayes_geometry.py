@@ -423,8 +423,10 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     # A first run that diverged is retried in the same chart at target_accept 0.95 before the others;
     # the factored model then follows its own advice: 0.95 where it diverged, else twice the length.
     retried = [("chart", 2, 0.95, 150)] if record["first"]["divergences"] else []
-    # The smaller chart is retried at 0.95 too where it diverged (the issue's SNR is below SNR_STEADY).
-    smaller = [("chart", 1, 0.95, 150)] if runs[len(retried) + 1]["divergences"] else []
+    # The smaller chart starts at the retry's target where the first run was retried, else it is retried
+    # at 0.95 where it diverged (the issue's SNR is below SNR_STEADY).
+    smaller_target = 0.95 if retried else 0.9
+    smaller = [("chart", 1, 0.95, 150)] if not retried and runs[1]["divergences"] else []
     at = len(retried) + len(smaller) + 2
     factored = runs[at]
     tail = [("factored", None, 0.95, 150)] if factored["divergences"] else []
@@ -432,7 +434,7 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     if not advised["divergences"] and 2 * min(advised["min_ess_bulk"], advised["min_ess_tail"]) >= 400:
         tail.append(("factored", None, advised["target_accept"], 300))
     ran = [(run["parametrization"], run["chart_rank"], run["target_accept"], run["draws"]) for run in runs]
-    assert ran == [("chart", 2, 0.9, 150), *retried, ("chart", 1, 0.9, 150), *smaller,
+    assert ran == [("chart", 2, 0.9, 150), *retried, ("chart", 1, smaller_target, 150), *smaller,
                    ("factored", None, 0.9, 150), *tail]
     assert runs[-1]["tune"] == (600 if runs[-1]["draws"] == 300 else 300)
 
@@ -505,8 +507,13 @@ def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypat
     # A chart that diverged is first retried as it was at target_accept 0.95, unless it ran at 0.95 or more.
     retried = list(geometry.fallbacks(auto, issue_data, 1.0, AT_90, latest=_ran(1)))
     assert retried[0].frame is frame and retried[0].target_accept == 0.95
-    assert [(g.chart_rank, g.target_accept) for g in retried[1:]] == [
-        (1, None), (1, 0.95), (None, None), (None, 0.95)]
+    # The smaller chart starts at the retry's target (in five of five unseen fall-backs past a divergent
+    # retry it diverged again at 0.9), and is retried only above it.
+    assert [(g.chart_rank, g.target_accept) for g in retried[1:]] == [(1, 0.95), (None, None), (None, 0.95)]
+    steady = geometry.Geometry(dataclasses.replace(frame, snr=np.array([44.0, 12.0])), "charted", True)
+    ladder = geometry.fallbacks(steady, issue_data, 1.0, AT_90, latest=_ran(1))
+    assert [(g.chart_rank, g.target_accept) for g in ladder] == [
+        (2, 0.95), (2, 0.99), (1, 0.99), (None, None), (None, 0.95)]
     assert len(list(geometry.fallbacks(auto, issue_data, 1.0, AT_95, latest=_ran(1)))) == 2
     assert list(geometry.fallbacks(named, issue_data, 1.0, AT_90, latest=_ran(1))) == []
     # The smaller chart keeps the frame's spans and start, and whitens only the leading component.

@@ -40,8 +40,9 @@ components stand :data:`SNR_STEADY` standard deviations or more from 0, at
 components where more were charted, the largest r' whose boundary sits at a gap of the
 start's singular values (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}; an unseen problem, §5.1 at q = 1,
 N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in
-101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), then the
-factored model. A factored model that "auto" chose, or fell back to, follows its own advice
+101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), at the target
+the larger chart's retries reached (in five of five such fall-backs the smaller chart diverged
+again at 0.9), then the factored model. A factored model that "auto" chose, or fell back to, follows its own advice
 once per cause: where it diverged, it runs again at :data:`RETRY_TARGET_ACCEPT` (an unseen
 problem, N = 6,000 at q = 30, diverged once at 0.9 and not at 0.95); where its chains disagreed
 (R-hat above ``nuts.rhat_max``, no divergence), again with twice the tuning and draws, where twice
@@ -342,7 +343,8 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
     where that diverged too and its charted components are steady (SNR ≥ :data:`SNR_STEADY`)
     at :data:`STEADY_TARGET_ACCEPT`; for r₁ ≥ 2 components the chart of the leading
     :func:`smaller_chart_rank` ones where a gap allows (its frame built only when reached),
-    retried the same way; then the factored model, at the user's ``target_accept``. An
+    at the target the larger chart's retries reached and retried the same way above it; then
+    the factored model, at the user's ``target_accept``. An
     automatic factored model, chosen first or reached so, follows its own advice once per
     cause: where it diverged, the same at :data:`RETRY_TARGET_ACCEPT`; where its R-hat
     missed ``nuts.rhat_max`` without a divergence, the same run lengthened
@@ -352,10 +354,13 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
     if not geometry.automatic:
         return
     if geometry.frame is not None:
-        yield from _retries(geometry, nuts, latest)
+        retried = yield from _retries(geometry, nuts, latest)
         smaller = smaller_chart_rank(geometry.frame)
         if smaller is not None:
-            chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True)
+            # Its retries' target: in five of five fall-backs past a divergent retry, the smaller chart
+            # diverged again at the user's target (results.md, "The smaller chart at the retry's target").
+            chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True,
+                             retried.target_accept)
             yield chart
             yield from _retries(chart, nuts, latest)
         geometry = dataclasses.replace(geometry, frame=None, target_accept=None)
@@ -370,14 +375,14 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
 def _retries(geometry: Geometry, nuts: NUTS, latest: Callable[[], Diagnostics]) -> Iterator[Geometry]:
     """``geometry`` that diverged, again at :data:`RETRY_TARGET_ACCEPT`, then (a chart whose charted
     components all have an SNR of :data:`SNR_STEADY` or more) at :data:`STEADY_TARGET_ACCEPT`, each
-    while the run before it diverged and only above the user's ``target_accept``.
+    while the run before it diverged and only above the target it ran at.
 
     Returns the last geometry yielded (``geometry`` where none was), for what follows it.
     """
     frame = geometry.frame
     steady = frame is not None and frame.snr[: frame.chart_rank].min() >= SNR_STEADY
     for target in (RETRY_TARGET_ACCEPT, STEADY_TARGET_ACCEPT) if steady else (RETRY_TARGET_ACCEPT,):
-        if nuts.target_accept < target and latest().divergences:
+        if (geometry.target_accept or nuts.target_accept) < target and latest().divergences:
             geometry = dataclasses.replace(geometry, target_accept=target)
             yield geometry
     return geometry
