@@ -42,14 +42,14 @@ start's singular values (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}; an unseen pr
 N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in
 101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), at the target
 the larger chart's retries reached (in five of five such fall-backs the smaller chart diverged
-again at 0.9), then the factored model. A factored model that "auto" chose, or fell back to, follows its own advice
-once per cause: where it diverged, it runs again at :data:`RETRY_TARGET_ACCEPT` (an unseen
-problem, N = 6,000 at q = 30, diverged once at 0.9 and not at 0.95); where its chains disagreed
-(R-hat above ``nuts.rhat_max``, no divergence), again with twice the tuning and draws, where twice
-its ESS reaches ``nuts.ess_min`` (an unseen grid's N = 1,000, q = 10 problem: R-hat 1.0185, then
-1.0043). The fit keeps the run
-:func:`ranking` prefers; the fit's ``settings["geometry"]`` and ``summary()``
-say what ran, why, and what the first attempt showed. A parametrisation the user named
+again at 0.9), then the factored model. A factored model that "auto" chose, or fell back to,
+follows its own advice once per cause: where it diverged, it runs again at
+:data:`RETRY_TARGET_ACCEPT` (an unseen problem, N = 6,000 at q = 30, diverged once at 0.9 and
+not at 0.95); where its chains disagreed (R-hat above ``nuts.rhat_max``, no divergence), again
+with twice the tuning and draws, where twice its ESS reaches ``nuts.ess_min`` (an unseen grid's
+N = 1,000, q = 10 problem: R-hat 1.0185, then 1.0043). The fit keeps the run :func:`ranking`
+prefers; the fit's ``settings["geometry"]`` and ``summary()`` say what ran, why, and what the
+first attempt showed. A parametrisation the user named
 is never replaced; where a named chart diverged on a long ridge, its warning advises the same
 retry (:func:`advised_target`) before the factored model.
 """
