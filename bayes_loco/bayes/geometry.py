@@ -358,7 +358,7 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         smaller = smaller_chart_rank(geometry.frame)
         if smaller is not None:
             # Its retries' target: in five of five fall-backs past a divergent retry, the smaller chart
-            # diverged again at the user's target (results.md, "The smaller chart at the retry's target").
+            # diverged again at the user's target (docs/results.md, "A fourth grid").
             chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True,
                              retried.target_accept)
             yield chart
