@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import functools
 import inspect
+import numbers
 import warnings
 from dataclasses import InitVar, dataclass, field
 
@@ -19,6 +20,7 @@ from scipy import sparse
 
 from ._validation import as_float_array, as_labels, as_weights, check_int, check_option, fingerprint
 from .exceptions import DataWarning
+from .linalg import span_dimension
 
 # Label strings that mean a tie in Chatbot Arena's files (``winner``).
 TIE_VALUES = ("tie", "tie (bothbad)")
@@ -240,6 +242,18 @@ class PreferenceData:
         return (np.flatnonzero(np.any(self.contexts != 0, axis=0)),
                 np.flatnonzero(np.any(self.differences != 0, axis=0)))
 
+    def identified_rank(self, at_most: int | None = None) -> int:
+        """The largest rank of Θ these data determine, capped at ``at_most`` (default min(d_x, d_φ)).
+
+        A margin x_tᵀΘΔφ_t sees Θ only through PᵀΘQ, P and Q orthonormal bases of the
+        span of the contexts (d_x' dimensions) and of the differences (m), so at most
+        min(d_x', m) components of Θ are fixed by the data; the rest of a higher-rank Θ
+        by the prior, the penalty or the start. Counted by
+        :func:`~bayes_loco.linalg.span_dimension`, in about N·(d_x + d_φ)·``at_most`` flops.
+        """
+        limit = min(self.d_x, self.d_phi) if at_most is None else check_int(at_most, "at_most", 1)
+        return min(span_dimension(self.contexts, limit), span_dimension(self.differences, limit))
+
     def __repr__(self) -> str:
         extra = f", ties={int(self.ties.sum())}" if self.has_ties else ""
         extra += ", weighted" if self.weights is not None else ""
@@ -420,13 +434,41 @@ def check_data(data, name: str = "data") -> PreferenceData:
     return data
 
 
+def warn_unidentified_rank(data: PreferenceData, rank, name: str = "rank") -> None:
+    """A :class:`DataWarning` when ``rank`` (an int, or a sequence of candidates) exceeds
+    :meth:`PreferenceData.identified_rank`; a value that is no valid rank is left to the fit's check."""
+    ranks = np.ravel(rank if isinstance(rank, range | list | tuple | np.ndarray) else [rank])
+    valid = {int(r) for r in ranks if isinstance(r, numbers.Integral) and 1 <= r <= min(data.d_x, data.d_phi)}
+    if not valid:
+        return
+    top = max(valid)
+    dims = {what: span_dimension(rows, top) for what, rows in (("contexts", data.contexts),
+                                                               ("differences", data.differences))}
+    k = min(dims.values())
+    if top <= k:
+        return
+    spans = " and ".join(f"the {what} span {dim}" for what, dim in dims.items() if dim == k)
+    above = [str(r) for r in sorted(valid) if r > k]
+    one = len(above) == 1
+    which = ("" if name == "rank" else f"{name}: ") + ("rank " if one else "ranks ") + ", ".join(above)
+    warnings.warn(
+        f"{which} {'exceeds' if one else 'exceed'} the dimensions the data reach "
+        f"({spans}): Θ is determined only on the spans of the contexts and of the differences, so at most "
+        f"{k} components are fixed by the data and the rest by the prior, the penalty or the start alone. "
+        f"Fit a rank of at most {k}.", DataWarning, stacklevel=3)
+
+
 def checks_data(func):
     """Decorate a public function of ``data``: check it on entry, and keep the fits it calls quiet."""
     signature = inspect.signature(func)
 
     @functools.wraps(func)
     def wrapper(*args, **kwargs):
-        check_data(signature.bind_partial(*args, **kwargs).arguments.get("data"))
+        arguments = signature.bind_partial(*args, **kwargs).arguments
+        data = check_data(arguments.get("data"))
+        if not _DATA_CHECKED.get():
+            for name in ("rank", "ranks"):
+                warn_unidentified_rank(data, arguments.get(name), name)
         token = _DATA_CHECKED.set(True)
         try:
             return func(*args, **kwargs)

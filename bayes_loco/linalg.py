@@ -6,6 +6,7 @@
   (:func:`in_range`; docs/design.md, convention 1).
 - A factor of a positive semi-definite W: its eigendecomposition on the range (:func:`range_basis`)
   or, from :data:`CHOLESKY_MIN` coordinates on, LAPACK's pivoted Cholesky (:class:`PivotedCholesky`).
+- The dimension of a span, sketched where it is wide (:func:`span_dimension`).
 - The sandwich precision H J⁺ H (:func:`sandwich_precision`).
 
 Nothing here knows about data, coordinates or sets: plain NumPy/LAPACK on matrices.
@@ -59,6 +60,19 @@ def range_basis(rows: np.ndarray, *, rtol: float = RANGE_RTOL) -> tuple[np.ndarr
     vals, vecs = np.linalg.eigh(rows.T @ rows)
     keep = range_mask(vals, rtol)
     return vecs[:, keep], vecs[:, ~keep]
+
+
+def span_dimension(rows: np.ndarray, at_most: int, *, rtol: float = RANGE_RTOL) -> int:
+    """min(the dimension of the span of the rows of ``rows`` (n × d), ``at_most``).
+
+    Counted as :func:`range_basis` counts it, from the Gram matrix, but of ``rows`` G
+    with G a fixed Gaussian d × ``at_most`` sketch where ``at_most`` < d: n·d·``at_most``
+    flops where the Gram of ``rows`` costs n·d² (d in the thousands for LLM features). For a
+    Gaussian G, rank(``rows`` G) = min(rank(``rows``), ``at_most``) with probability 1.
+    """
+    if at_most < rows.shape[1]:
+        rows = rows @ np.random.default_rng(0).standard_normal((rows.shape[1], at_most))
+    return int(np.count_nonzero(range_mask(np.linalg.eigvalsh(rows.T @ rows), rtol)))
 
 
 def sandwich_precision(bread: np.ndarray, meat: np.ndarray) -> np.ndarray:

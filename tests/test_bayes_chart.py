@@ -81,10 +81,12 @@ def test_frame_spans_and_centre_reproduce_the_projected_start(unreached_problem)
 
 def test_rank_above_a_span_is_refused_by_chart_and_avoided_by_auto():
     data, _ = strong_data(4, 5, 400, seed=1, unreached=3)  # differences span 2 dimensions
-    start = bl.fit_low_rank(data, 3, ridge=1.0)
+    with pytest.warns(bl.DataWarning, match=r"rank 3 exceeds .*\(the differences span 2\)"):
+        start = bl.fit_low_rank(data, 3, ridge=1.0)
     with pytest.raises(ValueError, match=r"span of the contexts .* differences .*'factored'"):
         chart.chart_frame(data, start.theta, 3)
-    post = _fit(data, 3, start, "auto", draws=5)
+    with pytest.warns(bl.DataWarning, match=r"rank 3 exceeds .*at most 2"):
+        post = _fit(data, 3, start, "auto", draws=5)
     assert post.settings["nuts"]["parametrization"] == "factored"
 
 

@@ -386,3 +386,58 @@ def test_all_ties_warn_as_ties_not_as_one_class():
     with pytest.warns(DataWarning, match=r"all 20 comparisons are ties \(y = 0.5\)") as caught:
         check_data(data)
     assert not any("have y = 0" in str(w.message) for w in caught)
+
+
+# ------------------------------------------------------------------------ the identified rank
+
+
+def _short_spans(seed=0, n=300):
+    """d_x = 6 contexts spanning 4 dimensions, d_φ = 5 differences of one-hot actions spanning 4."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 4)) @ rng.standard_normal((4, 6))
+    pairs = rng.integers(0, 5, (n, 2))
+    d = np.eye(5)[pairs[:, 1]] - np.eye(5)[pairs[:, 0]]
+    return x, d, rng.integers(0, 2, n)
+
+
+def test_identified_rank_is_the_smaller_span_by_numpy_s_rank():
+    x, d, y = _short_spans()
+    data = PreferenceData(x, d, y)
+    assert data.identified_rank() == min(np.linalg.matrix_rank(x), np.linalg.matrix_rank(d)) == 4
+    assert data.identified_rank(2) == 2
+    narrow = PreferenceData(x[:, :3], d, y)  # three contexts: the contexts' span is the smaller
+    assert narrow.identified_rank() == 3
+    with pytest.raises(ValueError, match="at_most"):
+        data.identified_rank(0)
+
+
+def test_a_rank_above_the_spans_warns_once_naming_the_span_and_the_bound():
+    import warnings
+
+    import bayes_loco as bl
+    from bayes_loco.exceptions import DataWarning
+
+    x, d, y = _short_spans(1)
+    data = PreferenceData(x, d, y)
+    with pytest.warns(DataWarning, match=r"rank 5 exceeds .*the contexts span 4 and the differences span 4.*"
+                                         r"at most 4") as caught:
+        bl.fit_prs(data, 5)  # which fits FGD inside: the inner call stays quiet
+    assert sum("exceeds the dimensions" in str(w.message) for w in caught) == 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DataWarning)
+        bl.fit_low_rank(data, 4)
+        selection = bl.select_rank(data)
+    np.testing.assert_array_equal(selection.ranks, [1, 2, 3, 4])  # not 1 … min(d_x, d_φ) = 5
+    three = np.eye(3)[np.random.default_rng(1).integers(0, 3, (300, 2))]
+    narrow = PreferenceData(x, three[:, 1] - three[:, 0], y)  # three actions: the differences span 2
+    with pytest.warns(DataWarning, match=r"^ranks: rank 3 exceeds .*\(the differences span 2\)"):
+        bl.select_rank(narrow, ranks=[1, 3])
+
+
+def test_the_posterior_fit_warns_of_a_rank_above_the_spans():
+    import bayes_loco as bl
+    from bayes_loco.exceptions import DataWarning
+
+    x, d, y = _short_spans(2, n=200)
+    with pytest.warns(DataWarning, match=r"rank 5 exceeds .*Fit a rank of at most 4"):
+        bl.bayes.fit_posterior(PreferenceData(x, d, y), 5, method="map")

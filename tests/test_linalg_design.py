@@ -64,6 +64,25 @@ def test_range_basis_spans_the_rows_and_their_complement():
     np.testing.assert_allclose(span @ span.T + null @ null.T, np.eye(7), atol=1e-12)
 
 
+@pytest.mark.parametrize(("n", "d", "true", "at_most"),
+                         [(50, 7, 3, 7), (50, 7, 3, 2), (60, 400, 5, 8), (60, 400, 5, 5), (60, 400, 5, 3),
+                          (30, 400, 30, 40), (40, 6, 6, 6)])
+def test_span_dimension_is_numpy_s_matrix_rank_capped(n, d, true, at_most):
+    """The (sketched, where at_most < d) count against np.linalg.matrix_rank's SVD of the whole matrix."""
+    rng = np.random.default_rng(n + d + true)
+    rows = rng.standard_normal((n, true)) @ rng.standard_normal((true, d))
+    assert linalg.span_dimension(rows, at_most) == min(np.linalg.matrix_rank(rows), at_most)
+
+
+def test_span_dimension_counts_one_hot_differences_as_d_a_minus_one():
+    """Differences of one-hot actions span d_a − 1 dimensions, the all-ones direction never reached."""
+    rng = np.random.default_rng(4)
+    pairs = rng.integers(0, 6, (200, 2))
+    diffs = np.eye(6)[pairs[:, 1]] - np.eye(6)[pairs[:, 0]]
+    assert linalg.span_dimension(diffs, 6) == 5 and linalg.span_dimension(diffs, 4) == 4
+    assert linalg.span_dimension(np.zeros((5, 3)), 3) == 0
+
+
 @pytest.mark.parametrize(("k", "rank", "dead"), [(9, 9, 0), (9, 5, 0), (10, 4, 3)])
 def test_pivoted_cholesky_factor_is_the_pseudo_inverse(k, rank, dead):
     """L Lᵀ = W⁺ (numpy's pinv), ‖z‖_{W⁺} and range membership from the whitened z, ‖d‖_W from ``norm``."""

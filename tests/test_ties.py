@@ -302,7 +302,8 @@ def _davidson_gradient(theta, log_nu, data, outcome):
 @pytest.mark.parametrize("method", ["lbfgs", "alternating"])
 def test_fgd_at_full_rank_is_davidson_s_mle(contextual, method):
     _, data, _, mle, _, _ = contextual
-    full = bl.fit_low_rank(data, 4, initial=mle, ties="davidson", method=method, max_iter=20_000)
+    with pytest.warns(bl.DataWarning, match=r"rank 4 exceeds .*\(the differences span 3\)"):
+        full = bl.fit_low_rank(data, 4, initial=mle, ties="davidson", method=method, max_iter=20_000)
     assert full.diagnostics.converged
     np.testing.assert_allclose(full.theta, mle.theta, rtol=0, atol=1e-5)
     assert full.nu == pytest.approx(mle.nu, rel=1e-5)

@@ -147,7 +147,8 @@ def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, cri
     ----------
     data : PreferenceData
     ranks : sequence of int, optional
-        Candidates; default 1 … min(d_x, d_φ, 10).
+        Candidates; default 1 … min(10, the rank the data determine,
+        :meth:`~bayes_loco.PreferenceData.identified_rank`).
     criterion : {"gic", "cv"}
         ``"gic"`` (the paper's) or ``"cv"``: the lowest mean held-out log-loss
         (:func:`~bayes_loco.evaluate.log_loss`, weighted by the data's weights) of the
@@ -165,7 +166,7 @@ def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, cri
         options of :func:`~bayes_loco.fit_low_rank` (``method``, ``max_iter``, ``tol``) to FGD.
     """
     if ranks is None:
-        ranks = range(1, min(data.d_x, data.d_phi, 10) + 1)
+        ranks = range(1, max(data.identified_rank(min(data.d_x, data.d_phi, 10)), 1) + 1)
     if isinstance(ranks, str) or not isinstance(ranks, Iterable):
         raise TypeError(f"ranks must be a sequence of candidate ranks, e.g. [{ranks!r}] or range(1, 6), got "
                         f"{type(ranks).__name__} {ranks!r}")
