@@ -509,12 +509,15 @@ def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypat
     assert retried[0].frame is frame and retried[0].target_accept == 0.95
     # The smaller chart starts at the retry's target (in five of five unseen fall-backs past a divergent
     # retry it diverged again at 0.9), and is retried only above it.
-    assert [(g.chart_rank, g.target_accept) for g in retried[1:]] == [(1, 0.95), (None, None), (None, 0.95)]
+    assert [(g.chart_rank, g.target_accept) for g in retried[1:]] == [
+        (1, 0.95), (None, None), (None, 0.95), (None, 0.99)]
     steady = geometry.Geometry(dataclasses.replace(frame, snr=np.array([44.0, 12.0])), "charted", True)
     ladder = geometry.fallbacks(steady, issue_data, 1.0, AT_90, latest=_ran(1))
     assert [(g.chart_rank, g.target_accept) for g in ladder] == [
-        (2, 0.95), (2, 0.99), (1, 0.99), (None, None), (None, 0.95)]
-    assert len(list(geometry.fallbacks(auto, issue_data, 1.0, AT_95, latest=_ran(1)))) == 2
+        (2, 0.95), (2, 0.99), (1, 0.99), (None, None), (None, 0.95), (None, 0.99)]
+    assert [(g.chart_rank, g.target_accept) for g in geometry.fallbacks(auto, issue_data, 1.0, AT_95,
+                                                                        latest=_ran(1))] == [
+        (1, None), (None, None), (None, 0.99)]
     assert list(geometry.fallbacks(named, issue_data, 1.0, AT_90, latest=_ran(1))) == []
     # The smaller chart keeps the frame's spans and start, and whitens only the leading component.
     assert following[0].frame.dim == frame.left.shape[1] + frame.right.shape[1] - 1
@@ -526,22 +529,25 @@ def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypat
 
 
 def test_an_automatic_factored_model_follows_its_own_advice_once_per_cause(issue_data):
-    """Chosen first or reached by the fall-back: diverged → again at 0.95; R-hat missed → lengthened."""
+    """Chosen first or reached by the fall-back: diverged → again at 0.95, then at 0.99; R-hat missed →
+    lengthened."""
     def following(geom, target, latest):
         return [(g.parametrization, g.target_accept, g.lengthened, g.automatic)
                 for g in geometry.fallbacks(geom, issue_data, 1.0, bb.NUTS(target_accept=target), latest)]
 
     factored = geometry.Geometry(None, "short ridge", True)
-    assert following(factored, 0.9, _ran(1)) == [("factored", 0.95, False, True)]
+    assert following(factored, 0.9, _ran(1)) == [("factored", 0.95, False, True),
+                                                 ("factored", 0.99, False, True)]
     assert following(factored, 0.9, _ran()) == []
-    assert following(factored, 0.95, _ran(1)) == []
+    assert following(factored, 0.95, _ran(1)) == [("factored", 0.99, False, True)]
+    assert following(factored, 0.99, _ran(1)) == []
     assert following(factored, 0.9, _ran(0, 1.0185)) == [("factored", None, True, True)]
     assert following(factored, 0.95, _ran(0, 1.0185)) == [("factored", None, True, True)]
     # Lengthened only where twice the ESS reaches ess_min (400): a run the user kept short stays so.
     assert following(factored, 0.9, _ran(0, 1.05, ess=200.0)) == [("factored", None, True, True)]
     assert following(factored, 0.9, _ran(0, 1.05, ess=199.0)) == []
     # R-hat after divergences: the target first; a divergent run is not lengthened.
-    assert following(factored, 0.95, _ran(2, 1.05)) == []
+    assert following(factored, 0.99, _ran(2, 1.05)) == []
     named = geometry.Geometry(None, "named", False)
     assert following(named, 0.9, _ran(1)) == following(named, 0.9, _ran(0, 1.05)) == []
     # Each retry asks about the run before it: a chart that diverged, its retry too, then the
@@ -569,9 +575,9 @@ def test_a_chart_of_steady_components_is_retried_at_0_99_too(issue_data):
                 for g in geometry.fallbacks(chart, issue_data, 1.0, bb.NUTS(target_accept=target), latest)]
 
     # The unseen N = 20,000 problem's start: its charted component 44 sd from 0, the weak one 2.1.
-    assert following([44.0, 2.1]) == [(1, 0.95), (1, 0.99), (None, None), (None, 0.95)]
-    assert following([9.9, 2.1]) == [(1, 0.95), (None, None), (None, 0.95)]
-    assert following([44.0, 2.1], target=0.95) == [(1, 0.99), (None, None)]
+    assert following([44.0, 2.1]) == [(1, 0.95), (1, 0.99), (None, None), (None, 0.95), (None, 0.99)]
+    assert following([9.9, 2.1]) == [(1, 0.95), (None, None), (None, 0.95), (None, 0.99)]
+    assert following([44.0, 2.1], target=0.95) == [(1, 0.99), (None, None), (None, 0.99)]
     assert following([44.0, 2.1], target=0.99) == [(None, None)]
     assert following([44.0, 9.0]) == following([44.0, 2.1])  # the weak block's SNR does not enter
     # Each step only while the run before it diverged: a clean retry at 0.95 ends the chart's ladder.
@@ -658,11 +664,11 @@ def test_the_kept_run_is_not_advised_a_setting_its_fall_back_ran(issue_data, mon
     monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: chart)
     run = fit_module._Run(issue_data, 2, bb.Prior(), None, None, 0, 0, False, start, 0.0)
     kept, record = fit_module._nuts(run, bb.NUTS(), "")
-    assert ran == [("chart", 0.9), ("chart", 0.95), ("factored", 0.9), ("factored", 0.95)]
+    assert ran == [("chart", 0.9), ("chart", 0.95), ("factored", 0.9), ("factored", 0.95), ("factored", 0.99)]
     assert (kept.group.parametrization, kept.group.target_accept) == ("chart", 0.9)
-    # Advised as it ran, the chart's advice was the factored model at 0.9, which its fall-back ran.
-    assert kept.advice == record["advice"] == {"parametrization": "factored", "chart_rank": None,
-                                               "target_accept": 0.99, "draws": 2000}
+    # Advised as it ran, the chart's advice was the factored model at 0.9, then at 0.95 and 0.99: its
+    # fall-back ran them all, so no setting is left to advise.
+    assert kept.advice == {} and "advice" not in record
 
 
 def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
@@ -686,7 +692,7 @@ def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
     auto = geometry.Geometry(no_gap, "charted", True)
     retried = geometry.fallbacks(auto, issue_data, 1.0, AT_90, _ran(1))
     assert [(g.parametrization, g.target_accept) for g in retried] == [
-        ("chart", 0.95), ("factored", None), ("factored", 0.95)]
+        ("chart", 0.95), ("factored", None), ("factored", 0.95), ("factored", 0.99)]
     quiet = geometry.fallbacks(auto, issue_data, 1.0, AT_90, _ran())
     assert [g.parametrization for g in quiet] == ["factored"]
 
