@@ -12,6 +12,12 @@ cache of :mod:`bayes_loco.bayes.samplers` is cleared first), and the smallest ES
 ``ratio`` is the default's ESS/s over the factored model's; where the default ran the factored model
 alone, the two are one fit (the same draws) and the ratio is 1.
 
+``--family features`` draws problems the paper's simulation does not: contexts with an intercept
+and Gaussian coordinates of unequal scales, continuous action embeddings (4–29 actions, d_φ up to
+15) compared with Zipf frequencies (exponent 0, 1 or 2: the rare actions' columns seldom reached),
+a random Θ* of rank r with singular values in [0.5, 4], ties (none, read as half a win, or fitted
+by Davidson's model) and, on a quarter of them, weights (:func:`feature_grid`, :func:`feature_data`).
+
 The CSV (``--out``) is written after every problem and read back on a rerun, so an interrupted
 grid resumes where it stopped. The summary lines state the issue's bars: the share of problems
 where the default has no divergence and R-hat ≤ 1.01 (bar: ≥ 95 %), and the smallest ratio
@@ -20,6 +26,7 @@ where the default has no divergence and R-hat ≤ 1.01 (bar: ≥ 95 %), and the 
     .venv/bin/python benchmarks/bench_robustness.py                    # 32 problems, ~1-2 h on 2 cores
     .venv/bin/python benchmarks/bench_robustness.py --problems 0 1 2   # a few of them
     .venv/bin/python benchmarks/bench_robustness.py --grid-seed 2027   # 32 problems not tuned for
+    .venv/bin/python benchmarks/bench_robustness.py --family features --count 15 --grid-seed 9201
 """
 
 from __future__ import annotations
@@ -70,14 +77,59 @@ def grid(count: int = 32, seed: int = 2026) -> list[dict]:
     return problems
 
 
-def fit_row(data, rank: int, parametrization: str, args) -> dict:
+ZIPF = (0.0, 1.0, 2.0)
+TIES = ("none", "half", "davidson")
+
+
+def feature_grid(count: int = 15, seed: int = 9201) -> list[dict]:
+    """``count`` problems of continuous features: every size and Zipf exponent in turn, the rest drawn."""
+    rng = np.random.default_rng(seed)
+    problems = []
+    for i in range(count):
+        rank = int(rng.choice(RANKS))
+        problems.append({"n": SIZES[i % len(SIZES)], "zipf": ZIPF[(i // len(SIZES)) % len(ZIPF)],
+                         "rank": rank,
+                         "d_x": int(rng.integers(rank + 1, 12)), "d_phi": int(rng.integers(rank + 1, 16)),
+                         "n_actions": int(rng.integers(4, 30)), "ties": TIES[int(rng.integers(len(TIES)))],
+                         "weighted": bool(rng.random() < 0.25), "problem_seed": int(rng.integers(1000)),
+                         "data_seed": int(rng.integers(1000))})
+    return problems
+
+
+def feature_data(p: dict) -> bl.PreferenceData:
+    """One :func:`feature_grid` problem's comparisons: y ~ Bernoulli(σ(x_tᵀΘ*Δφ_t)), ties where |x_tᵀΘ*Δφ_t|
+    is small."""
+    rng = np.random.default_rng(p["problem_seed"])
+    d_x, d_phi, rank = p["d_x"], p["d_phi"], p["rank"]
+    left = np.linalg.qr(rng.standard_normal((d_x, rank)))[0]
+    right = np.linalg.qr(rng.standard_normal((d_phi, rank)))[0]
+    theta = left @ np.diag(np.sort(rng.uniform(0.5, 4.0, rank))[::-1]) @ right.T
+    embeddings = rng.standard_normal((p["n_actions"], d_phi)) * 2 / np.sqrt(d_phi)
+    scales = rng.uniform(0.3, 2.0, d_x - 1)
+    frequency = np.arange(1, p["n_actions"] + 1) ** -p["zipf"]
+    rng = np.random.default_rng(p["data_seed"])
+    n = p["n"]
+    x = np.c_[np.ones(n), rng.standard_normal((n, d_x - 1)) * scales]
+    actions = rng.choice(p["n_actions"], (n, 2), p=frequency / frequency.sum())
+    same = actions[:, 0] == actions[:, 1]
+    actions[same, 1] = (actions[same, 1] + 1) % p["n_actions"]
+    differences = embeddings[actions[:, 1]] - embeddings[actions[:, 0]]
+    margin = np.einsum("ti,ij,tj->t", x, theta, differences)
+    y = (rng.random(n) < 1 / (1 + np.exp(-margin))).astype(float)
+    if p["ties"] != "none":
+        y[rng.random(n) < 0.25 * np.exp(-margin**2)] = 0.5
+    weights = rng.uniform(0.5, 2.0, n) if p["weighted"] else None
+    return bl.PreferenceData(x, differences, y, actions, weights=weights)
+
+
+def fit_row(data, rank: int, parametrization: str, args, ties: str = "half") -> dict:
     """One default-length fit; its diagnostics, what ran, and its ESS per second."""
     nuts = {"draws": args.draws, "tune": args.tune, "chains": args.chains, "parametrization": parametrization}
     samplers.clear_cache()  # each fit compiles its model, as the first fit of a process does
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        post = bb.fit_posterior(data, rank, nuts=nuts, progressbar=False, predictive_draws=0,
+        post = bb.fit_posterior(data, rank, ties=ties, nuts=nuts, progressbar=False, predictive_draws=0,
                                 random_seed=args.seed)
     seconds = time.perf_counter() - t0
     d = post.diagnostics
@@ -95,6 +147,8 @@ def fit_row(data, rank: int, parametrization: str, args) -> dict:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--family", choices=("paper", "features"), default="paper",
+                        help="paper-simulation problems (the issue's grid) or continuous features")
     parser.add_argument("--count", type=int, default=32)
     parser.add_argument("--grid-seed", type=int, default=2026,
                         help="the generator's seed: another value draws a grid of unseen problems")
@@ -105,7 +159,8 @@ def main():
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="robustness_grid.csv")
     args = parser.parse_args()
-    problems = grid(args.count, args.grid_seed)
+    features = args.family == "features"
+    problems = feature_grid(args.count, args.grid_seed) if features else grid(args.count, args.grid_seed)
     wanted = range(len(problems)) if args.problems is None else args.problems
     out = Path(args.out)
     rows = pd.read_csv(out).to_dict("records") if out.exists() else []
@@ -114,21 +169,26 @@ def main():
         if i in done:
             continue
         p = problems[i]
-        problem = bl.simulate.paper_problem(p["d_s"], p["d_a"], p["d_x"], p["rank"], p["imbalance"],
-                                            p["problem_seed"], theta_kind=p["kind"])
-        data = problem.sample(p["n"], seed=p["data_seed"])
-        default = fit_row(data, p["rank"], "auto", args)
+        if features:
+            data, ties = feature_data(p), "davidson" if p["ties"] == "davidson" else "half"
+        else:
+            problem = bl.simulate.paper_problem(p["d_s"], p["d_a"], p["d_x"], p["rank"], p["imbalance"],
+                                                p["problem_seed"], theta_kind=p["kind"])
+            data, ties = problem.sample(p["n"], seed=p["data_seed"]), "half"
+        default = fit_row(data, p["rank"], "auto", args, ties)
         # Where the default ran the factored model alone, "factored" is the same fit (same start, model and
         # seeds, the same draws): its row is the default's and the ratio is 1, not a second timing.
         same = default["ran"] == "factored" and not default["fallback"]
-        factored = dict(default) if same else fit_row(data, p["rank"], "factored", args)
+        factored = dict(default) if same else fit_row(data, p["rank"], "factored", args, ties)
         row = {"problem": i, **p, **{f"default_{k}": v for k, v in default.items()},
                **{f"factored_{k}": v for k, v in factored.items()},
                "ratio": default["ess_per_s"] / factored["ess_per_s"]}
         rows.append(row)
         pd.DataFrame(rows).to_csv(out, index=False)
-        print(f"{i:3d} N={p['n']:6d} q={p['imbalance']:2d} r={p['rank']} {p['kind']:>8} "
-              f"{p['d_x']}x{p['d_a']}x{p['d_s']}  default {default['ran']:>9}"
+        shape = (f"zipf={p['zipf']:g} r={p['rank']} {p['d_x']}x{p['d_phi']} {p['n_actions']} actions "
+                 f"ties={p['ties']}{' weighted' if p['weighted'] else ''}" if features else
+                 f"q={p['imbalance']:2d} r={p['rank']} {p['kind']:>8} {p['d_x']}x{p['d_a']}x{p['d_s']}")
+        print(f"{i:3d} N={p['n']:6d} {shape}  default {default['ran']:>9}"
               f"{' fb' if default['fallback'] else ''}"
               f" div {default['divergences']:3d} R-hat {default['r_hat']:.3f} ESS {default['ess_bulk']:5.0f} "
               f"{default['seconds']:6.1f}s | factored div {factored['divergences']:3d} "
