@@ -167,8 +167,8 @@ def _run(args, study: Study, options: dict, **kwargs) -> pd.DataFrame:
     blamed for an error that names no setting; a setting no option gave is the study's own.
     """
     try:
-        return run_study(study, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet,
-                         **kwargs)
+        results = run_study(study, args.out, seed=args.seed, workers=args.workers, progress=not args.quiet,
+                            **kwargs)
     except OutputFolderError as exc:
         raise UsageError(f"--out: {exc}") from None
     except SettingError as exc:
@@ -176,6 +176,25 @@ def _run(args, study: Study, options: dict, **kwargs) -> pd.DataFrame:
         if option is None:
             raise
         raise UsageError(f"{option}: {exc}") from None
+    _say_warnings(results)
+    return results
+
+
+# Distinct warnings said on stderr after a run; the rest are counted (each row keeps its own).
+SHOWN_WARNINGS = 5
+
+
+def _say_warnings(results: pd.DataFrame) -> None:
+    """The distinct warnings the run's tasks recorded (the results' ``warnings`` column), on stderr."""
+    if "warnings" not in results:
+        return
+    notes = results.drop_duplicates(["cell", "rep"])["warnings"].fillna("").astype(str)
+    counts = notes[notes != ""].value_counts()
+    for note, count in counts.head(SHOWN_WARNINGS).items():
+        print(f"warning ({count} of {notes.size} tasks): {note}", file=sys.stderr)
+    if counts.size > SHOWN_WARNINGS:
+        print(f"warning: {counts.size - SHOWN_WARNINGS} more distinct warnings in the results' `warnings` "
+              "column", file=sys.stderr)
 
 
 def _cmd_run(args) -> int:

@@ -281,6 +281,21 @@ def test_cli_compare_json(tmp_path, capsys):
     assert all(r["mean"] >= 0 for r in records)
 
 
+def test_cli_says_the_warnings_its_tasks_recorded_once_each(tmp_path, capsys):
+    """Rank 10 on the paper's 10 actions (their differences span 9): the DataWarning reaches stderr whole."""
+    code = cli.main(["compare", "--n", "300", "--rank", "10", "--reps", "2", "--methods", "MLE-Greedy",
+                     "--out", str(tmp_path), "--quiet", "--workers", "1"])
+    assert code == 0
+    err = capsys.readouterr().err
+    said = [line for line in err.splitlines() if "exceeds the dimensions" in line]
+    assert len(said) == 1
+    assert said[0].startswith("warning (2 of 2 tasks): DataWarning: rank 10 exceeds")
+    assert said[0].endswith("Fit a rank of at most 9.")
+    cli.main(["compare", "--n", "300", "--rank", "3", "--reps", "1", "--methods", "MLE-Greedy",
+              "--out", str(tmp_path / "within"), "--quiet", "--workers", "1"])
+    assert "exceeds the dimensions" not in capsys.readouterr().err
+
+
 def test_finished_study_table_keeps_the_figure_x_apart(tmp_path, capsys):
     rng = np.random.default_rng(0)
     frame = pd.DataFrame([{"scope": "personalised", "n": 3000, "imbalance": q, "level": level,
