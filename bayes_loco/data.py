@@ -252,7 +252,7 @@ class PreferenceData:
         :func:`~bayes_loco.linalg.span_dimension`, in about N·(d_x + d_φ)·``at_most`` flops.
         """
         limit = min(self.d_x, self.d_phi) if at_most is None else check_int(at_most, "at_most", 1)
-        return min(span_dimension(self.contexts, limit), span_dimension(self.differences, limit))
+        return min(_span_dimensions(self, limit).values())
 
     def __repr__(self) -> str:
         extra = f", ties={int(self.ties.sum())}" if self.has_ties else ""
@@ -434,6 +434,12 @@ def check_data(data, name: str = "data") -> PreferenceData:
     return data
 
 
+def _span_dimensions(data: PreferenceData, at_most: int) -> dict[str, int]:
+    """The dimensions of the spans of the contexts and of the differences, each capped at ``at_most``."""
+    return {"contexts": span_dimension(data.contexts, at_most),
+            "differences": span_dimension(data.differences, at_most)}
+
+
 def warn_unidentified_rank(data: PreferenceData, rank, name: str = "rank") -> None:
     """A :class:`DataWarning` when ``rank`` (an int, or a sequence of candidates) exceeds
     :meth:`PreferenceData.identified_rank`; a value that is no valid rank is left to the fit's check."""
@@ -442,8 +448,7 @@ def warn_unidentified_rank(data: PreferenceData, rank, name: str = "rank") -> No
     if not valid:
         return
     top = max(valid)
-    dims = {what: span_dimension(rows, top) for what, rows in (("contexts", data.contexts),
-                                                               ("differences", data.differences))}
+    dims = _span_dimensions(data, top)
     k = min(dims.values())
     if top <= k:
         return

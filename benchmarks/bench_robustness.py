@@ -38,6 +38,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.special import expit
 
 import bayes_loco as bl
 from bayes_loco import bayes as bb
@@ -115,7 +116,7 @@ def feature_data(p: dict) -> bl.PreferenceData:
     actions[same, 1] = (actions[same, 1] + 1) % p["n_actions"]
     differences = embeddings[actions[:, 1]] - embeddings[actions[:, 0]]
     margin = np.einsum("ti,ij,tj->t", x, theta, differences)
-    y = (rng.random(n) < 1 / (1 + np.exp(-margin))).astype(float)
+    y = (rng.random(n) < expit(margin)).astype(float)
     if p["ties"] != "none":
         y[rng.random(n) < 0.25 * np.exp(-margin**2)] = 0.5
     weights = rng.uniform(0.5, 2.0, n) if p["weighted"] else None

@@ -166,7 +166,7 @@ def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, cri
         options of :func:`~bayes_loco.fit_low_rank` (``method``, ``max_iter``, ``tol``) to FGD.
     """
     if ranks is None:
-        ranks = range(1, max(data.identified_rank(min(data.d_x, data.d_phi, 10)), 1) + 1)
+        ranks = range(1, max(data.identified_rank(10), 1) + 1)
     if isinstance(ranks, str) or not isinstance(ranks, Iterable):
         raise TypeError(f"ranks must be a sequence of candidate ranks, e.g. [{ranks!r}] or range(1, 6), got "
                         f"{type(ranks).__name__} {ranks!r}")
