@@ -17,6 +17,10 @@ and Gaussian coordinates of unequal scales, continuous action embeddings (4–29
 15) compared with Zipf frequencies (exponent 0, 1 or 2: the rare actions' columns seldom reached),
 a random Θ* of rank r with singular values in [0.5, 4], ties (none, read as half a win, or fitted
 by Davidson's model) and, on a quarter of them, weights (:func:`feature_grid`, :func:`feature_data`).
+``--family strangers`` draws the same kind of data from ten families a user may bring and no grid
+above holds (:func:`stranger_grid`): wide contexts and features, near-separated and near-null Θ*,
+a rank fitted above Θ*'s, N below 250, one-hot user groups, rank 4–5, no contexts at all, a dozen
+distinct contexts, and a position bias the model does not have.
 
 The CSV (``--out``) is written after every problem and read back on a rerun, so an interrupted
 grid resumes where it stopped. The summary lines state the issue's bars: the share of problems
@@ -27,6 +31,7 @@ where the default has no divergence and R-hat ≤ 1.01 (bar: ≥ 95 %), and the 
     .venv/bin/python benchmarks/bench_robustness.py --problems 0 1 2   # a few of them
     .venv/bin/python benchmarks/bench_robustness.py --grid-seed 2027   # 32 problems not tuned for
     .venv/bin/python benchmarks/bench_robustness.py --family features --count 15 --grid-seed 9201
+    .venv/bin/python benchmarks/bench_robustness.py --family strangers --count 20 --grid-seed 9601
 """
 
 from __future__ import annotations
@@ -98,29 +103,87 @@ def feature_grid(count: int = 15, seed: int = 9201) -> list[dict]:
 
 
 def feature_data(p: dict) -> bl.PreferenceData:
-    """One :func:`feature_grid` problem's comparisons: y ~ Bernoulli(σ(x_tᵀΘ*Δφ_t)), ties where |x_tᵀΘ*Δφ_t|
-    is small."""
+    """One :func:`feature_grid` (or :func:`stranger_grid`) problem's comparisons.
+
+    y ~ Bernoulli(σ(x_tᵀΘ*Δφ_t + b)), ties where |x_tᵀΘ*Δφ_t| is small.
+
+    Optional keys (a stranger's): ``singular_values`` (Θ*'s range, default [0.5, 4]), ``contexts``
+    ("gaussian", "groups": one-hot user groups of Zipf sizes, or "few_rows": 12 distinct rows) and
+    ``position_bias`` (b, default 0: the first-shown action's log-odds bonus, which the model lacks).
+    """
     rng = np.random.default_rng(p["problem_seed"])
     d_x, d_phi, rank = p["d_x"], p["d_phi"], p["rank"]
     left = np.linalg.qr(rng.standard_normal((d_x, rank)))[0]
     right = np.linalg.qr(rng.standard_normal((d_phi, rank)))[0]
-    theta = left @ np.diag(np.sort(rng.uniform(0.5, 4.0, rank))[::-1]) @ right.T
+    theta = left @ np.diag(np.sort(rng.uniform(*p.get("singular_values", (0.5, 4.0)), rank))[::-1]) @ right.T
     embeddings = rng.standard_normal((p["n_actions"], d_phi)) * 2 / np.sqrt(d_phi)
     scales = rng.uniform(0.3, 2.0, d_x - 1)
     frequency = np.arange(1, p["n_actions"] + 1) ** -p["zipf"]
     rng = np.random.default_rng(p["data_seed"])
     n = p["n"]
-    x = np.c_[np.ones(n), rng.standard_normal((n, d_x - 1)) * scales]
+    contexts = p.get("contexts", "gaussian")
+    if contexts == "groups":
+        sizes = np.arange(1, d_x + 1.0) ** -1.0
+        x = np.eye(d_x)[rng.choice(d_x, n, p=sizes / sizes.sum())]
+    elif contexts == "few_rows":
+        x = np.c_[np.ones(12), rng.standard_normal((12, d_x - 1)) * scales][rng.integers(0, 12, n)]
+    else:
+        x = np.c_[np.ones(n), rng.standard_normal((n, d_x - 1)) * scales]
     actions = rng.choice(p["n_actions"], (n, 2), p=frequency / frequency.sum())
     same = actions[:, 0] == actions[:, 1]
     actions[same, 1] = (actions[same, 1] + 1) % p["n_actions"]
     differences = embeddings[actions[:, 1]] - embeddings[actions[:, 0]]
     margin = np.einsum("ti,ij,tj->t", x, theta, differences)
-    y = (rng.random(n) < expit(margin)).astype(float)
+    y = (rng.random(n) < expit(margin + p.get("position_bias", 0.0))).astype(float)
     if p["ties"] != "none":
         y[rng.random(n) < 0.25 * np.exp(-margin**2)] = 0.5
     weights = rng.uniform(0.5, 2.0, n) if p["weighted"] else None
     return bl.PreferenceData(x, differences, y, actions, weights=weights)
+
+
+STRANGERS = ("wide", "strong", "weak", "over_ranked", "tiny", "groups", "rank_4_5", "no_context", "few_rows",
+             "position_bias")
+
+
+def stranger_grid(count: int = 20, seed: int = 9601) -> list[dict]:
+    """``count`` :func:`feature_grid`-like problems of one family each, in turn (:data:`STRANGERS`).
+
+    ``wide``: d_x 10–25, d_φ 10–30; ``strong``: Θ*'s singular values in [5, 15] (near separation);
+    ``weak``: in [0.1, 0.6]; ``over_ranked``: Θ* of rank 1 fitted at 2 or 3 (``fit_rank``); ``tiny``:
+    N 80–250; ``groups``: contexts one-hot user groups; ``rank_4_5``: r 4 or 5; ``no_context``: d_x = 1
+    (a Bradley–Terry model of the features); ``few_rows``: 12 distinct contexts; ``position_bias``: the
+    first-shown action wins with 0.8 more log-odds than Θ* says (a model that is wrong).
+    """
+    rng = np.random.default_rng(seed)
+    problems = []
+    for i in range(count):
+        family = STRANGERS[i % len(STRANGERS)]
+        rank = int(rng.choice(RANKS))
+        p = {"family": family, "n": int(rng.choice((600, 1000, 2000, 4000))),
+             "zipf": float(rng.choice(ZIPF)), "rank": rank,
+             "d_x": int(rng.integers(rank + 1, 9)), "d_phi": int(rng.integers(rank + 1, 12)),
+             "n_actions": int(rng.integers(4, 30)), "ties": TIES[int(rng.integers(len(TIES)))],
+             "weighted": bool(rng.random() < 0.25), "problem_seed": int(rng.integers(1000)),
+             "data_seed": int(rng.integers(1000))}
+        if family == "wide":
+            p |= {"d_x": int(rng.integers(10, 26)), "d_phi": int(rng.integers(10, 31))}
+        elif family in ("strong", "weak"):
+            p["singular_values"] = (5.0, 15.0) if family == "strong" else (0.1, 0.6)
+        elif family == "over_ranked":
+            p |= {"rank": 1, "fit_rank": rank + 1 if rank < 3 else 3}
+        elif family == "tiny":
+            p["n"] = int(rng.integers(80, 251))
+        elif family in ("groups", "few_rows"):
+            p["contexts"] = family
+        elif family == "rank_4_5":
+            p["rank"] = int(rng.integers(4, 6))
+            p |= {"d_x": int(rng.integers(p["rank"] + 1, 10)), "d_phi": int(rng.integers(p["rank"] + 1, 14))}
+        elif family == "no_context":
+            p |= {"rank": 1, "d_x": 1}
+        else:
+            p["position_bias"] = 0.8
+        problems.append(p)
+    return problems
 
 
 def fit_row(data, rank: int, parametrization: str, args, ties: str = "half") -> dict:
@@ -148,20 +211,25 @@ def fit_row(data, rank: int, parametrization: str, args, ties: str = "half") -> 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", choices=("paper", "features"), default="paper",
-                        help="paper-simulation problems (the issue's grid) or continuous features")
+    parser.add_argument("--family", choices=("paper", "features", "strangers"), default="paper",
+                        help="paper-simulation problems (the issue's grid), continuous features, or the "
+                             "features' strangers (ten families in turn)")
     parser.add_argument("--count", type=int, default=32)
     parser.add_argument("--grid-seed", type=int, default=2026,
                         help="the generator's seed: another value draws a grid of unseen problems")
     parser.add_argument("--problems", type=int, nargs="+", help="indices into the grid (default: all)")
+    parser.add_argument("--n", type=int, help="every problem at this N (default: the grid's)")
     parser.add_argument("--draws", type=int, default=1000)
     parser.add_argument("--tune", type=int, default=1000)
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="robustness_grid.csv")
     args = parser.parse_args()
-    features = args.family == "features"
-    problems = feature_grid(args.count, args.grid_seed) if features else grid(args.count, args.grid_seed)
+    features = args.family != "paper"
+    generator = {"paper": grid, "features": feature_grid, "strangers": stranger_grid}[args.family]
+    problems = generator(args.count, args.grid_seed)
+    if args.n is not None:
+        problems = [p | {"n": args.n} for p in problems]
     wanted = range(len(problems)) if args.problems is None else args.problems
     out = Path(args.out)
     rows = pd.read_csv(out).to_dict("records") if out.exists() else []
@@ -176,17 +244,19 @@ def main():
             problem = bl.simulate.paper_problem(p["d_s"], p["d_a"], p["d_x"], p["rank"], p["imbalance"],
                                                 p["problem_seed"], theta_kind=p["kind"])
             data, ties = problem.sample(p["n"], seed=p["data_seed"]), "half"
-        default = fit_row(data, p["rank"], "auto", args, ties)
+        rank = p.get("fit_rank", p["rank"])
+        default = fit_row(data, rank, "auto", args, ties)
         # Where the default ran the factored model alone, "factored" is the same fit (same start, model and
         # seeds, the same draws): its row is the default's and the ratio is 1, not a second timing.
         same = default["ran"] == "factored" and not default["fallback"]
-        factored = dict(default) if same else fit_row(data, p["rank"], "factored", args, ties)
+        factored = dict(default) if same else fit_row(data, rank, "factored", args, ties)
         row = {"problem": i, **p, **{f"default_{k}": v for k, v in default.items()},
                **{f"factored_{k}": v for k, v in factored.items()},
                "ratio": default["ess_per_s"] / factored["ess_per_s"]}
         rows.append(row)
         pd.DataFrame(rows).to_csv(out, index=False)
-        shape = (f"zipf={p['zipf']:g} r={p['rank']} {p['d_x']}x{p['d_phi']} {p['n_actions']} actions "
+        shape = (f"{p.get('family', '')} zipf={p['zipf']:g} r={rank} {p['d_x']}x{p['d_phi']} "
+                 f"{p['n_actions']} actions "
                  f"ties={p['ties']}{' weighted' if p['weighted'] else ''}" if features else
                  f"q={p['imbalance']:2d} r={p['rank']} {p['kind']:>8} {p['d_x']}x{p['d_a']}x{p['d_s']}")
         print(f"{i:3d} N={p['n']:6d} {shape}  default {default['ran']:>9}"
