@@ -864,6 +864,10 @@ def test_summary_of_the_identified_coordinates(nuts):
     assert header["divergences"] == int(nuts.tree["sample_stats"]["diverging"].sum())
     assert header["parametrization"] == nuts.settings["nuts"]["parametrization"] == "chart"
     assert header["max R-hat"] == nuts.diagnostics.max_rhat
+    stats = nuts.tree["sample_stats"]
+    assert header["leapfrog steps per draw"] == pytest.approx(float(stats["n_steps"].mean()), rel=1e-12)
+    assert header["leapfrog steps per draw"] >= 1
+    assert header["draws at the maximum tree depth"] == int(stats["reached_max_treedepth"].sum())
     table = summary.table
     identified = identified_coordinates(nuts)
     assert 0 < identified.sum() < nuts.k  # the state block is not reached

@@ -48,7 +48,7 @@ from ..trees import identified_coordinates, identified_coords
 from . import dims as D
 from .chart import build_chart_model, chart_frame
 from .credible import KINDS, credible_set
-from .diagnostics import geometry_notes
+from .diagnostics import geometry_notes, leapfrog_steps
 from .loocv import PosteriorLikelihood
 from .model import build_model
 from .reduced import draws_moments, stacked_draws
@@ -305,7 +305,11 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
             return (f"Posterior (NUTS, {d.method.removeprefix('nuts-')})",
                     {"chains": post.sizes.get("chain", 1), "draws": post.sizes.get("draw", 1),
                      "parametrization": self.settings["nuts"].get("parametrization", FACTORED),
-                     "divergences": d.divergences, "max R-hat": d.max_rhat, "min ESS bulk": d.min_ess_bulk})
+                     "divergences": d.divergences, "max R-hat": d.max_rhat, "min ESS bulk": d.min_ess_bulk,
+                     # Where every draw reaches the depth, the trajectories were cut short: slow, not biased.
+                     "leapfrog steps per draw": leapfrog_steps(self.tree) / post.sizes.get("chain", 1)
+                     / post.sizes.get("draw", 1),
+                     "draws at the maximum tree depth": d.max_depth_hits})
         if self.method == "vi":
             return (f"Posterior (VI, {d.method.removeprefix('vi-')})",
                     {"chains": 1, "draws": self.rtv_draws.shape[0],
