@@ -475,15 +475,17 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
 AT_90, AT_95 = bb.NUTS(), bb.NUTS(target_accept=0.95)
 
 
-def _diagnostics(divergences: int = 0, rhat: float = 1.001, ess: float = 900.0) -> bl.Diagnostics:
-    """A NUTS run's diagnostics with these divergences, R-hat and (bulk and tail) ESS."""
+def _diagnostics(divergences: int = 0, rhat: float = 1.001, ess: float = 900.0,
+                 depth: float | None = None) -> bl.Diagnostics:
+    """A NUTS run's diagnostics with these divergences, R-hat, (bulk and tail) ESS and mean tree depth."""
     return bl.Diagnostics("nuts", False, None, bl.FitStatus.SAMPLER_WARNINGS, seconds=1.0,
-                          divergences=divergences, max_rhat=rhat, min_ess_bulk=ess, min_ess_tail=ess)
+                          divergences=divergences, max_rhat=rhat, min_ess_bulk=ess, min_ess_tail=ess,
+                          mean_tree_depth=depth)
 
 
-def _ran(divergences: int = 0, rhat: float = 1.001, ess: float = 900.0):
-    """``fallbacks``'s ``latest``: the diagnostics of a run with these divergences, R-hat and ESS."""
-    d = _diagnostics(divergences, rhat, ess)
+def _ran(divergences: int = 0, rhat: float = 1.001, ess: float = 900.0, depth: float | None = None):
+    """``fallbacks``'s ``latest``: the diagnostics of a run with these divergences, R-hat, ESS and depth."""
+    d = _diagnostics(divergences, rhat, ess, depth)
     return lambda: d
 
 
@@ -711,3 +713,54 @@ def test_ranking_orders_by_divergences_then_rhat_then_ess_per_leapfrog_step():
     # No recorded steps or no finite ESS rank last among equals rather than dividing by zero.
     assert geometry.ranking(fit(), 1.01, 0.0)[2] == 0.0
     assert geometry.ranking(fit(ess=np.nan), 1.01, 100.0)[2] == 0.0
+
+
+def test_auto_keeps_the_declined_chart_frame_where_the_ridge_looked_short(issue_data):
+    start = bl.fit_low_rank(issue_data, 2)
+    chosen = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "auto", None)
+    assert chosen.frame is None and "ridge is short" in chosen.reason
+    np.testing.assert_allclose(chosen.short_ridge_frame.snr, chart_frame(issue_data, start.theta, 2).snr)
+    one = geometry.choose_geometry(issue_data, 1, bl.fit_low_rank(issue_data, 1).theta, 1.0, "auto", None)
+    assert one.frame is None and one.short_ridge_frame is None  # rank 1 has no rotation to run along
+    named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "factored", None)
+    assert named.short_ridge_frame is None
+
+
+def test_a_short_looking_ridge_that_diverged_on_deep_trees_is_followed_by_the_chart(issue_data):
+    """Strangers 9601 #10: the factored model diverged and took 1,023 steps per draw; its chart did not."""
+    start = bl.fit_low_rank(issue_data, 2)
+    frame = chart_frame(issue_data, start.theta, 2)
+    # A block "auto" charts where the ridge is long: SNRs 30 and 12, block 11.1 >= SNR_BLOCK_FEW.
+    chartable = dataclasses.replace(frame, snr=np.array([30.0, 12.0]))
+    factored = geometry.Geometry(None, "short ridge", True, short_ridge_frame=chartable)
+
+    def following(geom, latest, target=0.9):
+        return [(g.parametrization, g.chart_rank, g.target_accept, g.lengthened)
+                for g in geometry.fallbacks(geom, issue_data, 1.0, bb.NUTS(target_accept=target), latest)]
+
+    deep = _ran(2, depth=geometry.DEEP_TREE + 1.5)
+    assert following(factored, deep) == [("chart", 2, None, False), ("factored", None, 0.95, False),
+                                         ("factored", None, 0.99, False)]
+    chart = next(geometry.fallbacks(factored, issue_data, 1.0, AT_90, deep))
+    assert chart.automatic and "diverged 2 times on trees of mean depth 9.5" in chart.reason
+    # The factored model's retries follow its own run: after a chart that did not diverge (R-hat missed),
+    # the factored model that did is still retried.
+    runs = iter([_diagnostics(2, depth=9.5), _diagnostics(0, rhat=1.05), _diagnostics(0, rhat=1.02)])
+    latest = {"run": next(runs)}
+    pending = geometry.fallbacks(factored, issue_data, 1.0, AT_90, lambda: latest["run"])
+    ladder = []
+    for g in pending:
+        ladder.append((g.parametrization, g.target_accept, g.lengthened))
+        latest["run"] = next(runs, None)
+    assert ladder == [("chart", None, False), ("factored", 0.95, False), ("factored", 0.95, True)]
+    # Not on shallow trees, without a divergence, after a retry, without a declined frame, nor where "auto"
+    # refuses the chart on a long ridge too (the issue's own block: SNR 3.7 < 10 below N_BLOCK).
+    shallow = _ran(2, depth=geometry.DEEP_TREE - 0.5)
+    assert following(factored, shallow) == [("factored", None, 0.95, False), ("factored", None, 0.99, False)]
+    assert following(factored, _ran(0, rhat=1.05, depth=9.5)) == [("factored", None, None, True)]
+    assert following(dataclasses.replace(factored, target_accept=0.95), deep) == [
+        ("factored", None, 0.99, False)]
+    assert following(dataclasses.replace(factored, short_ridge_frame=None), deep)[0][0] == "factored"
+    assert following(dataclasses.replace(factored, short_ridge_frame=frame), deep)[0][0] == "factored"
+    # The user's target 0.99: the chart, and no factored retry left to run.
+    assert following(factored, deep, target=0.99) == [("chart", 2, None, False)]

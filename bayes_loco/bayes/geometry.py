@@ -42,8 +42,11 @@ start's singular values (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}; an unseen pr
 N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in
 101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), at the target
 the larger chart's retries reached (in five of five such fall-backs the smaller chart diverged
-again at 0.9), then the factored model. A factored model that "auto" chose, or fell back to,
-follows its own advice once per cause: where it diverged, it runs again at
+again at 0.9), then the factored model. A factored model that "auto" chose at rank r ≥ 2 because
+its ridge looked short, and that diverged on deep trees (:data:`DEEP_TREE`), is followed first by the
+chart "auto" runs where the ridge is long (on dense features the leading SNR does not measure the
+ridge: an unseen N = 4,000 problem took 1,023 leapfrog steps per draw). A factored model that
+"auto" chose, or fell back to, follows its own advice once per cause: where it diverged, it runs again at
 :data:`RETRY_TARGET_ACCEPT` (an unseen problem, N = 6,000 at q = 30, diverged once at 0.9 and
 not at 0.95), and where that diverged too at :data:`STEADY_TARGET_ACCEPT` (an unseen problem of
 continuous features and skewed actions, N = 1,500, r = 1, diverged once at 0.9 and at 0.95, and
@@ -145,6 +148,14 @@ N_BLOCK = 6000
 # r₁ = 2 (q = 30, weakest 2.8) that had converged on its first run now runs the factored model, about 7x
 # slower per ESS (docs/results.md, "The charted block").
 SNR_WEAK_NOISE = 3.0
+# An automatic factored model chosen because its ridge looked short (leading SNR < SNR_CHART, N < N_CHART)
+# that diverged with trees this deep on average (2^8 = 256 leapfrog steps per draw or more) is followed by
+# the chart "auto" would run on a long ridge, before its own retries: the leading SNR does not measure the
+# ridge on dense features. An unseen problem (wide contexts and features, N = 4,000, r = 3, SNRs 5.2, 4.0,
+# 3.9) diverged at 0.9 and took 1,023 steps per draw at 0.95, 1,326 s in all; its chart of the leading
+# component converged at once in 82 s (ESS per second 13x). Factored runs at N < N_CHART on the paper's
+# simulation take 23-35 steps per draw, so the grids never reach it (docs/results.md, "Strangers").
+DEEP_TREE = 8.0
 
 
 @dataclass(frozen=True)
@@ -166,6 +177,10 @@ class Geometry:
     lengthened : bool
         Twice the user's tuning and draws (:func:`~.diagnostics.lengthened`: a
         factored run whose chains disagreed, run again as its advice says).
+    short_ridge_frame : ChartFrame or None
+        Where ``"auto"`` ran the factored model at rank r ≥ 2 because its ridge looked
+        short (:func:`long_ridge`), the full chart's frame it declined: what
+        :func:`fallbacks` charts if that run diverged on deep trees (:data:`DEEP_TREE`).
     """
 
     frame: ChartFrame | None
@@ -173,6 +188,7 @@ class Geometry:
     automatic: bool
     target_accept: float | None = None
     lengthened: bool = False
+    short_ridge_frame: ChartFrame | None = None
 
     @property
     def parametrization(self) -> str:
@@ -256,10 +272,20 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     except ValueError:
         return Geometry(None, f"no chart of rank {rank} exists: the contexts or the differences span fewer "
                               "dimensions", True)
-    snr = frame.leading_snr
     if not long_ridge(frame, data.n):
-        return Geometry(None, f"the leading component's signal-to-noise ratio {snr:.1f} < {SNR_CHART:g} "
-                              f"and N = {data.n} < {N_CHART}: the factored model's ridge is short here", True)
+        return Geometry(None, f"the leading component's signal-to-noise ratio {frame.leading_snr:.1f} < "
+                              f"{SNR_CHART:g} and N = {data.n} < {N_CHART}: the factored model's ridge is "
+                              "short here", True, short_ridge_frame=frame if rank >= 2 else None)
+    why = (f"signal-to-noise ratio {frame.leading_snr:.1f} >= {SNR_CHART:g}" if frame.leading_snr >= SNR_CHART
+           else f"N = {data.n} >= {N_CHART}")
+    return _auto_chart(frame, data, rank, scale, chart_rank, why)
+
+
+def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float, chart_rank: int | None,
+                why: str) -> Geometry:
+    """``"auto"``'s chart where the factored ridge is long (``why``): the determined block, or the factored
+    model and the reason none is charted."""
+    snr = frame.leading_snr
     # At rank 1 only N decides: a problem of the unseen grid (§5.1, r = 1, N = 3,000, 20 × 10 × 20, ratio
     # 23.9) charted drew 0.58-0.74x the factored model's ESS per second, the chart's compilation being half
     # its time; at N = 100,000 (ratio ~120) the chart took 7.0 steps per draw against 36.9.
@@ -268,9 +294,10 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
                "chart's compilation would cost more than its shorter trajectories save")
         return Geometry(None, why, True)
     r1 = frame.chartable_rank if chart_rank is None else chart_rank
-    if chart_rank is None and snr < SNR_CHART and 0 < r1 < rank and (why := _weak_block_trouble(frame, r1)):
-        return Geometry(None, f"N = {data.n} >= {N_CHART} but the leading signal-to-noise ratio {snr:.1f} < "
-                              f"{SNR_CHART:g}, and {why}", True)
+    weak = chart_rank is None and snr < SNR_CHART and 0 < r1 < rank
+    if weak and (trouble := _weak_block_trouble(frame, r1)):
+        return Geometry(None, f"{why} but the leading signal-to-noise ratio {snr:.1f} < {SNR_CHART:g}, and "
+                              f"{trouble}", True)
     few = r1 >= 2 and data.n < N_BLOCK  # one component's block is its SNR, judged by SNR_CHART or N_CHART
     floor, why_few = (SNR_BLOCK_FEW, f" (N = {data.n} < {N_BLOCK})") if few else (SNR_BLOCK_MIN, "")
     if chart_rank is None and r1 and (block := block_snr(frame, r1)) < floor:
@@ -282,8 +309,6 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
                               f"chart), signal-to-noise ratios {snrs} (at least {SNR_CHARTED_MIN:g})", True)
     if r1 < rank:
         frame = partial_frame(frame, data, r1, scale)
-    why = (f"signal-to-noise ratio {snr:.1f} >= {SNR_CHART:g}" if snr >= SNR_CHART
-           else f"N = {data.n} >= {N_CHART}")
     return Geometry(frame, f"{why}; {r1} of {rank} components determined", True)
 
 
@@ -358,6 +383,15 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
     """
     if not geometry.automatic:
         return
+    if (chart := _deep_tree_chart(geometry, data, scale, latest())) is not None:
+        factored = latest()
+        yield chart
+        # The factored model's own retries follow from its run, not the chart's.
+        seen = iter((factored,))
+        retried = yield from _retries(geometry, nuts, lambda: next(seen, None) or latest())
+        if retried is not geometry:  # the last run is the factored model's (else the chart's)
+            yield from _lengthened(retried, nuts, latest())
+        return
     if geometry.frame is not None:
         retried = yield from _retries(geometry, nuts, latest)
         smaller = smaller_chart_rank(geometry.frame)
@@ -371,10 +405,33 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         geometry = dataclasses.replace(geometry, frame=None, target_accept=None)
         yield geometry
     geometry = yield from _retries(geometry, nuts, latest)
-    d = latest()
+    yield from _lengthened(geometry, nuts, latest())
+
+
+def _lengthened(geometry: Geometry, nuts: NUTS, d: Diagnostics) -> Iterator[Geometry]:
+    """``geometry`` lengthened where its run ``d`` missed R-hat without a divergence and twice its ESS would
+    reach ``nuts.ess_min``."""
     if not d.divergences and not d.max_rhat <= nuts.rhat_max and 2 * min(
             d.min_ess_bulk, d.min_ess_tail) >= nuts.ess_min:
         yield dataclasses.replace(geometry, lengthened=True)
+
+
+def _deep_tree_chart(geometry: Geometry, data: PreferenceData, scale: float,
+                     d: Diagnostics) -> Geometry | None:
+    """The chart that follows a factored model whose short-looking ridge diverged on deep trees, or None.
+
+    Only for a factored model ``"auto"`` chose on the leading SNR (``short_ridge_frame``), run at the
+    user's target, that diverged with a mean tree depth of :data:`DEEP_TREE` or more; the chart is the one
+    ``"auto"`` runs where the ridge is long (the same refusals), at the user's target.
+    """
+    frame = geometry.short_ridge_frame
+    if (frame is None or geometry.target_accept is not None or not d.divergences
+            or not (d.mean_tree_depth or 0.0) >= DEEP_TREE):
+        return None
+    chart = _auto_chart(frame, data, frame.rank, scale, None,
+                        f"the factored model diverged {d.divergences} times on trees of mean depth "
+                        f"{d.mean_tree_depth:.1f} >= {DEEP_TREE:g}")
+    return chart if chart.frame is not None else None
 
 
 def _retries(geometry: Geometry, nuts: NUTS, latest: Callable[[], Diagnostics]) -> Iterator[Geometry]:
