@@ -170,7 +170,7 @@ def stranger_grid(count: int = 20, seed: int = 9601) -> list[dict]:
         elif family in ("strong", "weak"):
             p["singular_values"] = (5.0, 15.0) if family == "strong" else (0.1, 0.6)
         elif family == "over_ranked":
-            p |= {"rank": 1, "fit_rank": rank + 1 if rank < 3 else 3}
+            p |= {"rank": 1, "fit_rank": min(rank + 1, 3)}
         elif family == "tiny":
             p["n"] = int(rng.integers(80, 251))
         elif family in ("groups", "few_rows"):

@@ -383,15 +383,10 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
     """
     if not geometry.automatic:
         return
-    if (chart := _deep_tree_chart(geometry, data, scale, latest())) is not None:
-        factored = latest()
+    first = latest()
+    if (chart := _deep_tree_chart(geometry, data, scale, first)) is not None:
         yield chart
-        # The factored model's own retries follow from its run, not the chart's.
-        seen = iter((factored,))
-        retried = yield from _retries(geometry, nuts, lambda: next(seen, None) or latest())
-        if retried is not geometry:  # the last run is the factored model's (else the chart's)
-            yield from _lengthened(retried, nuts, latest())
-        return
+        latest = _first_answer(first, latest)  # the factored model's retries follow its run, not the chart's
     if geometry.frame is not None:
         retried = yield from _retries(geometry, nuts, latest)
         smaller = smaller_chart_rank(geometry.frame)
@@ -405,15 +400,17 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         geometry = dataclasses.replace(geometry, frame=None, target_accept=None)
         yield geometry
     geometry = yield from _retries(geometry, nuts, latest)
-    yield from _lengthened(geometry, nuts, latest())
-
-
-def _lengthened(geometry: Geometry, nuts: NUTS, d: Diagnostics) -> Iterator[Geometry]:
-    """``geometry`` lengthened where its run ``d`` missed R-hat without a divergence and twice its ESS would
-    reach ``nuts.ess_min``."""
+    d = latest()
     if not d.divergences and not d.max_rhat <= nuts.rhat_max and 2 * min(
             d.min_ess_bulk, d.min_ess_tail) >= nuts.ess_min:
         yield dataclasses.replace(geometry, lengthened=True)
+
+
+def _first_answer(first: Diagnostics, latest: Callable[[], Diagnostics]) -> Callable[[], Diagnostics]:
+    """``latest`` whose next call gives ``first`` (the run before the one that ran last), and later calls
+    the run that ran last."""
+    pending = [first]
+    return lambda: pending.pop() if pending else latest()
 
 
 def _deep_tree_chart(geometry: Geometry, data: PreferenceData, scale: float,
