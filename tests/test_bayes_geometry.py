@@ -22,6 +22,7 @@ from bayes_loco import bayes as bb
 from bayes_loco.bayes import diagnostics as diagnostics_module
 from bayes_loco.bayes import fit as fit_module
 from bayes_loco.bayes import geometry
+from bayes_loco.bayes import samplers as samplers_module
 from bayes_loco.bayes.chart import SNR_CHARTED_MIN, chart_frame
 from bayes_loco.bayes.diagnostics import leapfrog_steps
 from bayes_loco.model import margins
@@ -601,7 +602,7 @@ def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monke
     script = [(0, 1.05), (1, 1.001), (0, 1.001)]  # (divergences, R-hat) of each run in turn
     ran = []
 
-    def attempt(run, geom, nuts):
+    def attempt(run, geom, nuts, deep_tree=None):
         div, rhat = script[len(ran)]
         ran.append((geom.parametrization, geom.target_accept))
         d = _diagnostics(div, rhat)
@@ -647,7 +648,7 @@ def test_the_kept_run_is_not_advised_a_setting_its_fall_back_ran(issue_data, mon
     """``_nuts``, stand-ins: every run diverges, the first (a chart) is kept, and its advice is re-made."""
     ran = []
 
-    def attempt(run, geom, nuts):
+    def attempt(run, geom, nuts, deep_tree=None):
         ran.append((geom.parametrization, geom.target_accept or nuts.target_accept))
         group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
                                     target_accept=geom.target_accept or nuts.target_accept)
@@ -764,3 +765,44 @@ def test_a_short_looking_ridge_that_diverged_on_deep_trees_is_followed_by_the_ch
     assert following(dataclasses.replace(factored, short_ridge_frame=frame), deep)[0][0] == "factored"
     # The user's target 0.99: the chart, and no factored retry left to run.
     assert following(factored, deep, target=0.99) == [("chart", 2, None, False)]
+
+
+def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_data, monkeypatch):
+    """``_nuts`` with a stand-in sampler: the watched factored run raises DeepWarmup, the chart runs next.
+
+    Watched only where the chart exists ("auto" charts the declined frame) and nutpie samples.
+    """
+    start = bl.fit_low_rank(issue_data, 2)
+    frame = chart_frame(issue_data, start.theta, 2)
+    chartable = dataclasses.replace(frame, snr=np.array([30.0, 12.0]))
+    ran = []
+
+    def attempt(run, geom, nuts, deep_tree=None):
+        ran.append((geom.parametrization, geom.chart_rank, deep_tree))
+        if deep_tree is not None:
+            raise samplers_module.DeepWarmup(deep_tree + 1.3)
+        group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank)
+        return fit_module._Attempt(xr.DataTree(), _diagnostics(), None, group, ("nutpie", 4, 1000, ""), {})
+
+    monkeypatch.setattr(fit_module, "_nuts_attempt", attempt)
+    run = fit_module._Run(issue_data, 2, bb.Prior(), None, None, 0, 0, False, start, 0.0)
+
+    def fit(declined, sampler="nutpie"):
+        ran.clear()
+        factored = geometry.Geometry(None, "short ridge", True, short_ridge_frame=declined)
+        monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: factored)
+        return fit_module._nuts(run, bb.NUTS(sampler=sampler), "")
+
+    kept, record = fit(chartable)
+    assert ran == [("factored", None, geometry.DEEP_TREE), ("chart", 2, None)]
+    assert kept.group.parametrization == "chart"
+    assert record["geometry"]["reason"].startswith(
+        "the factored model's warm-up drew trees of mean depth 9.3 over its draws 50-150 >= 8, and was "
+        "stopped there; 2 of 2 components determined")
+    # Unwatched where "auto" charts nothing on that frame (the issue's block, SNR 3.7), or PyMC samples.
+    fit(frame)
+    assert ran == [("factored", None, None)]
+    fit(None)
+    assert ran == [("factored", None, None)]
+    fit(chartable, sampler="pymc")
+    assert ran == [("factored", None, None)]

@@ -11,6 +11,7 @@ import importlib.util
 
 import numpy as np
 import pytest
+import xarray as xr
 
 import bayes_loco as bl
 from bayes_loco import bayes as bb
@@ -90,3 +91,43 @@ def test_the_cache_keeps_the_most_recent_models(two_data_sets, monkeypatch):
     _fit(longer, "factored")  # evicts the first shape
     assert len(samplers._CACHE) == 1
     assert _fit(first_data, "factored").tree["posterior"].attrs["compiled_model_reused"] == 0
+
+
+def _tree_of_depths(depth: np.ndarray) -> xr.DataTree:
+    """nutpie's trace as read while sampling: warm-up tree depths per (chain, draw), 0 where not drawn yet."""
+    stats = xr.Dataset({"depth": (("chain", "draw"), depth)})
+    return xr.DataTree.from_dict({"warmup_sample_stats": stats})
+
+
+def test_the_warm_up_depth_is_read_once_every_chain_has_drawn_the_window():
+    first, last = samplers.WATCH_DRAWS
+    rng = np.random.default_rng(3)
+    depth = rng.integers(1, 11, size=(4, last + 40)).astype(np.uint64)
+    assert samplers.warmup_depth(_tree_of_depths(depth)) == pytest.approx(depth[:, first:last].mean())
+    behind = depth.copy()
+    behind[2, last - 1:] = 0  # the third chain has drawn one draw too few
+    assert samplers.warmup_depth(_tree_of_depths(behind)) is None
+    assert samplers.warmup_depth(_tree_of_depths(depth[:, : last - 1])) is None
+    assert samplers.warmup_depth(xr.DataTree()) is None
+
+
+def test_a_watched_run_draws_what_an_unwatched_one_draws_and_stops_on_deep_trees(two_data_sets):
+    data = two_data_sets[0]
+    model = bb.build_model(data, 1)
+    start = samplers.factor_start(*bb.balanced_factors(bl.fit_low_rank(data, 1).theta, 1), 0.1,
+                                  np.random.default_rng(0))
+    key = ("watched", data.n)
+
+    def sample(deep_tree):
+        return samplers.sample_nutpie(model, key, start, draws=50, tune=200, chains=2, cores=1, seed=7,
+                                      target_accept=0.9, progressbar=False, deep_tree=deep_tree)
+
+    plain, watched = sample(None), sample(30.0)
+    assert set(watched.children) == set(plain.children)  # no warm-up groups left behind
+    for name in ("U", "V"):
+        np.testing.assert_array_equal(watched["posterior"][name].values, plain["posterior"][name].values)
+    with pytest.raises(samplers.DeepWarmup, match="mean depth") as stop:
+        sample(1.0)  # every tree is at least one level deep
+    # The rank-1 factored model on 600 comparisons takes shallow trees (2^2-2^4 leapfrog steps).
+    assert 1.0 <= stop.value.depth <= 5.0
+    assert plain["sample_stats"]["depth"].mean() == pytest.approx(stop.value.depth, abs=1.0)

@@ -47,6 +47,7 @@ from .diagnostics import (
     vi_diagnostics,
 )
 from .geometry import (
+    DEEP_TREE,
     Geometry,
     advised_target,
     check_user_start,
@@ -54,6 +55,7 @@ from .geometry import (
     default_start,
     fallbacks,
     ranking,
+    ridge_chart,
     troubled,
 )
 from .laplace import find_map, laplace_theta
@@ -61,6 +63,7 @@ from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
 from .posterior import Posterior
 from .samplers import (
+    DeepWarmup,
     available_samplers,
     factor_start,
     final_loss,
@@ -276,7 +279,13 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     """
     geometry = choose_geometry(run.data, run.rank, run.start.theta, run.prior.scale, nuts.parametrization,
                                nuts.chart_rank)
-    runs = [_nuts_attempt(run, geometry, nuts)]
+    watched = nuts.sampler == "nutpie" and ridge_chart(geometry, run.data, run.prior.scale, "") is not None
+    try:
+        runs = [_nuts_attempt(run, geometry, nuts, DEEP_TREE if watched else None)]
+    except DeepWarmup as stop:
+        geometry = ridge_chart(geometry, run.data, run.prior.scale,
+                               f"the factored model's {stop} >= {DEEP_TREE:g}, and was stopped there")
+        runs = [_nuts_attempt(run, geometry, nuts)]
     pending = fallbacks(geometry, run.data, run.prior.scale, nuts, lambda: runs[-1].diagnostics)
     while troubled(runs[-1].diagnostics, nuts.rhat_max) and (following := next(pending, None)) is not None:
         runs.append(_nuts_attempt(run, following, nuts))
@@ -294,8 +303,11 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     return kept, record
 
 
-def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS) -> _Attempt:
-    """One NUTS run in ``geometry``'s coordinates: build the model, sample, arrange the tree, diagnose."""
+def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, deep_tree: float | None = None) -> _Attempt:
+    """One NUTS run in ``geometry``'s coordinates: build the model, sample, arrange the tree, diagnose.
+
+    With ``deep_tree``, nutpie's warm-up is watched (:class:`~.samplers.DeepWarmup`).
+    """
     nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank,
                                target_accept=geometry.target_accept or nuts.target_accept,
                                **(lengthened(nuts) if geometry.lengthened else {}))
@@ -313,7 +325,8 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS) -> _Attempt:
             return factor_start(u0, v0, nuts.init_jitter, rng)
     with quiet_pymc(not run.progressbar):
         t0 = time.perf_counter()
-        raw = sample_nuts(model, nuts, draw_start, run.seed, run.progressbar, model_key(model, frame, prior))
+        raw = sample_nuts(model, nuts, draw_start, run.seed, run.progressbar, model_key(model, frame, prior),
+                          deep_tree)
         seconds = time.perf_counter() - t0
     tree = run.arrange(raw, "nuts")
     table = diagnostic_table(tree)

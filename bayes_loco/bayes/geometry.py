@@ -417,17 +417,25 @@ def _deep_tree_chart(geometry: Geometry, data: PreferenceData, scale: float,
                      d: Diagnostics) -> Geometry | None:
     """The chart that follows a factored model whose short-looking ridge diverged on deep trees, or None.
 
-    Only for a factored model ``"auto"`` chose on the leading SNR (``short_ridge_frame``), run at the
-    user's target, that diverged with a mean tree depth of :data:`DEEP_TREE` or more; the chart is the one
-    ``"auto"`` runs where the ridge is long (the same refusals), at the user's target.
+    Where that run diverged with a mean tree depth of :data:`DEEP_TREE` or more: :func:`ridge_chart`.
+    """
+    if not d.divergences or not (d.mean_tree_depth or 0.0) >= DEEP_TREE:
+        return None
+    return ridge_chart(geometry, data, scale, f"the factored model diverged {d.divergences} times on trees "
+                                              f"of mean depth {d.mean_tree_depth:.1f} >= {DEEP_TREE:g}")
+
+
+def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str) -> Geometry | None:
+    """The chart that replaces a factored model whose short-looking ridge proved long (``why``), or None.
+
+    Only for a factored model ``"auto"`` chose on the leading SNR (``short_ridge_frame``) at the
+    user's target; the chart is the one ``"auto"`` runs where the ridge is long (the same refusals),
+    at the user's target. None where ``"auto"`` would chart nothing there.
     """
     frame = geometry.short_ridge_frame
-    if (frame is None or geometry.target_accept is not None or not d.divergences
-            or not (d.mean_tree_depth or 0.0) >= DEEP_TREE):
+    if frame is None or geometry.target_accept is not None:
         return None
-    chart = _auto_chart(frame, data, frame.rank, scale, None,
-                        f"the factored model diverged {d.divergences} times on trees of mean depth "
-                        f"{d.mean_tree_depth:.1f} >= {DEEP_TREE:g}")
+    chart = _auto_chart(frame, data, frame.rank, scale, None, why)
     return chart if chart.frame is not None else None
 
 

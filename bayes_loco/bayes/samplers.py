@@ -33,6 +33,14 @@ nutpie's sampler, and so its adaptation, calls a log density and gradient jitted
 by JAX on JAX's default device instead of numba's; numpyro's own adaptation took
 about twice nutpie's leapfrog steps per draw on the same chart (docs/design.md,
 "Samplers"). The same cache serves it, with the data kept as inputs.
+
+**A watched warm-up.** Given ``deep_tree``, :func:`sample_nutpie` samples in the background
+and reads the trace as it grows: once every chain has drawn its warm-up draws
+:data:`WATCH_DRAWS`, a mean tree depth of ``deep_tree`` or more there stops the run and
+raises :class:`DeepWarmup`, so that the caller can move to other coordinates having spent a
+tenth of the warm-up, not the whole run, on trajectories of 2^depth leapfrog steps. nutpie's
+step size has settled by then: over the logged problems the depth of those draws was within
+half a level of the run's posterior draws (docs/results.md, "A watched warm-up").
 """
 
 from __future__ import annotations
@@ -62,6 +70,10 @@ from .settings import NUTS, VI, Prior
 # Compiled models kept per process (a chart model at the paper's sizes holds a few MB).
 CACHE_SIZE = 8
 _CACHE: OrderedDict[Hashable, object] = OrderedDict()
+# The warm-up draws (first, last) whose mean tree depth a watched run is judged by, and the seconds
+# between two reads of its trace (a read converts the trace so far: 75-350 ms on the 2-core machine).
+WATCH_DRAWS = (50, 150)
+WATCH_POLL = 0.25
 # The PyMC loggers silenced when progressbar=False ("Finished [100%]", "Sequential sampling", ...).
 _PYMC_LOGGERS = ("pymc", "pymc.sampling.mcmc", "pymc.stats.convergence", "pymc.variational.inference",
                  "pymc.tuning.starting")
@@ -179,22 +191,90 @@ def compiled_model(model: pm.Model, key: Hashable, start: dict, backend: str = "
     return compiled, time.perf_counter() - t0, False
 
 
+class DeepWarmup(RuntimeError):
+    """A watched run (:func:`sample_nutpie`'s ``deep_tree``) stopped in its warm-up on deep trees.
+
+    Attributes
+    ----------
+    depth : float
+        The mean tree depth over the warm-up draws :data:`WATCH_DRAWS` of every chain.
+    """
+
+    def __init__(self, depth: float):
+        first, last = WATCH_DRAWS
+        super().__init__(f"warm-up drew trees of mean depth {depth:.1f} over its draws {first}-{last}")
+        self.depth = depth
+
+
+def warmup_depth(tree: xr.DataTree) -> float | None:
+    """The mean tree depth over the warm-up draws :data:`WATCH_DRAWS` of every chain of nutpie's ``tree``.
+
+    None until every chain has drawn them (a trace read while sampling pads the chains
+    behind with zeros, and a NUTS tree is one level deep or more).
+    """
+    if "warmup_sample_stats" not in tree.children:
+        return None
+    depth = tree["warmup_sample_stats"]["depth"].values
+    first, last = WATCH_DRAWS
+    if depth.shape[1] < last or not (depth[:, :last] > 0).all():
+        return None
+    return float(depth[:, first:last].mean())
+
+
+def _finished(sampler) -> bool:
+    try:
+        return sampler.is_finished
+    except TimeoutError:  # nutpie 0.16 raises this, rather than answering False, while the chains run
+        return False
+
+
+def _inspect(sampler) -> xr.DataTree:
+    with warnings.catch_warnings():
+        # ArviZ's check of the dimensions' names, fooled by a trace of fewer draws than chains so far.
+        warnings.filterwarnings("ignore", message="Found chain dimension", category=UserWarning)
+        return sampler.inspect()
+
+
+def _watched(compiled, deep_tree: float, **options) -> xr.DataTree:
+    """``nutpie.sample(compiled, **options)``, stopped with :class:`DeepWarmup` where the warm-up's trees are
+    ``deep_tree`` deep or more (see the module docstring); the tree without its warm-up groups."""
+    sampler = nutpie.sample(compiled, blocking=False, save_warmup=True, **options)
+    try:
+        while (depth := warmup_depth(_inspect(sampler))) is None and not _finished(sampler):
+            time.sleep(WATCH_POLL)
+        if depth is not None and depth >= deep_tree:
+            raise DeepWarmup(depth)
+        tree = sampler.wait()
+    except BaseException:
+        sampler.cancel()
+        raise
+    for name in ("warmup_posterior", "warmup_sample_stats"):
+        if name in tree.children:
+            del tree[name]
+    return tree
+
+
 def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tune: int, chains: int,
                   cores: int, seed: int, target_accept: float, progressbar: bool,
-                  backend: str = "numba") -> xr.DataTree:
+                  backend: str = "numba", deep_tree: float | None = None) -> xr.DataTree:
     """nutpie's NUTS on ``model`` from ``start``, compiled once per ``key`` (see the module docstring).
 
     The tree is ``pm.sample``'s: the same groups, the same seeds for the same
     ``seed``; its posterior's attrs add ``compile_time`` (seconds) and
-    ``compiled_model_reused``.
+    ``compiled_model_reused``. With ``deep_tree``, and a warm-up of at least the
+    last of :data:`WATCH_DRAWS`, the run is watched: :class:`DeepWarmup` where the
+    warm-up's trees run ``deep_tree`` deep or more on average.
     """
     compiled, compile_seconds, reused = compiled_model(model, key, start, backend)
     # pm.sample's derivation of the sampler's seed, so that a fit draws what it drew through pm.sample.
     seeds = [int(rng.integers(2**30)) for rng in np.random.default_rng(seed).spawn(chains)]
     t0 = time.time()
-    tree = nutpie.sample(compiled, draws=draws, tune=max(tune, 1), chains=chains, cores=cores, seed=seeds[0],
-                         save_warmup=False, store_unconstrained=False, progress_bar=progressbar,
-                         target_accept=target_accept)
+    options = dict(draws=draws, tune=max(tune, 1), chains=chains, cores=cores, seed=seeds[0],
+                   store_unconstrained=False, progress_bar=progressbar, target_accept=target_accept)
+    if deep_tree is not None and tune >= WATCH_DRAWS[1]:
+        tree = _watched(compiled, deep_tree, **options)
+    else:
+        tree = nutpie.sample(compiled, save_warmup=False, **options)
     sampling_time = time.time() - t0
     tree["posterior"] = xr.DataTree(pm.compute_deterministics(tree["posterior"].to_dataset(), model=model,
                                                               extend_dataset=True, progressbar=False))
@@ -332,11 +412,13 @@ def _usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key=None) -> xr.DataTree:
+def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key=None,
+                deep_tree: float | None = None) -> xr.DataTree:
     """NUTS from ``draw_start(rng)`` (one start per chain for PyMC's sampler, one shared otherwise).
 
     nutpie runs through :func:`sample_nutpie`, which compiles a model of
-    the structure ``key`` once per process; the others through ``pm.sample``. The
+    the structure ``key`` once per process, and watches its warm-up where ``deep_tree``
+    is given (:class:`DeepWarmup`); the others through ``pm.sample``, unwatched. The
     sampler adds no jitter of its own on top of the start's.
     """
     rng = np.random.default_rng(seed)
@@ -349,7 +431,8 @@ def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key
         with limit:
             return sample_nutpie(model, key, starts[0], draws=nuts.draws, tune=nuts.tune, chains=nuts.chains,
                                  cores=nuts.cores, seed=seed, target_accept=nuts.target_accept,
-                                 progressbar=progressbar, backend=nuts.backend or "numba")
+                                 progressbar=progressbar, backend=nuts.backend or "numba",
+                                 deep_tree=deep_tree)
     kwargs = dict(draws=nuts.draws, tune=nuts.tune, chains=nuts.chains, cores=nuts.cores, random_seed=seed,
                   progressbar=progressbar, quiet=not progressbar, nuts_sampler=nuts.sampler,
                   initvals=starts if per_chain else starts[0], target_accept=nuts.target_accept,
