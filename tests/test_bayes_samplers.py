@@ -93,21 +93,26 @@ def test_the_cache_keeps_the_most_recent_models(two_data_sets, monkeypatch):
     assert _fit(first_data, "factored").tree["posterior"].attrs["compiled_model_reused"] == 0
 
 
-def _tree_of_depths(depth: np.ndarray) -> xr.DataTree:
-    """nutpie's trace as read while sampling: warm-up tree depths per (chain, draw), 0 where not drawn yet."""
-    stats = xr.Dataset({"depth": (("chain", "draw"), depth)})
+def _trace_read_while_sampling(depth: np.ndarray, drawn: np.ndarray) -> xr.DataTree:
+    """nutpie's trace as read while sampling: ``drawn[c]`` warm-up draws of chain c, padded as nutpie pads
+    (0 in the integer depth, NaN in the float step size)."""
+    behind = np.arange(depth.shape[1]) >= drawn[:, None]
+    stats = xr.Dataset({"depth": (("chain", "draw"), np.where(behind, 0, depth).astype(np.uint64)),
+                        "step_size": (("chain", "draw"), np.where(behind, np.nan, 0.3))})
     return xr.DataTree.from_dict({"warmup_sample_stats": stats})
 
 
 def test_the_warm_up_depth_is_read_once_every_chain_has_drawn_the_window():
     first, last = samplers.WATCH_DRAWS
     rng = np.random.default_rng(3)
-    depth = rng.integers(1, 11, size=(4, last + 40)).astype(np.uint64)
-    assert samplers.warmup_depth(_tree_of_depths(depth)) == pytest.approx(depth[:, first:last].mean())
-    behind = depth.copy()
-    behind[2, last - 1:] = 0  # the third chain has drawn one draw too few
-    assert samplers.warmup_depth(_tree_of_depths(behind)) is None
-    assert samplers.warmup_depth(_tree_of_depths(depth[:, : last - 1])) is None
+    depth = rng.integers(1, 11, size=(4, last + 40))
+    depth[1, first + 3] = 0  # a draw that diverged at its first step: drawn, of depth 0
+    done = np.full(4, last + 40)
+    read = samplers.warmup_depth(_trace_read_while_sampling(depth, done))
+    assert read == pytest.approx(depth[:, first:last].mean())
+    assert samplers.warmup_depth(_trace_read_while_sampling(depth, done - [0, 0, 41, 0])) is None
+    assert samplers.warmup_depth(_trace_read_while_sampling(depth, done - [0, 0, 40, 0])) == read
+    assert samplers.warmup_depth(_trace_read_while_sampling(depth[:, : last - 1], done - 41)) is None
     assert samplers.warmup_depth(xr.DataTree()) is None
 
 

@@ -71,9 +71,11 @@ from .settings import NUTS, VI, Prior
 CACHE_SIZE = 8
 _CACHE: OrderedDict[Hashable, object] = OrderedDict()
 # The warm-up draws (first, last) whose mean tree depth a watched run is judged by, and the seconds
-# between two reads of its trace (a read converts the trace so far: 75-350 ms on the 2-core machine).
+# between two reads of its trace: the first wait, then 1.5 times longer each time up to the last. A read
+# converts the trace so far (75-350 ms on the 2-core machine, beside the chains), so a warm-up of deep
+# trees (a minute to its draw 150) is read some twenty times, not two hundred.
 WATCH_DRAWS = (50, 150)
-WATCH_POLL = 0.25
+WATCH_POLL = (0.25, 4.0)
 # The PyMC loggers silenced when progressbar=False ("Finished [100%]", "Sequential sampling", ...).
 _PYMC_LOGGERS = ("pymc", "pymc.sampling.mcmc", "pymc.stats.convergence", "pymc.variational.inference",
                  "pymc.tuning.starting")
@@ -209,16 +211,17 @@ class DeepWarmup(RuntimeError):
 def warmup_depth(tree: xr.DataTree) -> float | None:
     """The mean tree depth over the warm-up draws :data:`WATCH_DRAWS` of every chain of nutpie's ``tree``.
 
-    None until every chain has drawn them (a trace read while sampling pads the chains
-    behind with zeros, and a NUTS tree is one level deep or more).
+    None until every chain has drawn them: a trace read while sampling pads the chains
+    behind, with NaN in the float statistics (the step size), and with 0 in the integer ones
+    such as the depth, which a draw that diverged at its first step has too.
     """
     if "warmup_sample_stats" not in tree.children:
         return None
-    depth = tree["warmup_sample_stats"]["depth"].values
+    stats = tree["warmup_sample_stats"]
     first, last = WATCH_DRAWS
-    if depth.shape[1] < last or not (depth[:, :last] > 0).all():
+    if stats.sizes["draw"] < last or not np.isfinite(stats["step_size"].values[:, :last]).all():
         return None
-    return float(depth[:, first:last].mean())
+    return float(stats["depth"].values[:, first:last].mean())
 
 
 def _finished(sampler) -> bool:
@@ -239,9 +242,11 @@ def _watched(compiled, deep_tree: float, **options) -> xr.DataTree:
     """``nutpie.sample(compiled, **options)``, stopped with :class:`DeepWarmup` where the warm-up's trees are
     ``deep_tree`` deep or more (see the module docstring); the tree without its warm-up groups."""
     sampler = nutpie.sample(compiled, blocking=False, save_warmup=True, **options)
+    wait, longest = WATCH_POLL
     try:
         while (depth := warmup_depth(_inspect(sampler))) is None and not _finished(sampler):
-            time.sleep(WATCH_POLL)
+            time.sleep(wait)
+            wait = min(1.5 * wait, longest)
         if depth is not None and depth >= deep_tree:
             raise DeepWarmup(depth)
         tree = sampler.wait()
