@@ -110,8 +110,12 @@ def test_the_warm_up_depth_is_read_once_every_chain_has_drawn_the_window():
     done = np.full(4, last + 40)
     read = samplers.warmup_depth(_trace_read_while_sampling(depth, done))
     assert read == pytest.approx(depth[:, first:last].mean())
-    assert samplers.warmup_depth(_trace_read_while_sampling(depth, done - [0, 0, 41, 0])) is None
-    assert samplers.warmup_depth(_trace_read_while_sampling(depth, done - [0, 0, 40, 0])) == read
+    # On two cores the last two chains start when the first two end: the first two are read.
+    two = samplers.warmup_depth(_trace_read_while_sampling(depth, np.array([last, last + 9, 0, 0])))
+    assert two == pytest.approx(depth[:2, first:last].mean())
+    assert samplers.warmup_depth(_trace_read_while_sampling(depth, np.array([last - 1, last + 9, 3, 0]))) == (
+        pytest.approx(depth[1, first:last].mean()))
+    assert samplers.warmup_depth(_trace_read_while_sampling(depth, np.array([last - 1, 9, 0, 0]))) is None
     assert samplers.warmup_depth(_trace_read_while_sampling(depth[:, : last - 1], done - 41)) is None
     assert samplers.warmup_depth(xr.DataTree()) is None
 
