@@ -799,6 +799,12 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     assert record["geometry"]["reason"].startswith(
         "the factored model's warm-up drew trees of mean depth 9.3 over its draws 50-150 >= 8, and was "
         "stopped there; 2 of 2 components determined")
+    # A block of SNR 5.6 (components at 9 and 7): "auto" refuses it below N_BLOCK, where the ridge looks
+    # short, and charts it once the factored model's own trees have measured the ridge long.
+    middling = dataclasses.replace(frame, snr=np.array([9.0, 7.0]))
+    assert geometry._auto_chart(middling, issue_data, 2, 1.0, None, "long").frame is None
+    kept, record = fit(middling)
+    assert ran == [("factored", None, geometry.DEEP_TREE), ("chart", 2, None)]
     # Unwatched where "auto" charts nothing on that frame (the issue's block, SNR 3.7), or PyMC samples.
     fit(frame)
     assert ran == [("factored", None, None)]

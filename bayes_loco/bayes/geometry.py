@@ -282,9 +282,14 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
 
 
 def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float, chart_rank: int | None,
-                why: str) -> Geometry:
+                why: str, measured: bool = False) -> Geometry:
     """``"auto"``'s chart where the factored ridge is long (``why``): the determined block, or the factored
-    model and the reason none is charted."""
+    model and the reason none is charted.
+
+    ``measured``: the factored model's own trees showed the ridge long, so a block of several
+    components below :data:`N_BLOCK` needs :data:`SNR_BLOCK_MIN`, not :data:`SNR_BLOCK_FEW` (set where
+    the ridge is short).
+    """
     snr = frame.leading_snr
     # At rank 1 only N decides: a problem of the unseen grid (§5.1, r = 1, N = 3,000, 20 × 10 × 20, ratio
     # 23.9) charted drew 0.58-0.74x the factored model's ESS per second, the chart's compilation being half
@@ -298,7 +303,8 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
     if weak and (trouble := _weak_block_trouble(frame, r1)):
         return Geometry(None, f"{why} but the leading signal-to-noise ratio {snr:.1f} < {SNR_CHART:g}, and "
                               f"{trouble}", True)
-    few = r1 >= 2 and data.n < N_BLOCK  # one component's block is its SNR, judged by SNR_CHART or N_CHART
+    # One component's block is its SNR, judged by SNR_CHART or N_CHART.
+    few = r1 >= 2 and data.n < N_BLOCK and not measured
     floor, why_few = (SNR_BLOCK_FEW, f" (N = {data.n} < {N_BLOCK})") if few else (SNR_BLOCK_MIN, "")
     if chart_rank is None and r1 and (block := block_snr(frame, r1)) < floor:
         return Geometry(None, f"the block of {r1} determined components has a signal-to-noise ratio "
@@ -429,13 +435,14 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     """The chart that replaces a factored model whose short-looking ridge proved long (``why``), or None.
 
     Only for a factored model ``"auto"`` chose on the leading SNR (``short_ridge_frame``) at the
-    user's target; the chart is the one ``"auto"`` runs where the ridge is long (the same refusals),
-    at the user's target. None where ``"auto"`` would chart nothing there.
+    user's target; the chart is the one ``"auto"`` runs where the ridge is long (the same refusals,
+    but a block of several components needs :data:`SNR_BLOCK_MIN` at any N: the factored model's
+    trees measured the ridge), at the user's target. None where ``"auto"`` would chart nothing there.
     """
     frame = geometry.short_ridge_frame
     if frame is None or geometry.target_accept is not None:
         return None
-    chart = _auto_chart(frame, data, frame.rank, scale, None, why)
+    chart = _auto_chart(frame, data, frame.rank, scale, None, why, measured=True)
     return chart if chart.frame is not None else None
 
 
