@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import re
 import warnings
 
 import numpy as np
@@ -796,9 +797,11 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     kept, record = fit(chartable)
     assert ran == [("factored", None, geometry.DEEP_TREE), ("chart", 2, None)]
     assert kept.group.parametrization == "chart"
-    assert record["geometry"]["reason"].startswith(
-        "the factored model's warm-up drew trees of mean depth 9.3 over its draws 50-150 >= 8, and was "
-        "stopped there; 2 of 2 components determined")
+    assert re.fullmatch(r"the factored model's warm-up drew trees of mean depth 9\.3 over its draws 50-150 "
+                        r">= 8, and was stopped there after \d+ s; 2 of 2 components determined",
+                        record["geometry"]["reason"])
+    assert record["geometry"]["stopped"]["warmup_depth"] == pytest.approx(9.3)
+    assert record["geometry"]["stopped"]["parametrization"] == "factored"
     # A block of SNR 5.6 (components at 9 and 7): "auto" refuses it below N_BLOCK, where the ridge looks
     # short, and charts it once the factored model's own trees have measured the ridge long.
     middling = dataclasses.replace(frame, snr=np.array([9.0, 7.0]))

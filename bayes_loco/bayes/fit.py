@@ -280,11 +280,15 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     geometry = choose_geometry(run.data, run.rank, run.start.theta, run.prior.scale, nuts.parametrization,
                                nuts.chart_rank)
     watched = nuts.sampler == "nutpie" and ridge_chart(geometry, run.data, run.prior.scale, "") is not None
+    stopped, t0 = {}, time.perf_counter()
     try:
         runs = [_nuts_attempt(run, geometry, nuts, DEEP_TREE if watched else None)]
     except DeepWarmup as stop:
+        stopped = {"parametrization": geometry.parametrization, "warmup_depth": stop.depth,
+                   "seconds": time.perf_counter() - t0}
         geometry = ridge_chart(geometry, run.data, run.prior.scale,
-                               f"the factored model's {stop} >= {DEEP_TREE:g}, and was stopped there")
+                               f"the factored model's {stop} >= {DEEP_TREE:g}, and was stopped there after "
+                               f"{stopped['seconds']:.0f} s")
         runs = [_nuts_attempt(run, geometry, nuts)]
     pending = fallbacks(geometry, run.data, run.prior.scale, nuts, lambda: runs[-1].diagnostics)
     while troubled(runs[-1].diagnostics, nuts.rhat_max) and (following := next(pending, None)) is not None:
@@ -298,6 +302,8 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
                                                table=kept.table)
         kept = dataclasses.replace(kept, diagnostics=diagnostics, advice=advice)
     record = {"geometry": geometry_record(geometry, kept.group, facts if len(runs) > 1 else [], start_note)}
+    if stopped:
+        record["geometry"]["stopped"] = stopped
     if kept.advice:
         record["advice"] = kept.advice
     return kept, record
