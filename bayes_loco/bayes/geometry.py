@@ -43,9 +43,11 @@ N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 di
 101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), at the target
 the larger chart's retries reached (in five of five such fall-backs the smaller chart diverged
 again at 0.9), then the factored model. A factored model that "auto" chose at rank r ≥ 2 because
-its ridge looked short, and that diverged on deep trees (:data:`DEEP_TREE`), is followed first by the
-chart "auto" runs where the ridge is long (on dense features the leading SNR does not measure the
-ridge: an unseen N = 4,000 problem took 1,023 leapfrog steps per draw). A factored model that
+its ridge looked short is watched while it tunes (nutpie's; :class:`~.samplers.DeepWarmup`): where
+its warm-up's trees run :data:`DEEP_TREE` deep on average, it is stopped there and the chart "auto"
+runs where the ridge is long takes its place (:func:`ridge_chart`; on dense features the leading SNR
+does not measure the ridge: an unseen N = 4,000 problem took 1,023 leapfrog steps per draw). One
+that diverged on deep trees after tuning is followed by that chart first. A factored model that
 "auto" chose, or fell back to, follows its own advice once per cause: where it diverged, it runs again at
 :data:`RETRY_TARGET_ACCEPT` (an unseen problem, N = 6,000 at q = 30, diverged once at 0.9 and
 not at 0.95), and where that diverged too at :data:`STEADY_TARGET_ACCEPT` (an unseen problem of
