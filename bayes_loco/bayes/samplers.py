@@ -39,8 +39,9 @@ and reads the trace as it grows: once a chain has drawn its warm-up draws
 :data:`WATCH_DRAWS`, a mean tree depth of ``deep_tree`` or more there stops the run and
 raises :class:`DeepWarmup`, so that the caller can move to other coordinates having spent a
 tenth of the warm-up, not the whole run, on trajectories of 2^depth leapfrog steps. nutpie's
-step size has settled by then: over the logged problems the depth of those draws was within
-half a level of the run's posterior draws (docs/results.md, "A watched warm-up").
+step size has settled by then: over 54 logged problems the mean depth of those draws tracked
+log₂ of the run's leapfrog steps per draw with correlation 0.98, reading 0.3-1.1 below it
+(docs/results.md, "A watched warm-up").
 """
 
 from __future__ import annotations
