@@ -8,7 +8,9 @@ the default (``nuts.parametrization="auto"``) and ``"factored"``. For each fit t
 what ran (``ran``: factored, or chart:r₁; ``fb``: whether the default fell back to the factored
 model after its chart failed), divergences, the largest R-hat and the smallest bulk/tail ESS
 over Θ and θ_rtv (the fit's own diagnostics), wall seconds (each fit compiles its model: the
-cache of :mod:`bayes_loco.bayes.samplers` is cleared first), and the smallest ESS per second.
+cache of :mod:`bayes_loco.bayes.samplers` is cleared first), the smallest ESS per second, and
+``stopped_depth``: where the default's factored run was stopped in its warm-up for a chart, the
+mean tree depth it was stopped at (``settings["geometry"]["stopped"]``).
 ``ratio`` is the default's ESS/s over the factored model's; where the default ran the factored model
 alone, the two are one fit (the same draws) and the ratio is 1.
 
@@ -206,6 +208,7 @@ def fit_row(data, rank: int, parametrization: str, args, ties: str = "half") -> 
             "divergences": d.divergences, "r_hat": d.max_rhat, "ess_bulk": d.min_ess_bulk,
             "ess_tail": d.min_ess_tail, "seconds": seconds, "ess_per_s": ess / seconds,
             "steps": float(post.tree["sample_stats"]["n_steps"].mean()), "converged": d.converged,
+            "stopped_depth": geometry.get("stopped", {}).get("warmup_depth", np.nan),
             "compile_seconds": float(post.tree["posterior"].attrs.get("compile_time", np.nan))}
 
 
