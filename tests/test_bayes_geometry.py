@@ -550,6 +550,15 @@ def test_an_automatic_factored_model_follows_its_own_advice_once_per_cause(issue
     # Lengthened only where twice the ESS reaches ess_min (400): a run the user kept short stays so.
     assert following(factored, 0.9, _ran(0, 1.05, ess=200.0)) == [("factored", None, True, True)]
     assert following(factored, 0.9, _ran(0, 1.05, ess=199.0)) == []
+    # A lengthened run that diverged (stranger 9603 #2: R-hat 1.014, then 7 divergences lengthened) is
+    # retried lengthened at 0.95, then 0.99, each while the run before diverged.
+    runs = iter([_diagnostics(0, 1.014), _diagnostics(7, 1.006), _diagnostics(1, 1.004), _diagnostics(0)])
+    latest = {"run": next(runs)}
+    ladder = []
+    for g in geometry.fallbacks(factored, issue_data, 1.0, AT_90, lambda: latest["run"]):
+        ladder.append((g.target_accept, g.lengthened))
+        latest["run"] = next(runs)
+    assert ladder == [(None, True), (0.95, True), (0.99, True)]
     # R-hat after divergences: the target first; a divergent run is not lengthened.
     assert following(factored, 0.99, _ran(2, 1.05)) == []
     named = geometry.Geometry(None, "named", False)
@@ -747,7 +756,8 @@ def test_a_short_looking_ridge_that_diverged_on_deep_trees_is_followed_by_the_ch
     assert chart.automatic and "diverged 2 times on trees of mean depth 9.5" in chart.reason
     # The factored model's retries follow its own run: after a chart that did not diverge (R-hat missed),
     # the factored model that did is still retried.
-    runs = iter([_diagnostics(2, depth=9.5), _diagnostics(0, rhat=1.05), _diagnostics(0, rhat=1.02)])
+    runs = iter([_diagnostics(2, depth=9.5), _diagnostics(0, rhat=1.05), _diagnostics(0, rhat=1.02),
+                 _diagnostics(0)])
     latest = {"run": next(runs)}
     pending = geometry.fallbacks(factored, issue_data, 1.0, AT_90, lambda: latest["run"])
     ladder = []
