@@ -722,8 +722,23 @@ def test_ranking_orders_by_divergences_then_rhat_then_ess_per_leapfrog_step():
     assert geometry.ranking(fit(ess=400, seconds=100), 1.01, 8000) > geometry.ranking(
         fit(ess=500, seconds=10), 1.01, 20000)
     # No recorded steps or no finite ESS rank last among equals rather than dividing by zero.
-    assert geometry.ranking(fit(), 1.01, 0.0)[2] == 0.0
-    assert geometry.ranking(fit(ess=np.nan), 1.01, 100.0)[2] == 0.0
+    assert geometry.ranking(fit(), 1.01, 0.0)[3] == 0.0
+    assert geometry.ranking(fit(ess=np.nan), 1.01, 100.0)[3] == 0.0
+    # ESS reaching ess_min before the rate: a run lengthened for its ESS has about the short run's rate.
+    assert geometry.ranking(fit(ess=627), 1.01, 152000, ess_min=400) > geometry.ranking(
+        fit(ess=342), 1.01, 76000, ess_min=400)
+    assert geometry.ranking(fit(ess=627), 1.01, 152000) < geometry.ranking(fit(ess=342), 1.01, 76000)
+
+
+def test_a_run_is_short_of_ess_alone_where_twice_its_draws_would_reach_ess_min():
+    def fit(divergences=0, rhat=1.0, ess=342.0):
+        return _diagnostics(divergences, rhat, ess)
+
+    assert geometry.short_of_ess(fit(), AT_90)
+    assert not geometry.short_of_ess(fit(ess=400.0), AT_90)
+    assert not geometry.short_of_ess(fit(ess=199.0), AT_90)  # a run the user kept short stays so
+    assert not geometry.short_of_ess(fit(divergences=1), AT_90)
+    assert not geometry.short_of_ess(fit(rhat=1.02), AT_90)
 
 
 def test_auto_keeps_the_declined_chart_frame_where_the_ridge_looked_short(issue_data):
@@ -812,6 +827,30 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
                         record["geometry"]["reason"])
     assert record["geometry"]["stopped"]["warmup_depth"] == pytest.approx(9.3)
     assert record["geometry"]["stopped"]["parametrization"] == "factored"
+    # A chart short of ESS alone runs once more lengthened, as its advice says, and that run is kept.
+    ess = {False: 342.0, True: 627.0}
+
+    def short_chart(run, geom, nuts, deep_tree=None):
+        ran.append((geom.parametrization, geom.lengthened, deep_tree))
+        if deep_tree is not None:
+            raise samplers_module.DeepWarmup(8.4)
+        group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
+                                    **(diagnostics_module.lengthened(nuts) if geom.lengthened else {}))
+        tree = xr.DataTree.from_dict({"sample_stats": xr.Dataset(
+            {"n_steps": (("chain", "draw"), np.full((4, group.draws), 19.0))})})
+        return fit_module._Attempt(tree, _diagnostics(ess=ess[geom.lengthened]), None, group,
+                                   ("nutpie", 4, group.draws, ""), {})
+
+    monkeypatch.setattr(fit_module, "_nuts_attempt", short_chart)
+    ran.clear()
+    kept, record = fit(chartable)
+    assert ran == [("factored", False, geometry.DEEP_TREE), ("chart", False, None), ("chart", True, None)]
+    assert kept.group.draws == 2000 and kept.diagnostics.min_ess_bulk == 627.0
+    ess[False] = 450.0  # enough ESS: no second run
+    ran.clear()
+    fit(chartable)
+    assert ran == [("factored", False, geometry.DEEP_TREE), ("chart", False, None)]
+    monkeypatch.setattr(fit_module, "_nuts_attempt", attempt)
     # A block of SNR 5.6 (components at 9 and 7): "auto" refuses it below N_BLOCK, where the ridge looks
     # short, and charts it once the factored model's own trees have measured the ridge long.
     middling = dataclasses.replace(frame, snr=np.array([9.0, 7.0]))

@@ -491,15 +491,25 @@ def troubled(d: Diagnostics, rhat_max: float) -> bool:
     return bool(d.divergences or not d.max_rhat <= rhat_max)
 
 
-def ranking(d: Diagnostics, rhat_max: float, leapfrog_steps: float) -> tuple:
+def ranking(d: Diagnostics, rhat_max: float, leapfrog_steps: float, ess_min: float = 0.0) -> tuple:
     """Sort key of two NUTS fits of one posterior (larger is better).
 
-    No divergence first, then R-hat within ``rhat_max``, then the larger smallest ESS per
-    leapfrog step (``leapfrog_steps``, all chains' gradient evaluations after tuning). Per
-    step, not per second: the same seed then keeps the same fit on a loaded machine as on
-    an idle one (on a 2-core machine with other work, the seconds of one run varied 2×).
+    No divergence first, then R-hat within ``rhat_max``, then the smallest ESS reaching
+    ``ess_min`` (a run lengthened for its ESS has about the short run's ESS per step), then
+    the larger smallest ESS per leapfrog step (``leapfrog_steps``, all chains' gradient
+    evaluations after tuning). Per step, not per second: the same seed then keeps the same
+    fit on a loaded machine as on an idle one (on a 2-core machine with other work, the
+    seconds of one run varied 2×).
     """
     rhat = d.max_rhat if np.isfinite(d.max_rhat) else np.inf
     ess = min(d.min_ess_bulk, d.min_ess_tail)
     rate = ess / leapfrog_steps if np.isfinite(ess) and leapfrog_steps > 0 else 0.0
-    return (not d.divergences, rhat <= rhat_max, rate)
+    return (not d.divergences, rhat <= rhat_max, bool(ess >= ess_min), rate)
+
+
+def short_of_ess(d: Diagnostics, nuts: NUTS) -> bool:
+    """Whether a run's one shortfall is its ESS (no divergence, R-hat within ``nuts.rhat_max``, the smallest
+    ESS below ``nuts.ess_min``), and twice its draws would reach it (the advice of its warning)."""
+    ess = min(d.min_ess_bulk, d.min_ess_tail)
+    return (not d.divergences and d.max_rhat <= nuts.rhat_max and ess < nuts.ess_min
+            and 2 * ess >= nuts.ess_min)
