@@ -280,16 +280,17 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     """
     geometry = choose_geometry(run.data, run.rank, run.start.theta, run.prior.scale, nuts.parametrization,
                                nuts.chart_rank)
-    watched = nuts.sampler == "nutpie" and ridge_chart(geometry, run.data, run.prior.scale, "") is not None
+    # Built once, its reason ("; r₁ of r components determined") completed if the watch stops the run.
+    chart = ridge_chart(geometry, run.data, run.prior.scale, "") if nuts.sampler == "nutpie" else None
     stopped, t0 = {}, time.perf_counter()
     try:
-        runs = [_nuts_attempt(run, geometry, nuts, DEEP_TREE if watched else None)]
+        runs = [_nuts_attempt(run, geometry, nuts, None if chart is None else DEEP_TREE)]
     except DeepWarmup as stop:
         stopped = {"parametrization": geometry.parametrization, "warmup_depth": stop.depth,
                    "seconds": time.perf_counter() - t0}
-        geometry = ridge_chart(geometry, run.data, run.prior.scale,
-                               f"the factored model's {stop} >= {DEEP_TREE:g}, and was stopped there after "
-                               f"{stopped['seconds']:.0f} s")
+        geometry = dataclasses.replace(chart, reason=f"the factored model's {stop} >= {DEEP_TREE:g}, and was "
+                                                     f"stopped there after {stopped['seconds']:.0f} s"
+                                                     f"{chart.reason}")
         runs = [_nuts_attempt(run, geometry, nuts)]
         if short_of_ess(runs[0].diagnostics, nuts):
             # A chart the user did not ask for, short of ESS alone, follows its advice (strangers 9604 #0:

@@ -410,8 +410,7 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         yield geometry
     geometry = yield from _retries(geometry, nuts, latest)
     d = latest()
-    if not d.divergences and not d.max_rhat <= nuts.rhat_max and 2 * min(
-            d.min_ess_bulk, d.min_ess_tail) >= nuts.ess_min:
+    if not d.divergences and not d.max_rhat <= nuts.rhat_max and _twice_reaches(d, nuts):
         # A lengthened run that diverged, where the short one had not, is retried as a divergence is: an
         # unseen weak rank-1 problem (N = 4,000, SNR 3.6) missed R-hat (1.014), diverged 7 times lengthened,
         # and converged lengthened at 0.95 (R-hat 1.002, ESS 3,182).
@@ -502,7 +501,7 @@ def ranking(d: Diagnostics, rhat_max: float, leapfrog_steps: float, ess_min: flo
     seconds of one run varied 2×).
     """
     rhat = d.max_rhat if np.isfinite(d.max_rhat) else np.inf
-    ess = min(d.min_ess_bulk, d.min_ess_tail)
+    ess = _smallest_ess(d)
     rate = ess / leapfrog_steps if np.isfinite(ess) and leapfrog_steps > 0 else 0.0
     return (not d.divergences, rhat <= rhat_max, bool(ess >= ess_min), rate)
 
@@ -510,6 +509,15 @@ def ranking(d: Diagnostics, rhat_max: float, leapfrog_steps: float, ess_min: flo
 def short_of_ess(d: Diagnostics, nuts: NUTS) -> bool:
     """Whether a run's one shortfall is its ESS (no divergence, R-hat within ``nuts.rhat_max``, the smallest
     ESS below ``nuts.ess_min``), and twice its draws would reach it (the advice of its warning)."""
-    ess = min(d.min_ess_bulk, d.min_ess_tail)
-    return (not d.divergences and d.max_rhat <= nuts.rhat_max and ess < nuts.ess_min
-            and 2 * ess >= nuts.ess_min)
+    return (not d.divergences and d.max_rhat <= nuts.rhat_max and _smallest_ess(d) < nuts.ess_min
+            and _twice_reaches(d, nuts))
+
+
+def _smallest_ess(d: Diagnostics) -> float:
+    return min(d.min_ess_bulk, d.min_ess_tail)
+
+
+def _twice_reaches(d: Diagnostics, nuts: NUTS) -> bool:
+    """Whether twice the run's smallest ESS reaches ``nuts.ess_min``: what a lengthened run (twice the draws;
+    ESS grows about linearly with them) may reach, so that a run the user kept short stays so."""
+    return 2 * _smallest_ess(d) >= nuts.ess_min
