@@ -612,7 +612,7 @@ def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monke
     script = [(0, 1.05), (1, 1.001), (0, 1.001)]  # (divergences, R-hat) of each run in turn
     ran = []
 
-    def attempt(run, geom, nuts, deep_tree=None):
+    def attempt(run, geom, nuts, watch=None):
         div, rhat = script[len(ran)]
         ran.append((geom.parametrization, geom.target_accept))
         d = _diagnostics(div, rhat)
@@ -658,7 +658,7 @@ def test_the_kept_run_is_not_advised_a_setting_its_fall_back_ran(issue_data, mon
     """``_nuts``, stand-ins: every run diverges, the first (a chart) is kept, and its advice is re-made."""
     ran = []
 
-    def attempt(run, geom, nuts, deep_tree=None):
+    def attempt(run, geom, nuts, watch=None):
         ran.append((geom.parametrization, geom.target_accept or nuts.target_accept))
         group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
                                     target_accept=geom.target_accept or nuts.target_accept)
@@ -802,11 +802,12 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     frame = chart_frame(issue_data, start.theta, 2)
     chartable = dataclasses.replace(frame, snr=np.array([30.0, 12.0]))
     ran = []
+    stop = (9.3, 50.0, geometry.WATCH.why(9.3, 50.0))  # what the stand-in's watched run raises
 
-    def attempt(run, geom, nuts, deep_tree=None):
-        ran.append((geom.parametrization, geom.chart_rank, deep_tree))
-        if deep_tree is not None:
-            raise samplers_module.DeepWarmup(deep_tree + 1.3)
+    def attempt(run, geom, nuts, watch=None):
+        ran.append((geom.parametrization, geom.chart_rank, watch))
+        if watch is not None:
+            raise samplers_module.DeepWarmup(*stop)
         group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank)
         return fit_module._Attempt(xr.DataTree(), _diagnostics(), None, group, ("nutpie", 4, 1000, ""), {})
 
@@ -820,20 +821,29 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
         return fit_module._nuts(run, bb.NUTS(sampler=sampler), "")
 
     kept, record = fit(chartable)
-    assert ran == [("factored", None, geometry.DEEP_TREE), ("chart", 2, None)]
+    assert ran == [("factored", None, geometry.WATCH), ("chart", 2, None)]
     assert kept.group.parametrization == "chart"
     assert re.fullmatch(r"the factored model's warm-up drew trees of mean depth 9\.3 over its draws 50-150 "
                         r">= 8, and was stopped there after \d+ s; 2 of 2 components determined",
                         record["geometry"]["reason"])
     assert record["geometry"]["stopped"]["warmup_depth"] == pytest.approx(9.3)
     assert record["geometry"]["stopped"]["parametrization"] == "factored"
+    # A shallower warm-up stopped because its run was projected to be long says so.
+    stop = (7.4, 213.0, geometry.WATCH.why(7.4, 213.0))
+    kept, record = fit(chartable)
+    assert kept.group.parametrization == "chart"
+    assert re.fullmatch(r"the factored model's warm-up drew trees of mean depth 7\.4 over its draws 50-150 "
+                        r">= 7, the rest of its run projected to take 213 s >= 100 s, and was stopped there "
+                        r"after \d+ s; 2 of 2 components determined", record["geometry"]["reason"])
+    assert record["geometry"]["stopped"]["projected_seconds"] == 213.0
+    stop = (9.3, 50.0, geometry.WATCH.why(9.3, 50.0))
     # A chart short of ESS alone runs once more lengthened, as its advice says, and that run is kept.
     ess = {False: 342.0, True: 627.0}
 
-    def short_chart(run, geom, nuts, deep_tree=None):
-        ran.append((geom.parametrization, geom.lengthened, deep_tree))
-        if deep_tree is not None:
-            raise samplers_module.DeepWarmup(8.4)
+    def short_chart(run, geom, nuts, watch=None):
+        ran.append((geom.parametrization, geom.lengthened, watch))
+        if watch is not None:
+            raise samplers_module.DeepWarmup(8.4, 50.0, watch.why(8.4, 50.0))
         group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
                                     **(diagnostics_module.lengthened(nuts) if geom.lengthened else {}))
         tree = xr.DataTree.from_dict({"sample_stats": xr.Dataset(
@@ -844,19 +854,19 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     monkeypatch.setattr(fit_module, "_nuts_attempt", short_chart)
     ran.clear()
     kept, record = fit(chartable)
-    assert ran == [("factored", False, geometry.DEEP_TREE), ("chart", False, None), ("chart", True, None)]
+    assert ran == [("factored", False, geometry.WATCH), ("chart", False, None), ("chart", True, None)]
     assert kept.group.draws == 2000 and kept.diagnostics.min_ess_bulk == 627.0
     ess[False] = 450.0  # enough ESS: no second run
     ran.clear()
     fit(chartable)
-    assert ran == [("factored", False, geometry.DEEP_TREE), ("chart", False, None)]
+    assert ran == [("factored", False, geometry.WATCH), ("chart", False, None)]
     monkeypatch.setattr(fit_module, "_nuts_attempt", attempt)
     # A block of SNR 5.6 (components at 9 and 7): "auto" refuses it below N_BLOCK, where the ridge looks
     # short, and charts it once the factored model's own trees have measured the ridge long.
     middling = dataclasses.replace(frame, snr=np.array([9.0, 7.0]))
     assert geometry._auto_chart(middling, issue_data, 2, 1.0, None, "long").frame is None
     kept, record = fit(middling)
-    assert ran == [("factored", None, geometry.DEEP_TREE), ("chart", 2, None)]
+    assert ran == [("factored", None, geometry.WATCH), ("chart", 2, None)]
     # Unwatched where "auto" charts nothing on that frame (the issue's block, SNR 3.7), or PyMC samples.
     fit(frame)
     assert ran == [("factored", None, None)]

@@ -120,6 +120,29 @@ def test_the_warm_up_depth_is_read_once_every_chain_has_drawn_the_window():
     assert samplers.warmup_depth(xr.DataTree()) is None
 
 
+def test_the_rest_of_a_run_is_projected_from_its_draws_so_far():
+    last = samplers.WATCH_DRAWS[1]
+    depth = np.full((4, last + 40), 7)
+    # Two chains of four have drawn 150 and 170 of 2,000 draws in 16 s: 8,000 - 320 left at 0.05 s each.
+    tree = _trace_read_while_sampling(depth, np.array([last, last + 20, 0, 0]))
+    assert samplers.remaining_seconds(tree, 16.0, 8000) == pytest.approx(16.0 * 7680 / 320)
+    # Draws after the warm-up count too; a trace with no draw yet projects no end.
+    after = xr.Dataset({"step_size": (("chain", "draw"), np.full((4, 10), 0.3))})
+    grown = xr.DataTree.from_dict({"warmup_sample_stats": tree["warmup_sample_stats"].to_dataset(),
+                                   "sample_stats": after})
+    assert samplers.remaining_seconds(grown, 18.0, 8000) == pytest.approx(18.0 * 7640 / 360)
+    none_yet = _trace_read_while_sampling(depth, np.zeros(4, int))
+    assert samplers.remaining_seconds(none_yet, 1.0, 8000) == np.inf
+
+
+def test_a_watch_stops_deep_trees_and_shallower_ones_in_long_runs():
+    watch = samplers.Watch(8.0, 7.0, 100.0)
+    assert watch.why(7.9, 99.0) is None and watch.why(6.9, 1e6) is None
+    assert watch.why(8.0, 0.0).endswith("mean depth 8.0 over its draws 50-150 >= 8")
+    assert watch.why(7.2, 213.0).endswith(">= 7, the rest of its run projected to take 213 s >= 100 s")
+    assert samplers.Watch(8.0).why(7.9, np.inf) is None
+
+
 def test_a_watched_run_draws_what_an_unwatched_one_draws_and_stops_on_deep_trees(two_data_sets):
     data = two_data_sets[0]
     model = bb.build_model(data, 1)
@@ -127,16 +150,21 @@ def test_a_watched_run_draws_what_an_unwatched_one_draws_and_stops_on_deep_trees
                                   np.random.default_rng(0))
     key = ("watched", data.n)
 
-    def sample(deep_tree):
+    def sample(watch):
         return samplers.sample_nutpie(model, key, start, draws=50, tune=200, chains=2, cores=1, seed=7,
-                                      target_accept=0.9, progressbar=False, deep_tree=deep_tree)
+                                      target_accept=0.9, progressbar=False, watch=watch)
 
-    plain, watched = sample(None), sample(30.0)
+    # Never stopped: no depth reaches 30, and no run of 600 comparisons is projected to take a day.
+    plain, watched = sample(None), sample(samplers.Watch(30.0, 1.0, 86_400.0))
     assert set(watched.children) == set(plain.children)  # no warm-up groups left behind
     for name in ("U", "V"):
         np.testing.assert_array_equal(watched["posterior"][name].values, plain["posterior"][name].values)
     with pytest.raises(samplers.DeepWarmup, match="mean depth") as stop:
-        sample(1.0)  # every tree is at least one level deep
+        sample(samplers.Watch(1.0))  # every tree is at least one level deep
     # The rank-1 factored model on 600 comparisons takes shallow trees (2^2-2^4 leapfrog steps).
     assert 1.0 <= stop.value.depth <= 5.0
     assert plain["sample_stats"]["depth"].mean() == pytest.approx(stop.value.depth, abs=1.0)
+    # A shallower depth stops it where the rest of the run is projected to take long enough.
+    with pytest.raises(samplers.DeepWarmup, match=r"projected to take \d+ s >= 0 s") as long_run:
+        sample(samplers.Watch(30.0, 1.0, 0.0))
+    assert 0.0 <= long_run.value.remaining < 600.0  # 0 where the chains ended before the first read

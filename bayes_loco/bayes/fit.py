@@ -47,7 +47,7 @@ from .diagnostics import (
     vi_diagnostics,
 )
 from .geometry import (
-    DEEP_TREE,
+    WATCH,
     Geometry,
     advised_target,
     check_user_start,
@@ -65,6 +65,7 @@ from .model import balanced_factors, build_model
 from .posterior import Posterior
 from .samplers import (
     DeepWarmup,
+    Watch,
     available_samplers,
     factor_start,
     final_loss,
@@ -284,13 +285,12 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     chart = ridge_chart(geometry, run.data, run.prior.scale, "") if nuts.sampler == "nutpie" else None
     stopped, t0 = {}, time.perf_counter()
     try:
-        runs = [_nuts_attempt(run, geometry, nuts, None if chart is None else DEEP_TREE)]
+        runs = [_nuts_attempt(run, geometry, nuts, None if chart is None else WATCH)]
     except DeepWarmup as stop:
         stopped = {"parametrization": geometry.parametrization, "warmup_depth": stop.depth,
-                   "seconds": time.perf_counter() - t0}
-        geometry = dataclasses.replace(chart, reason=f"the factored model's {stop} >= {DEEP_TREE:g}, and was "
-                                                     f"stopped there after {stopped['seconds']:.0f} s"
-                                                     f"{chart.reason}")
+                   "projected_seconds": stop.remaining, "seconds": time.perf_counter() - t0}
+        geometry = dataclasses.replace(chart, reason=f"the factored model's {stop}, and was stopped there "
+                                                     f"after {stopped['seconds']:.0f} s{chart.reason}")
         runs = [_nuts_attempt(run, geometry, nuts)]
         if short_of_ess(runs[0].diagnostics, nuts):
             # A chart the user did not ask for, short of ESS alone, follows its advice (strangers 9604 #0:
@@ -316,10 +316,10 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     return kept, record
 
 
-def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, deep_tree: float | None = None) -> _Attempt:
+def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None = None) -> _Attempt:
     """One NUTS run in ``geometry``'s coordinates: build the model, sample, arrange the tree, diagnose.
 
-    With ``deep_tree``, nutpie's warm-up is watched (:class:`~.samplers.DeepWarmup`).
+    With ``watch``, nutpie's warm-up is watched (:class:`~.samplers.DeepWarmup`).
     """
     nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank,
                                target_accept=geometry.target_accept or nuts.target_accept,
@@ -339,7 +339,7 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, deep_tree: float | 
     with quiet_pymc(not run.progressbar):
         t0 = time.perf_counter()
         raw = sample_nuts(model, nuts, draw_start, run.seed, run.progressbar, model_key(model, frame, prior),
-                          deep_tree)
+                          watch)
         seconds = time.perf_counter() - t0
     tree = run.arrange(raw, "nuts")
     table = diagnostic_table(tree)

@@ -44,7 +44,8 @@ N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 di
 the larger chart's retries reached (in five of five such fall-backs the smaller chart diverged
 again at 0.9), then the factored model. A factored model that "auto" chose at rank r ≥ 2 because
 its ridge looked short is watched while it tunes (nutpie's; :class:`~.samplers.DeepWarmup`): where
-its warm-up's trees run :data:`DEEP_TREE` deep on average, it is stopped there and the chart "auto"
+its warm-up's trees run :data:`DEEP_TREE` deep on average, or :data:`LONG_RUN_DEPTH` deep where the rest
+of the run is projected to take :data:`LONG_RUN_SECONDS` or more, it is stopped there and the chart "auto"
 runs where the ridge is long takes its place (:func:`ridge_chart`; on dense features the leading SNR
 does not measure the ridge: an unseen N = 4,000 problem took 1,023 leapfrog steps per draw). One
 that diverged on deep trees after tuning is followed by that chart first. A factored model that
@@ -76,6 +77,7 @@ from ..frequentist.fgd import LowRankResult, fit_low_rank
 from ..model import margins
 from ..results import Diagnostics
 from .chart import ANGLE_MAX, SNR_CHARTED_MIN, ChartFrame, chart_frame, partial_frame
+from .samplers import Watch
 from .settings import AUTO, CHART, FACTORED, NUTS
 
 # Charted by "auto" only from this leading signal-to-noise ratio on. Below it the factored model took
@@ -158,6 +160,15 @@ SNR_WEAK_NOISE = 3.0
 # component converged at once in 82 s (ESS per second 13x). Factored runs at N < N_CHART on the paper's
 # simulation take 23-35 steps per draw, so the grids never reach it (docs/results.md, "Strangers").
 DEEP_TREE = 8.0
+# Such a factored run is watched while it tunes and stopped for that chart where its warm-up's trees run
+# DEEP_TREE deep, or LONG_RUN_DEPTH deep (2^7 = 128 steps) where the rest of its run is projected to take
+# LONG_RUN_SECONDS or more. Five unseen problems read 6.96-7.50 in warm-up: four (N = 3,000-4,000,
+# projected 213-234 s on the loaded 2-core machine) drew 3.7-5.2x the factored model's ESS per second
+# charted; one (N = 600, projected 36 s) 0.33x, the chart's compilation outlasting the whole factored fit
+# (docs/results.md, "A watched warm-up").
+LONG_RUN_DEPTH = 7.0
+LONG_RUN_SECONDS = 100.0
+WATCH = Watch(DEEP_TREE, LONG_RUN_DEPTH, LONG_RUN_SECONDS)
 
 
 @dataclass(frozen=True)
