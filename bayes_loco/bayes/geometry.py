@@ -163,7 +163,7 @@ DEEP_TREE = 8.0
 # Such a factored run is watched while it tunes and stopped for that chart where its warm-up's trees run
 # DEEP_TREE deep, or LONG_RUN_DEPTH deep (2^7 = 128 steps) where the rest of its run is projected to take
 # LONG_RUN_SECONDS or more. Five unseen problems read 6.96-7.50 in warm-up: four (N = 3,000-4,000,
-# projected 213-234 s on the loaded 2-core machine) drew 3.7-5.2x the factored model's ESS per second
+# projected 213-234 s on the loaded 2-core machine) drew 3.7-6.1x the factored model's ESS per second
 # charted; one (N = 600, projected 36 s) 0.33x, the chart's compilation outlasting the whole factored fit
 # (docs/results.md, "A watched warm-up").
 LONG_RUN_DEPTH = 7.0
