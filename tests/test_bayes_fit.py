@@ -13,6 +13,7 @@ import json
 import logging
 import os
 import pickle
+import re
 import warnings
 
 import arviz as az
@@ -351,6 +352,18 @@ def test_quiet_without_progressbar(problem, capfd, caplog):
     assert logging.getLogger("pymc").level == level  # restored
     # predictive_draws=0 leaves the prior and the predictive groups out.
     assert not {"prior", "posterior_predictive", "preference_probability"} & set(post.tree.children)
+
+
+def test_each_nuts_run_is_logged_at_info_as_it_starts_and_ends(problem, caplog):
+    caplog.set_level(logging.INFO, logger="bayes_loco.bayes.fit")
+    short_fit(problem, nuts={"draws": 60, "tune": 60, "chains": 2, "cores": 1, "sampler": "pymc",
+                             "parametrization": "factored"}, predictive_draws=0, random_seed=4)
+    lines = [r.getMessage() for r in caplog.records if r.name == "bayes_loco.bayes.fit"]
+    assert len(lines) == 2, lines
+    assert lines[0] == ("NUTS run starts: factored, target_accept 0.9, 2 × (60 + 60) with pymc; "
+                        "nuts.parametrization='factored'")
+    assert re.fullmatch(r"NUTS run ends after \d+ s: \d+ divergences, max R-hat \d\.\d{4}, min ESS \d+",
+                        lines[1])
 
 
 def test_sampler_warning_names_what_to_try(problem):

@@ -18,6 +18,7 @@ groups (:class:`Prior`, :class:`NUTS`, :class:`MAP`, :class:`VI`) are in
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 import warnings
 from dataclasses import dataclass
@@ -78,6 +79,10 @@ from .samplers import (
 )
 from .settings import MAP, METHODS, NUTS, NUTS_SAMPLERS, VI, VI_METHODS, Prior, prior_record, settings_group
 from .ties import tie_prior, tie_record
+
+# Each NUTS run's start and end at INFO: a default fit may run several (docs/design.md, "The chart
+# parametrisation"), and a user waiting on one at N = 100,000 (minutes a run) can see which run and why.
+_LOG = logging.getLogger(__name__)
 
 # What a user imported from here before the split, still importable from here.
 __all__ = ["MAP", "METHODS", "NUTS", "NUTS_SAMPLERS", "VI", "VI_METHODS", "Posterior", "Prior",
@@ -325,6 +330,9 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
                                target_accept=geometry.target_accept or nuts.target_accept,
                                **(lengthened(nuts) if geometry.lengthened else {}))
     frame, prior, grouped = geometry.frame, run.prior, reads_distinct_rows(nuts)
+    chart = "" if frame is None else f" r₁ = {geometry.chart_rank}"
+    _LOG.info("NUTS run starts: %s%s, target_accept %g, %d × (%d + %d) with %s; %s", geometry.parametrization,
+              chart, nuts.target_accept, nuts.chains, nuts.tune, nuts.draws, nuts.sampler, geometry.reason)
     if frame is not None:
         model = build_chart_model(run.data, run.rank, frame, prior=prior, group_rows=grouped)
 
@@ -345,6 +353,8 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     table = diagnostic_table(tree)
     diagnostics, advice = nuts_diagnostics(tree, nuts, seconds, advised_target(geometry, run.data.n),
                                            table=table)
+    _LOG.info("NUTS run ends after %.0f s: %s divergences, max R-hat %.4f, min ESS %.0f", seconds,
+              diagnostics.divergences, diagnostics.max_rhat, diagnostics.min_ess_bulk)
     if diagnostics.warnings and frame is not None and not geometry.automatic:
         diagnostics = note_loose(diagnostics, frame)
     facts = (nuts.sampler, nuts.chains, nuts.draws, "NUTS draws (MCMC)")
