@@ -5,7 +5,10 @@ cell fits the same data from the same frequentist start with each sampler in ``-
 its log density compiled by numba for the CPU; ``nutpie-jax``: jitted by JAX on JAX's default device,
 nutpie's ``backend="jax"``; ``numpyro``) and the
 same chart (``--chart-rank`` r₁ components charted; ``fit_posterior``'s "chart" with that
-``chart_rank``, so no fall-back can swap the coordinates between samplers). The table gives the
+``chart_rank``, so no fall-back can swap the coordinates between samplers). ``default`` is instead
+``fit_posterior(data, --rank)`` with every default but the length (its own start, coordinates,
+sampler and retries; the table's statistics are of the run it kept), each of its NUTS runs logged
+as it starts and ends: the whole default's time, on the device where it ran. The table gives the
 mean leapfrog steps per draw, the smallest bulk and tail ESS and the largest R-hat over Θ and
 θ_rtv (``Posterior.diagnostics``), the divergences, the sampler's own seconds and the whole fit's,
 and per cell the ratio of each JAX path's steps per draw to nutpie's (issue #32's bar: ≤ 1.3).
@@ -17,12 +20,14 @@ alternatives to the package's own. Run where a GPU is present, and on the CPU fo
     .venv/bin/python benchmarks/bench_jax.py --sizes 10000 --imbalance 1 --chart-rank 2
     .venv/bin/python benchmarks/bench_jax.py --sizes 10000 100000 --imbalance 10 --chart-rank 1 \\
         --samplers nutpie-jax
+    .venv/bin/python benchmarks/bench_jax.py --sizes 100000 --imbalance 10 --samplers default
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import time
 import warnings
 
@@ -33,7 +38,7 @@ import pymc as pm
 import bayes_loco as bl
 from bayes_loco import bayes as bb
 
-SAMPLERS = ["nutpie", "nutpie-jax", "numpyro"]
+SAMPLERS = ["nutpie", "nutpie-jax", "numpyro", "default"]
 
 
 def with_kernel_options(options: dict):
@@ -49,8 +54,11 @@ def with_kernel_options(options: dict):
 
 
 def run_cell(data, start, sampler: str, args) -> dict:
-    nuts = {"draws": args.draws, "tune": args.tune, "chains": args.chains, "sampler": sampler.split("-")[0],
-            "parametrization": "chart", "chart_rank": args.chart_rank}
+    nuts = {"draws": args.draws, "tune": args.tune, "chains": args.chains}
+    if sampler == "default":
+        start = None
+    else:
+        nuts |= {"sampler": sampler.split("-")[0], "parametrization": "chart", "chart_rank": args.chart_rank}
     if sampler.startswith("nutpie"):
         nuts["backend"] = "jax" if sampler == "nutpie-jax" else "numba"
     t0 = time.perf_counter()
@@ -81,6 +89,9 @@ def main():
     parser.add_argument("--kernel", type=json.loads, default={}, help="extra numpyro NUTS options (JSON)")
     parser.add_argument("--out", default="jax_vs_nutpie.csv")
     args = parser.parse_args()
+    # The default's runs (bayes_loco.bayes.fit logs each), and this script's phase lines, as they happen.
+    logging.basicConfig(level=logging.WARNING, format="# %(asctime)s %(message)s", datefmt="%H:%M:%S")
+    logging.getLogger("bayes_loco.bayes.fit").setLevel(logging.INFO)
     if args.kernel:
         pm.sample = with_kernel_options(args.kernel)
     problem = bl.simulate.paper_problem(rank=args.rank, imbalance=args.imbalance)
@@ -90,7 +101,8 @@ def main():
     for n in args.sizes:
         t0 = time.perf_counter()
         data = problem.sample(n, seed=args.seed)
-        start = bl.fit_low_rank(data, args.rank, ridge=1.0)
+        # The forced charts' shared start (the default makes its own).
+        start = bl.fit_low_rank(data, args.rank, ridge=1.0) if set(args.samplers) - {"default"} else None
         # A phase line, so that a run stopped at a device call's limit still says how far it got.
         print(f"# N = {n}: data and start in {time.perf_counter() - t0:.1f} s", flush=True)
         for sampler in args.samplers:
