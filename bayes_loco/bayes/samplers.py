@@ -282,8 +282,9 @@ def remaining_seconds(tree: xr.DataTree, elapsed: float, total: int) -> float:
     """The seconds the rest of a run is projected to take: ``elapsed`` for the draws in nutpie's ``tree`` so
     far (those of every chain, warm-up and after), the same per draw for the rest of ``total``.
 
-    An overestimate from the warm-up's first draws, which take longer trees than the later ones
-    (by 1.3-2.7× on five unseen problems).
+    An overestimate where the warm-up's first draws take longer trees than the later ones: on
+    five unseen problems it exceeded the whole factored run's logged seconds by 1.2-2.8× (docs/results.md,
+    "A watched warm-up"; the two were timed under different loads).
     """
     drawn = sum(int(np.isfinite(tree[name]["step_size"].values).sum())
                 for name in ("warmup_sample_stats", "sample_stats") if name in tree.children)
