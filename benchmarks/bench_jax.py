@@ -89,7 +89,7 @@ def main():
     parser.add_argument("--kernel", type=json.loads, default={}, help="extra numpyro NUTS options (JSON)")
     parser.add_argument("--out", default="jax_vs_nutpie.csv")
     args = parser.parse_args()
-    # The default's runs (bayes_loco.bayes.fit logs each), and this script's phase lines, as they happen.
+    # Each NUTS run of the default as it starts and ends (bayes_loco.bayes.fit logs them at INFO).
     logging.basicConfig(level=logging.WARNING, format="# %(asctime)s %(message)s", datefmt="%H:%M:%S")
     logging.getLogger("bayes_loco.bayes.fit").setLevel(logging.INFO)
     if args.kernel:
