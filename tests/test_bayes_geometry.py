@@ -607,6 +607,33 @@ def test_a_chart_of_steady_components_is_retried_at_0_99_too(issue_data):
     np.testing.assert_array_equal(frame.snr, full.snr)
 
 
+def test_a_partial_chart_at_large_n_starts_at_the_retry_target(monkeypatch):
+    # N = 20,000, q = 1, diagonal Θ* of rank 1 fitted at 2 (unseen; SNRs 43.7, 2.1): the chart of r₁ = 1
+    # diverged 4 times at 0.9, once at 0.95 and not at 0.99; every partial chart seen from N = 15,000 on
+    # diverged at 0.9.
+    data = bl.simulate.paper_problem(10, 3, 5, 1, 1.0, 3346, theta_kind="diagonal").sample(20000, seed=9591)
+    start, _, _ = geometry.default_start(data, 2, 0.0, 1.0)
+    chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
+    assert (chosen.parametrization, chosen.chart_rank, chosen.automatic) == ("chart", 1, True)
+    assert chosen.target_accept == geometry.RETRY_TARGET_ACCEPT == 0.95
+    assert chosen.reason.endswith("; target_accept 0.95 from the start (a partial chart at N >= 15000)")
+    # Its ladder skips the 0.95 it started at; the factored model after it starts at the user's target.
+    latest = _ran(1)
+    ladder = [(g.chart_rank, g.target_accept) for g in geometry.fallbacks(chosen, data, 1.0, AT_90, latest)]
+    assert ladder == [(1, 0.99), (None, None), (None, 0.95), (None, 0.99)]
+    # The run's target is never below the user's.
+    targets = [chosen.target(bb.NUTS(target_accept=t)) for t in (0.8, 0.9, 0.95, 0.99)]
+    assert targets == [0.95, 0.95, 0.95, 0.99]
+    assert dataclasses.replace(chosen, target_accept=None).target(AT_90) == 0.9
+    # Below N_PARTIAL_RETRY, and for a full chart at any N, the chart starts at the user's target.
+    monkeypatch.setattr(geometry, "N_PARTIAL_RETRY", data.n + 1)
+    below = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
+    assert (below.chart_rank, below.target_accept) == (1, None) and "from the start" not in below.reason
+    monkeypatch.undo()
+    full = geometry.choose_geometry(data, 1, bl.fit_low_rank(data, 1).theta, 1.0, "auto", None)
+    assert (full.parametrization, full.chart_rank, full.target_accept) == ("chart", 1, None)
+
+
 def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monkeypatch):
     """``_nuts``, a stand-in sampler: the chart mixes badly, the factored model diverges, its retry not."""
     script = [(0, 1.05), (1, 1.001), (0, 1.001)]  # (divergences, R-hat) of each run in turn

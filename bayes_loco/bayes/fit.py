@@ -327,7 +327,7 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     With ``watch``, nutpie's warm-up is watched (:class:`~.samplers.DeepWarmup`).
     """
     nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank,
-                               target_accept=geometry.target_accept or nuts.target_accept,
+                               target_accept=geometry.target(nuts),
                                **(lengthened(nuts) if geometry.lengthened else {}))
     frame, prior, grouped = geometry.frame, run.prior, reads_distinct_rows(nuts)
     chart = "" if frame is None else f" r₁ = {geometry.chart_rank}"

@@ -30,6 +30,9 @@ warm-up coming back. The posterior itself is proper (the prior bounds it), so th
 default start is then the ridge fit with λ = 1/s² (:data:`START_RIDGE` over the prior's
 scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 
+A partial chart from N = :data:`N_PARTIAL_RETRY` on starts at ``target_accept``
+:data:`RETRY_TARGET_ACCEPT`: every one seen there diverged at 0.9.
+
 **Fall-back.** A chart chosen by ``"auto"`` that still shows trouble after sampling
 (a divergence, or R-hat above ``nuts.rhat_max``) is followed by :func:`fallbacks` on the
 same data and settings, each run only while the last one is troubled: where it diverged,
@@ -113,6 +116,13 @@ RETRY_TARGET_ACCEPT = 0.95
 # at RETRY_TARGET_ACCEPT runs at STEADY_TARGET_ACCEPT too, as its advice says: an unseen problem (continuous
 # features, skewed actions, N = 1,500, r = 1) diverged once at 0.9 and once at 0.95, and not at 0.99.
 SNR_STEADY = 10.0
+# A partial chart (r₁ < r) from this N on starts at RETRY_TARGET_ACCEPT: there its factored weak block sits
+# about components a few standard deviations from 0, and every such chart seen diverged at 0.9: five unseen
+# problems at N = 15,000-20,000 (4-26 divergences) and the §5.1 q = 10 problem at N = 100,000 (1 and 3
+# divergences on two GPUs), each then run again. At N = 10,000 nine of the grids' ten partial charts
+# diverged at 0.9 too, but §5.1's q = 10 chart did not (34.4 steps per draw, the issue's bar) and at 0.95
+# missed R-hat once (1.011), so below this N the chart starts at the user's target.
+N_PARTIAL_RETRY = 15000
 STEADY_TARGET_ACCEPT = 0.99
 # A smaller chart's boundary r' must sit at a gap σ̂_{r'} ≥ GAP_MIN σ̂_{r'+1}: across a narrower one the
 # posterior swaps the components and the chart's ratio coordinates inherit the swap. Across 1.35 (§5.1,
@@ -185,8 +195,9 @@ class Geometry:
     automatic : bool
         Chosen by ``"auto"``: the fit may fall back to the factored model.
     target_accept : float or None
-        The step-size adaptation's target where it is not ``nuts.target_accept``
-        (a divergent run's retry, :data:`RETRY_TARGET_ACCEPT`); None: the user's.
+        The step-size adaptation's target where it is above ``nuts.target_accept``
+        (a divergent run's retry, or a partial chart at N ≥ :data:`N_PARTIAL_RETRY`:
+        :data:`RETRY_TARGET_ACCEPT`); None: the user's. :meth:`target` is the one that runs.
     lengthened : bool
         Twice the user's tuning and draws (:func:`~.diagnostics.lengthened`: a
         factored run whose chains disagreed, run again as its advice says).
@@ -210,6 +221,10 @@ class Geometry:
     @property
     def chart_rank(self) -> int | None:
         return None if self.frame is None else self.frame.chart_rank
+
+    def target(self, nuts: NUTS) -> float:
+        """The ``target_accept`` this run adapts to: the geometry's, never below ``nuts.target_accept``."""
+        return max(self.target_accept or 0.0, nuts.target_accept)
 
 
 def largest_margin(theta: np.ndarray, data: PreferenceData) -> float:
@@ -326,9 +341,14 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
         angles, snrs = np.array2string(frame.angles, precision=2), np.array2string(frame.snr, precision=1)
         return Geometry(None, f"no component is determined: angles {angles} rad (at most {ANGLE_MAX:g} to "
                               f"chart), signal-to-noise ratios {snrs} (at least {SNR_CHARTED_MIN:g})", True)
-    if r1 < rank:
-        frame = partial_frame(frame, data, r1, scale)
-    return Geometry(frame, f"{why}; {r1} of {rank} components determined", True)
+    why = f"{why}; {r1} of {rank} components determined"
+    if r1 == rank:
+        return Geometry(frame, why, True)
+    frame = partial_frame(frame, data, r1, scale)
+    if data.n < N_PARTIAL_RETRY:
+        return Geometry(frame, why, True)
+    return Geometry(frame, f"{why}; target_accept {RETRY_TARGET_ACCEPT:g} from the start (a partial chart "
+                           f"at N >= {N_PARTIAL_RETRY})", True, RETRY_TARGET_ACCEPT)
 
 
 def _weak_block_trouble(frame: ChartFrame, r1: int) -> str:
@@ -474,7 +494,7 @@ def _retries(geometry: Geometry, nuts: NUTS, latest: Callable[[], Diagnostics]) 
     frame = geometry.frame
     steady = frame is None or frame.snr[: frame.chart_rank].min() >= SNR_STEADY
     for target in (RETRY_TARGET_ACCEPT, STEADY_TARGET_ACCEPT) if steady else (RETRY_TARGET_ACCEPT,):
-        if (geometry.target_accept or nuts.target_accept) < target and latest().divergences:
+        if geometry.target(nuts) < target and latest().divergences:
             geometry = dataclasses.replace(geometry, target_accept=target)
             yield geometry
     return geometry
