@@ -117,11 +117,13 @@ RETRY_TARGET_ACCEPT = 0.95
 # features, skewed actions, N = 1,500, r = 1) diverged once at 0.9 and once at 0.95, and not at 0.99.
 SNR_STEADY = 10.0
 # A partial chart (r₁ < r) from this N on starts at RETRY_TARGET_ACCEPT: there its factored weak block sits
-# about components a few standard deviations from 0, and every such chart seen diverged at 0.9: five unseen
-# problems at N = 15,000-20,000 (4-26 divergences) and the §5.1 q = 10 problem at N = 100,000 (1 and 3
-# divergences on two GPUs), each then run again. At N = 10,000 nine of the grids' ten partial charts
-# diverged at 0.9 too, but §5.1's q = 10 chart did not (34.4 steps per draw, the issue's bar) and at 0.95
-# missed R-hat once (1.011), so below this N the chart starts at the user's target.
+# about components a few standard deviations from 0, and nine of ten such charts seen diverged at 0.9 and
+# ran again (eight unseen problems at N = 15,000-30,000, 1-26 divergences; §5.1 at q = 10, N = 100,000, 1
+# and 3 on two GPUs). On four more unseen ones (N = 20,000-30,000) the default drew 4.9, 1.16 and 1.40x
+# its former ESS per second, and 0.60x on the one whose chart had converged at 0.9 (docs/results.md, "A
+# partial chart at large N"). At N = 10,000 nine of the grids' ten partial charts diverged at 0.9 too, but
+# §5.1's q = 10 chart did not (34.4 steps per draw, the issue's bar) and at 0.95 missed R-hat once
+# (1.011), so below this N the chart starts at the user's target.
 N_PARTIAL_RETRY = 15000
 STEADY_TARGET_ACCEPT = 0.99
 # A smaller chart's boundary r' must sit at a gap σ̂_{r'} ≥ GAP_MIN σ̂_{r'+1}: across a narrower one the
