@@ -31,7 +31,7 @@ default start is then the ridge fit with λ = 1/s² (:data:`START_RIDGE` over th
 scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 
 A partial chart from N = :data:`N_PARTIAL_RETRY` on starts at ``target_accept``
-:data:`RETRY_TARGET_ACCEPT`: every one seen there diverged at 0.9.
+:data:`RETRY_TARGET_ACCEPT`: nine of ten seen there diverged at 0.9.
 
 **Fall-back.** A chart chosen by ``"auto"`` that still shows trouble after sampling
 (a divergence, or R-hat above ``nuts.rhat_max``) is followed by :func:`fallbacks` on the
@@ -116,6 +116,7 @@ RETRY_TARGET_ACCEPT = 0.95
 # at RETRY_TARGET_ACCEPT runs at STEADY_TARGET_ACCEPT too, as its advice says: an unseen problem (continuous
 # features, skewed actions, N = 1,500, r = 1) diverged once at 0.9 and once at 0.95, and not at 0.99.
 SNR_STEADY = 10.0
+STEADY_TARGET_ACCEPT = 0.99
 # A partial chart (r₁ < r) from this N on starts at RETRY_TARGET_ACCEPT: there its factored weak block sits
 # about components a few standard deviations from 0, and nine of ten such charts seen diverged at 0.9 and
 # ran again (eight unseen problems at N = 15,000-30,000, 1-26 divergences; §5.1 at q = 10, N = 100,000, 1
@@ -125,7 +126,6 @@ SNR_STEADY = 10.0
 # §5.1's q = 10 chart did not (34.4 steps per draw, the issue's bar) and at 0.95 missed R-hat once
 # (1.011), so below this N the chart starts at the user's target.
 N_PARTIAL_RETRY = 15000
-STEADY_TARGET_ACCEPT = 0.99
 # A smaller chart's boundary r' must sit at a gap σ̂_{r'} ≥ GAP_MIN σ̂_{r'+1}: across a narrower one the
 # posterior swaps the components and the chart's ratio coordinates inherit the swap. Across 1.35 (§5.1,
 # q = 10, N = 10,000, r₁ = 2) the chart diverged 38 times; on four equal singular values (q = 30,
