@@ -31,7 +31,7 @@ default start is then the ridge fit with λ = 1/s² (:data:`START_RIDGE` over th
 scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 
 A partial chart from N = :data:`N_PARTIAL_RETRY` on starts at ``target_accept``
-:data:`RETRY_TARGET_ACCEPT`: nine of ten seen there diverged at 0.9.
+:data:`RETRY_TARGET_ACCEPT`: 11 of 13 seen there diverged at 0.9.
 
 **Fall-back.** A chart chosen by ``"auto"`` that still shows trouble after sampling
 (a divergence, or R-hat above ``nuts.rhat_max``) is followed by :func:`fallbacks` on the
@@ -118,13 +118,13 @@ RETRY_TARGET_ACCEPT = 0.95
 SNR_STEADY = 10.0
 STEADY_TARGET_ACCEPT = 0.99
 # A partial chart (r₁ < r) from this N on starts at RETRY_TARGET_ACCEPT: there its factored weak block sits
-# about components a few standard deviations from 0, and nine of ten such charts seen diverged at 0.9 and
-# ran again (eight unseen problems at N = 15,000-30,000, 1-26 divergences; §5.1 at q = 10, N = 100,000, 1
-# and 3 on two GPUs). On four more unseen ones (N = 20,000-30,000) the default drew 4.9, 1.16 and 1.40x
-# its former ESS per second, and 0.60x on the one whose chart had converged at 0.9 (docs/results.md, "A
-# partial chart at large N"). At N = 10,000 nine of the grids' ten partial charts diverged at 0.9 too, but
-# §5.1's q = 10 chart did not (34.4 steps per draw, the issue's bar) and at 0.95 missed R-hat once
-# (1.011), so below this N the chart starts at the user's target.
+# about components a few standard deviations from 0, and 11 of 13 such charts seen diverged at 0.9 and
+# ran again (unseen problems at N = 15,000-30,000, 1-114 divergences; §5.1 at q = 10, N = 100,000, 1 and 3
+# on two GPUs). On seven of them (N = 15,000-30,000) the default drew 1.16-4.9x its former ESS per second
+# where the chart had diverged at 0.9, and 0.60x and 0.70x on the two whose chart had not (geometric mean
+# 1.36x; docs/results.md, "A partial chart at large N"). At N = 10,000 nine of the grids' ten partial
+# charts diverged at 0.9 too, but §5.1's q = 10 chart did not (34.4 steps per draw, the issue's bar) and
+# at 0.95 missed R-hat once (1.011), so below this N the chart starts at the user's target.
 N_PARTIAL_RETRY = 15000
 # A smaller chart's boundary r' must sit at a gap σ̂_{r'} ≥ GAP_MIN σ̂_{r'+1}: across a narrower one the
 # posterior swaps the components and the chart's ratio coordinates inherit the swap. Across 1.35 (§5.1,
