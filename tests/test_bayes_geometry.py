@@ -644,7 +644,7 @@ def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monke
         ran.append((geom.parametrization, geom.target_accept))
         d = _diagnostics(div, rhat)
         group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
-                                    target_accept=geom.target_accept or nuts.target_accept)
+                                    target_accept=geom.target(nuts))
         return fit_module._Attempt(xr.DataTree(), d, None, group, ("nutpie", 4, 1000, ""), {})
 
     start = bl.fit_low_rank(issue_data, 2)
@@ -686,9 +686,9 @@ def test_the_kept_run_is_not_advised_a_setting_its_fall_back_ran(issue_data, mon
     ran = []
 
     def attempt(run, geom, nuts, watch=None):
-        ran.append((geom.parametrization, geom.target_accept or nuts.target_accept))
+        ran.append((geom.parametrization, geom.target(nuts)))
         group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
-                                    target_accept=geom.target_accept or nuts.target_accept)
+                                    target_accept=geom.target(nuts))
         # A real tree is not needed: no run has leapfrog steps, so the ranking keeps the first.
         advice = diagnostics_module._advice(group, 1, False, False)
         return fit_module._Attempt(xr.DataTree(), _diagnostics(4 - len(ran) // 4), None, group,
