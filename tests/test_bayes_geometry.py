@@ -808,14 +808,15 @@ def test_a_short_looking_ridge_that_diverged_on_deep_trees_is_followed_by_the_ch
         latest["run"] = next(runs, None)
     assert ladder == [("chart", None, False), ("factored", 0.95, False), ("factored", 0.95, True)]
     # Not on shallow trees, without a divergence, after a retry, without a declined frame, nor where "auto"
-    # refuses the chart on a long ridge too (the issue's own block: SNR 3.7 < 10 below N_BLOCK).
+    # refuses the chart on a long ridge too and a component is noise (SNR 2.5 < SNR_WEAK_NOISE).
+    noisy = dataclasses.replace(frame, snr=np.array([5.5, 2.5]))
     shallow = _ran(2, depth=geometry.DEEP_TREE - 0.5)
     assert following(factored, shallow) == [("factored", None, 0.95, False), ("factored", None, 0.99, False)]
     assert following(factored, _ran(0, rhat=1.05, depth=9.5)) == [("factored", None, None, True)]
     assert following(dataclasses.replace(factored, target_accept=0.95), deep) == [
         ("factored", None, 0.99, False)]
     assert following(dataclasses.replace(factored, short_ridge_frame=None), deep)[0][0] == "factored"
-    assert following(dataclasses.replace(factored, short_ridge_frame=frame), deep)[0][0] == "factored"
+    assert following(dataclasses.replace(factored, short_ridge_frame=noisy), deep)[0][0] == "factored"
     # The user's target 0.99: the chart, and no factored retry left to run.
     assert following(factored, deep, target=0.99) == [("chart", 2, None, False)]
 
@@ -894,10 +895,41 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     assert geometry._auto_chart(middling, issue_data, 2, 1.0, None, "long").frame is None
     kept, record = fit(middling)
     assert ran == [("factored", None, geometry.WATCH), ("chart", 2, None)]
-    # Unwatched where "auto" charts nothing on that frame (the issue's block, SNR 3.7), or PyMC samples.
-    fit(frame)
+    # Unwatched where "auto" charts nothing on that frame (a block of SNR 2.3, one component noise), or
+    # where PyMC samples.
+    fit(dataclasses.replace(frame, snr=np.array([5.5, 2.5])))
     assert ran == [("factored", None, None)]
     fit(None)
     assert ran == [("factored", None, None)]
     fit(chartable, sampler="pymc")
     assert ran == [("factored", None, None)]
+
+
+# Both determined, their block 4.2 < 5; the issue's own frame (block 3.7); neither determined (SNR < 5) and
+# neither noise; a noise component; a loose column space.
+@pytest.mark.parametrize(("snr", "angles", "full"), [
+    ((6.0, 6.0), (0.1, 0.1), True), ((5.46, 5.13), (0.22, 0.35), True), ((4.7, 4.5), (0.1, 0.1), True),
+    ((6.0, 2.9), (0.1, 0.1), False), ((6.0, 6.0), (0.6, 0.1), False)])
+def test_a_measured_ridge_charts_every_component_where_none_is_noise(issue_data, snr, angles, full):
+    """Strangers 9607 #6 (SNRs 6.1, 10.0, 8.9, 4.7; the block of the three determined 4.5 < 5): the factored
+    model took 531 steps per draw and no chart was offered; the full chart converged at 3.9x its ESS per
+    second (docs/results.md, "The full chart after a deep warm-up")."""
+    start = bl.fit_low_rank(issue_data, 2)
+    stand_in = dataclasses.replace(chart_frame(issue_data, start.theta, 2), snr=np.array(snr),
+                                   angles=np.array(angles))
+    factored = geometry.Geometry(None, "short ridge", True, short_ridge_frame=stand_in)
+    # "auto" itself charts nothing on the measured ridge: a block below SNR_BLOCK_MIN, or none determined.
+    assert geometry._auto_chart(stand_in, issue_data, 2, 1.0, None, "", measured=True).frame is None
+    chart = geometry.ridge_chart(factored, issue_data, 1.0, "")
+    if not full:
+        assert chart is None
+        return
+    assert (chart.parametrization, chart.chart_rank, chart.automatic) == ("chart", 2, True)
+    assert chart.target_accept is None
+    block = geometry.block_snr(stand_in, 2)
+    assert chart.reason == ("; all 2 components charted, none of them noise (each 3 or more standard "
+                            "deviations from 0, within 0.5 rad): the full chart has no weak block, though "
+                            f"its block's SNR is {block:.1f}")
+    # A factored model at a retry's target is not replaced (as for any chart).
+    retried = dataclasses.replace(factored, target_accept=0.95)
+    assert geometry.ridge_chart(retried, issue_data, 1.0, "") is None

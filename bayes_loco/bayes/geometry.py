@@ -477,13 +477,23 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     Only for a factored model ``"auto"`` chose on the leading SNR (``short_ridge_frame``) at the
     user's target; the chart is the one ``"auto"`` runs where the ridge is long (the same refusals,
     but a block of several components needs :data:`SNR_BLOCK_MIN` at any N: the factored model's
-    trees measured the ridge), at the user's target. None where ``"auto"`` would chart nothing there.
+    trees measured the ridge), at the user's target. Where ``"auto"`` would chart nothing there, the full
+    chart if every component stands :data:`SNR_WEAK_NOISE` or more standard deviations from 0 and within
+    ``ANGLE_MAX`` radians of its column space (no weak block to couple with), else None.
     """
     frame = geometry.short_ridge_frame
     if frame is None or geometry.target_accept is not None:
         return None
     chart = _auto_chart(frame, data, frame.rank, scale, None, why, measured=True)
-    return chart if chart.frame is not None else None
+    if chart.frame is not None:
+        return chart
+    if frame.snr.min() >= SNR_WEAK_NOISE and frame.angles.max() <= ANGLE_MAX:
+        none = (f"none of them noise (each {SNR_WEAK_NOISE:g} or more standard deviations from 0, within "
+                f"{ANGLE_MAX:g} rad)")
+        block = block_snr(frame, frame.rank)
+        return Geometry(frame, f"{why}; all {frame.rank} components charted, {none}: the full chart has no "
+                               f"weak block, though its block's SNR is {block:.1f}", True)
+    return None
 
 
 def _retries(geometry: Geometry, nuts: NUTS, latest: Callable[[], Diagnostics]) -> Iterator[Geometry]:
