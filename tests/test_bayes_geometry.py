@@ -495,7 +495,8 @@ def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypat
     start = bl.fit_low_rank(issue_data, 2)
     named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", None)
     assert list(geometry.fallbacks(named, issue_data, 1.0, AT_90, latest=_ran())) == []
-    frame = chart_frame(issue_data, start.theta, 2)
+    # A block "auto" charts (SNR 6.0 >= SNR_BLOCK_MIN; the issue's own is 3.7), its components not steady.
+    frame = dataclasses.replace(chart_frame(issue_data, start.theta, 2), snr=np.array([9.0, 8.0]))
     auto = geometry.Geometry(frame, "charted", True)
     # The smaller chart's frame (a Fisher information over the data) is built only when it is reached.
     built = []
@@ -717,7 +718,9 @@ def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
     frame = chart_frame(issue_data, start.theta, 2)
 
     def values(*sv, r1):
-        return dataclasses.replace(frame, singular_values=np.array(sv), chart_rank=r1)
+        # Components whose block "auto" charts (SNR 8.0 for r₁ = 4), not all steady.
+        snr = np.array([30.0, 30.0, 30.0, 9.0, 9.0])[: len(sv)]
+        return dataclasses.replace(frame, singular_values=np.array(sv), chart_rank=r1, snr=snr)
 
     # The unseen q = 30 problem's start (four equal singular values in Θ*): no boundary below r₁ = 4.
     no_gap = values(3.30, 2.69, 2.48, 1.71, 1.11, r1=4)
@@ -933,3 +936,12 @@ def test_a_measured_ridge_charts_every_component_where_none_is_noise(issue_data,
     # A factored model at a retry's target is not replaced (as for any chart).
     retried = dataclasses.replace(factored, target_accept=0.95)
     assert geometry.ridge_chart(retried, issue_data, 1.0, "") is None
+    # Troubled, it falls back to the factored model at once (strangers 9612 #6: its retry at 0.95 and the
+    # smaller chart failed too); a chart whose block reaches the floor is retried first.
+    def ladder(chart):
+        return [(g.parametrization, g.chart_rank, g.target_accept)
+                for g in geometry.fallbacks(chart, issue_data, 1.0, AT_90, _ran(3))]
+
+    assert ladder(chart) == [("factored", None, None), ("factored", None, 0.95), ("factored", None, 0.99)]
+    steady = dataclasses.replace(chart, frame=dataclasses.replace(stand_in, snr=np.array([12.0, 12.0])))
+    assert ladder(steady)[:2] == [("chart", 2, 0.95), ("chart", 2, 0.99)]

@@ -50,7 +50,8 @@ its ridge looked short is watched while it tunes (nutpie's; :class:`~.samplers.D
 its warm-up's trees run :data:`DEEP_TREE` deep on average, or :data:`LONG_RUN_DEPTH` deep where the rest
 of the run is projected to take :data:`LONG_RUN_SECONDS` or more, it is stopped there and the chart "auto"
 runs where the ridge is long takes its place (:func:`ridge_chart`; on dense features the leading SNR
-does not measure the ridge: an unseen N = 4,000 problem took 1,023 leapfrog steps per draw). One
+does not measure the ridge: an unseen N = 4,000 problem took 1,023 leapfrog steps per draw), or, where
+"auto" would chart nothing there and no component is noise, the full chart, which has no weak block. One
 that diverged on deep trees after tuning is followed by that chart first. A factored model that
 "auto" chose, or fell back to, follows its own advice once per cause: where it diverged, it runs again at
 :data:`RETRY_TARGET_ACCEPT` (an unseen problem, N = 6,000 at q = 30, diverged once at 0.9 and
@@ -409,12 +410,13 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
 
     None for coordinates the user named. ``nuts`` holds the user's settings; ``latest``
     gives the diagnostics of the run that ran last, asked when a retry is reached. For an
-    automatic chart: where it diverged, the same chart at :data:`RETRY_TARGET_ACCEPT`, and
-    where that diverged too and its charted components are steady (SNR ≥ :data:`SNR_STEADY`)
+    automatic chart whose block (:func:`block_snr`) reaches :data:`SNR_BLOCK_MIN`: where it
+    diverged, the same chart at :data:`RETRY_TARGET_ACCEPT`, and where that diverged too and
+    its charted components are steady (SNR ≥ :data:`SNR_STEADY`)
     at :data:`STEADY_TARGET_ACCEPT`; for r₁ ≥ 2 components the chart of the leading
     :func:`smaller_chart_rank` ones where a gap allows (its frame built only when reached),
     at the target the larger chart's retries reached and retried the same way above it; then
-    the factored model, at the user's ``target_accept``. An
+    the factored model, at the user's ``target_accept`` (at once for a block below the floor). An
     automatic factored model, chosen first or reached so, follows its own advice once per
     cause: where it diverged, the same at :data:`RETRY_TARGET_ACCEPT`, then at
     :data:`STEADY_TARGET_ACCEPT`; where its R-hat
@@ -430,15 +432,19 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         yield chart
         latest = _first_answer(first, latest)  # the factored model's retries follow its run, not the chart's
     if geometry.frame is not None:
-        retried = yield from _retries(geometry, nuts, latest)
-        smaller = smaller_chart_rank(geometry.frame)
-        if smaller is not None:
-            # Its retries' target: in five of five fall-backs past a divergent retry, the smaller chart
-            # diverged again at the user's target (docs/results.md, "A fourth grid").
-            chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True,
-                             retried.target_accept)
-            yield chart
-            yield from _retries(chart, nuts, latest)
+        # A block below the floor (the watch's full chart) goes straight to the factored model: such charts'
+        # retries failed in three of three (docs/results.md, "The charted block", "The full chart after a
+        # deep warm-up").
+        if block_snr(geometry.frame, geometry.frame.chart_rank) >= SNR_BLOCK_MIN:
+            retried = yield from _retries(geometry, nuts, latest)
+            smaller = smaller_chart_rank(geometry.frame)
+            if smaller is not None:
+                # Its retries' target: in five of five fall-backs past a divergent retry, the smaller chart
+                # diverged again at the user's target (docs/results.md, "A fourth grid").
+                chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True,
+                                 retried.target_accept)
+                yield chart
+                yield from _retries(chart, nuts, latest)
         geometry = dataclasses.replace(geometry, frame=None, target_accept=None)
         yield geometry
     geometry = yield from _retries(geometry, nuts, latest)
