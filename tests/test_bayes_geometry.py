@@ -898,6 +898,9 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     assert geometry._auto_chart(middling, issue_data, 2, 1.0, None, "long").frame is None
     kept, record = fit(middling)
     assert ran == [("factored", None, geometry.WATCH), ("chart", 2, None)]
+    # A partial chart (the second component not determined) is watched for deep trees only.
+    fit(dataclasses.replace(frame, snr=np.array([30.0, 4.0])))
+    assert ran == [("factored", None, geometry.PARTIAL_WATCH), ("chart", 1, None)]
     # Unwatched where "auto" charts nothing on that frame (a block of SNR 2.3, one component noise), or
     # where PyMC samples.
     fit(dataclasses.replace(frame, snr=np.array([5.5, 2.5])))
@@ -909,10 +912,10 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
 
 
 # Both determined, their block 4.2 < 5; the issue's own frame (block 3.7); neither determined (SNR < 5) and
-# neither noise; a noise component; a loose column space.
+# neither noise (block 3.25); a noise component; a loose column space; neither noise, but a block of 2.3.
 @pytest.mark.parametrize(("snr", "angles", "full"), [
     ((6.0, 6.0), (0.1, 0.1), True), ((5.46, 5.13), (0.22, 0.35), True), ((4.7, 4.5), (0.1, 0.1), True),
-    ((6.0, 2.9), (0.1, 0.1), False), ((6.0, 6.0), (0.6, 0.1), False)])
+    ((6.0, 2.9), (0.1, 0.1), False), ((6.0, 6.0), (0.6, 0.1), False), ((3.4, 3.1), (0.1, 0.1), False)])
 def test_a_measured_ridge_charts_every_component_where_none_is_noise(issue_data, snr, angles, full):
     """Strangers 9607 #6 (SNRs 6.1, 10.0, 8.9, 4.7; the block of the three determined 4.5 < 5): the factored
     model took 531 steps per draw and no chart was offered; the full chart converged at 3.9x its ESS per
@@ -931,8 +934,9 @@ def test_a_measured_ridge_charts_every_component_where_none_is_noise(issue_data,
     assert chart.target_accept is None
     block = geometry.block_snr(stand_in, 2)
     assert chart.reason == ("; all 2 components charted, none of them noise (each 3 or more standard "
-                            "deviations from 0, within 0.5 rad): the full chart has no weak block, though "
-                            f"its block's SNR is {block:.1f}")
+                            "deviations from 0, within 0.5 rad): the full chart has no weak block, and its "
+                            f"block's SNR is {block:.1f} >= 2.5")
+    assert geometry.watch_for(chart) is geometry.WATCH
     # A factored model at a retry's target is not replaced (as for any chart).
     retried = dataclasses.replace(factored, target_accept=0.95)
     assert geometry.ridge_chart(retried, issue_data, 1.0, "") is None
@@ -945,3 +949,17 @@ def test_a_measured_ridge_charts_every_component_where_none_is_noise(issue_data,
     assert ladder(chart) == [("factored", None, None), ("factored", None, 0.95), ("factored", None, 0.99)]
     steady = dataclasses.replace(chart, frame=dataclasses.replace(stand_in, snr=np.array([12.0, 12.0])))
     assert ladder(steady)[:2] == [("chart", 2, 0.95), ("chart", 2, 0.99)]
+
+
+def test_a_partial_chart_is_watched_for_deep_trees_only(issue_data):
+    """Strangers 9615 #0: stopped at depth 7.44 (projected long) for a partial chart of r₁ = 1 that mixed
+    slowly, 0.40x the factored model's ESS per second; the long-run stop's gains were all full charts."""
+    frame = chart_frame(issue_data, bl.fit_low_rank(issue_data, 2).theta, 2)
+    full = geometry.Geometry(frame, "", True)
+    partial = geometry.Geometry(dataclasses.replace(frame, chart_rank=1), "", True)
+    assert geometry.watch_for(full) is geometry.WATCH
+    assert geometry.watch_for(partial) is geometry.PARTIAL_WATCH
+    # At 9615 #0's depth and projection only the full chart's watch stops; at DEEP_TREE both do.
+    assert geometry.WATCH.why(7.44, 150.0) is not None
+    assert geometry.PARTIAL_WATCH.why(7.44, 150.0) is None
+    assert geometry.PARTIAL_WATCH.why(geometry.DEEP_TREE, 10.0) is not None

@@ -48,7 +48,6 @@ from .diagnostics import (
     vi_diagnostics,
 )
 from .geometry import (
-    WATCH,
     Geometry,
     advised_target,
     check_user_start,
@@ -59,6 +58,7 @@ from .geometry import (
     ridge_chart,
     short_of_ess,
     troubled,
+    watch_for,
 )
 from .laplace import find_map, laplace_theta
 from .layout import arrange, root_attrs
@@ -290,7 +290,7 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     chart = ridge_chart(geometry, run.data, run.prior.scale, "") if nuts.sampler == "nutpie" else None
     stopped, t0 = {}, time.perf_counter()
     try:
-        runs = [_nuts_attempt(run, geometry, nuts, None if chart is None else WATCH)]
+        runs = [_nuts_attempt(run, geometry, nuts, None if chart is None else watch_for(chart))]
     except DeepWarmup as stop:
         stopped = {"parametrization": geometry.parametrization, "warmup_depth": stop.depth,
                    "projected_seconds": stop.remaining, "seconds": time.perf_counter() - t0}

@@ -182,6 +182,15 @@ DEEP_TREE = 8.0
 LONG_RUN_DEPTH = 7.0
 LONG_RUN_SECONDS = 100.0
 WATCH = Watch(DEEP_TREE, LONG_RUN_DEPTH, LONG_RUN_SECONDS)
+# ... the shallower stop only where the chart is full (r₁ = r): the four long runs it stopped for a gain had
+# full charts, and the one partial chart it reached (strangers 9615 #0: wide, r = 3, weak SNRs 3.9 and 3.2,
+# depth 7.44) mixed slowly (ESS 712 of 4,000 draws), 0.40x the factored model's ESS per second. A partial
+# chart waits for DEEP_TREE, where its gain was 13.8x (9601 #10, depth 9.95).
+PARTIAL_WATCH = Watch(DEEP_TREE)
+# The watch's full chart where "auto" charts nothing (ridge_chart) needs a block SNR of this much: six of its
+# seven charts with blocks 2.97-4.5 converged at once, and the two with blocks 1.19 and 1.81 (SNRs 1.7-3.4)
+# diverged 316 times (strangers 9605 #2, forced) and fell back (9615 #2, 0.78x the default before).
+SNR_FULL_BLOCK_MIN = 2.5
 
 
 @dataclass(frozen=True)
@@ -485,7 +494,8 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     but a block of several components needs :data:`SNR_BLOCK_MIN` at any N: the factored model's
     trees measured the ridge), at the user's target. Where ``"auto"`` would chart nothing there, the full
     chart if every component stands :data:`SNR_WEAK_NOISE` or more standard deviations from 0 and within
-    ``ANGLE_MAX`` radians of its column space (no weak block to couple with), else None.
+    ``ANGLE_MAX`` radians of its column space (no weak block to couple with) and the block's SNR reaches
+    :data:`SNR_FULL_BLOCK_MIN`, else None.
     """
     frame = geometry.short_ridge_frame
     if frame is None or geometry.target_accept is not None:
@@ -496,13 +506,20 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     # A full chart has no weak block to couple with. After deep warm-ups on seven strangers problems (rank
     # 4-5, blocks 3.0-4.5, N 1,000-4,000) six converged at once, 1.33-4.7x the factored model's ESS per
     # second; one diverged and fell back, 0.87x (docs/results.md, "The full chart after a deep warm-up").
-    if frame.snr.min() >= SNR_WEAK_NOISE and frame.angles.max() <= ANGLE_MAX:
+    block = block_snr(frame, frame.rank)
+    if frame.snr.min() >= SNR_WEAK_NOISE and frame.angles.max() <= ANGLE_MAX and block >= SNR_FULL_BLOCK_MIN:
         none = (f"none of them noise (each {SNR_WEAK_NOISE:g} or more standard deviations from 0, within "
                 f"{ANGLE_MAX:g} rad)")
-        block = block_snr(frame, frame.rank)
         return Geometry(frame, f"{why}; all {frame.rank} components charted, {none}: the full chart has no "
-                               f"weak block, though its block's SNR is {block:.1f}", True)
+                               f"weak block, and its block's SNR is {block:.1f} >= {SNR_FULL_BLOCK_MIN:g}",
+                        True)
     return None
+
+
+def watch_for(chart: Geometry) -> Watch:
+    """How a factored warm-up is watched for ``chart``: :data:`WATCH` for a full chart (r₁ = r), else
+    :data:`PARTIAL_WATCH` (deep trees only)."""
+    return WATCH if chart.chart_rank == chart.frame.rank else PARTIAL_WATCH
 
 
 def _retries(geometry: Geometry, nuts: NUTS, latest: Callable[[], Diagnostics]) -> Iterator[Geometry]:
