@@ -190,6 +190,7 @@ def test_auto_does_not_chart_a_block_of_weak_components():
     assert chosen.parametrization == "factored" and chosen.automatic
     assert "the block of 4 determined components has a signal-to-noise ratio 3.2 < 5" in chosen.reason
     assert "its ratio coordinates bend together" in chosen.reason
+    assert chosen.short_ridge_frame is None  # refused at the floor of a long ridge: not watched
     # A chart rank the user names is kept.
     named = geometry.choose_geometry(data, 6, start.theta, 1.0, "auto", 4)
     assert (named.parametrization, named.chart_rank) == ("chart", 4)
@@ -208,6 +209,10 @@ def test_auto_does_not_chart_several_components_where_the_ridge_is_short():
     chosen = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored" and chosen.automatic
     assert f"has a signal-to-noise ratio {block:.1f} < 10 (N = 3000 < 6000)" in chosen.reason
+    # Its factored model is watched: on deep trees the block (5.5 >= SNR_BLOCK_MIN) takes its place (strangers
+    # 9615 #6, rank 4, block 5.4, took 517 steps per draw unwatched).
+    np.testing.assert_allclose(chosen.short_ridge_frame.snr, frame.snr)
+    assert geometry.ridge_chart(chosen, data, 1.0, "").chart_rank == 2
     # From N_BLOCK on the same block is charted (the floor is SNR_BLOCK_MIN there).
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(geometry, "N_BLOCK", data.n)

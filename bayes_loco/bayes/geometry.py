@@ -215,8 +215,9 @@ class Geometry:
         factored run whose chains disagreed, run again as its advice says).
     short_ridge_frame : ChartFrame or None
         Where ``"auto"`` ran the factored model at rank r ≥ 2 because its ridge looked
-        short (:func:`long_ridge`), the full chart's frame it declined: what
-        :func:`fallbacks` charts if that run diverged on deep trees (:data:`DEEP_TREE`).
+        short (:func:`long_ridge`), or refused a block below :data:`SNR_BLOCK_FEW` (set where the
+        ridge is short), the full chart's frame it declined: what the watch and :func:`fallbacks`
+        chart if that run's trees run deep (:data:`DEEP_TREE`).
     """
 
     frame: ChartFrame | None
@@ -347,8 +348,11 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
     few = r1 >= 2 and data.n < N_BLOCK and not measured
     floor, why_few = (SNR_BLOCK_FEW, f" (N = {data.n} < {N_BLOCK})") if few else (SNR_BLOCK_MIN, "")
     if chart_rank is None and r1 and (block := block_snr(frame, r1)) < floor:
+        # Refused for SNR_BLOCK_FEW, the factored model is watched as a short-looking ridge is: strangers 9615
+        # #6 (rank 4, N = 4,000, block 5.4) took 517 leapfrog steps per draw unwatched.
         return Geometry(None, f"the block of {r1} determined components has a signal-to-noise ratio "
-                              f"{block:.1f} < {floor:g}{why_few}: its ratio coordinates bend together", True)
+                              f"{block:.1f} < {floor:g}{why_few}: its ratio coordinates bend together", True,
+                        short_ridge_frame=frame if few else None)
     if r1 == 0:
         angles, snrs = np.array2string(frame.angles, precision=2), np.array2string(frame.snr, precision=1)
         return Geometry(None, f"no component is determined: angles {angles} rad (at most {ANGLE_MAX:g} to "
