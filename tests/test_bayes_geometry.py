@@ -942,6 +942,10 @@ def test_a_measured_ridge_charts_every_component_where_none_is_noise(issue_data,
                             "deviations from 0, within 0.5 rad): the full chart has no weak block, and its "
                             f"block's SNR is {block:.1f} >= 2.5")
     assert geometry.watch_for(chart) is geometry.WATCH
+    # Not where the rank leaves fewer than FULL_SPAN_SPARE dimensions of the differences' span (9612 #6).
+    narrow = dataclasses.replace(stand_in, right=stand_in.right[:, : 2 + geometry.FULL_SPAN_SPARE - 1])
+    narrowed = dataclasses.replace(factored, short_ridge_frame=narrow)
+    assert geometry.ridge_chart(narrowed, issue_data, 1.0, "") is None
     # A factored model at a retry's target is not replaced (as for any chart).
     retried = dataclasses.replace(factored, target_accept=0.95)
     assert geometry.ridge_chart(retried, issue_data, 1.0, "") is None

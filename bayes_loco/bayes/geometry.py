@@ -191,6 +191,10 @@ PARTIAL_WATCH = Watch(DEEP_TREE)
 # seven charts with blocks 2.97-4.5 converged at once, and the two with blocks 1.19 and 1.81 (SNRs 1.7-3.4)
 # diverged 316 times (strangers 9605 #2, forced) and fell back (9615 #2, 0.78x the default before).
 SNR_FULL_BLOCK_MIN = 2.5
+# ... and a rank that leaves the differences' span this many dimensions or more: the two of its charts that
+# diverged and fell back (strangers 9612 #6 and 9618 #6, 0.87x and 0.72x) had r = d_φ' − 1; the six that
+# won had 3 to 8 to spare (the contexts' side spared 1 on three winners, so only the differences' counts).
+FULL_SPAN_SPARE = 2
 
 
 @dataclass(frozen=True)
@@ -498,8 +502,9 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     but a block of several components needs :data:`SNR_BLOCK_MIN` at any N: the factored model's
     trees measured the ridge), at the user's target. Where ``"auto"`` would chart nothing there, the full
     chart if every component stands :data:`SNR_WEAK_NOISE` or more standard deviations from 0 and within
-    ``ANGLE_MAX`` radians of its column space (no weak block to couple with) and the block's SNR reaches
-    :data:`SNR_FULL_BLOCK_MIN`, else None.
+    ``ANGLE_MAX`` radians of its column space (no weak block to couple with), the block's SNR reaches
+    :data:`SNR_FULL_BLOCK_MIN` and the rank leaves :data:`FULL_SPAN_SPARE` dimensions of the
+    differences' span, else None.
     """
     frame = geometry.short_ridge_frame
     if frame is None or geometry.target_accept is not None:
@@ -510,8 +515,9 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     # A full chart has no weak block to couple with. After deep warm-ups on seven strangers problems (rank
     # 4-5, blocks 3.0-4.5, N 1,000-4,000) six converged at once, 1.33-4.7x the factored model's ESS per
     # second; one diverged and fell back, 0.87x (docs/results.md, "The full chart after a deep warm-up").
-    block = block_snr(frame, frame.rank)
-    if frame.snr.min() >= SNR_WEAK_NOISE and frame.angles.max() <= ANGLE_MAX and block >= SNR_FULL_BLOCK_MIN:
+    block, spare = block_snr(frame, frame.rank), frame.right.shape[1] - frame.rank
+    if (frame.snr.min() >= SNR_WEAK_NOISE and frame.angles.max() <= ANGLE_MAX and block >= SNR_FULL_BLOCK_MIN
+            and spare >= FULL_SPAN_SPARE):
         none = (f"none of them noise (each {SNR_WEAK_NOISE:g} or more standard deviations from 0, within "
                 f"{ANGLE_MAX:g} rad)")
         return Geometry(frame, f"{why}; all {frame.rank} components charted, {none}: the full chart has no "
