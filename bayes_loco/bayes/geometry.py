@@ -187,8 +187,8 @@ WATCH = Watch(DEEP_TREE, LONG_RUN_DEPTH, LONG_RUN_SECONDS)
 # depth 7.44) mixed slowly (ESS 712 of 4,000 draws), 0.40x the factored model's ESS per second. A partial
 # chart waits for DEEP_TREE, where its gain was 13.8x (9601 #10, depth 9.95).
 PARTIAL_WATCH = Watch(DEEP_TREE)
-# The watch's full chart where "auto" charts nothing (ridge_chart) needs a block SNR of this much: six of its
-# seven charts with blocks 2.97-4.5 converged at once, and the two with blocks 1.19 and 1.81 (SNRs 1.7-3.4)
+# The watch's full chart where "auto" charts nothing (ridge_chart) needs a block SNR of this much: its
+# charts with blocks 2.97-4.5 converged at once where the span spared them (below), and the two with blocks 1.19 and 1.81 (SNRs 1.7-3.4)
 # diverged 316 times (strangers 9605 #2, forced) and fell back (9615 #2, 0.78x the default before).
 SNR_FULL_BLOCK_MIN = 2.5
 # ... and a rank that leaves the differences' span this many dimensions or more: the two of its charts that
@@ -512,9 +512,10 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     chart = _auto_chart(frame, data, frame.rank, scale, None, why, measured=True)
     if chart.frame is not None:
         return chart
-    # A full chart has no weak block to couple with. After deep warm-ups on seven strangers problems (rank
-    # 4-5, blocks 3.0-4.5, N 1,000-4,000) six converged at once, 1.33-4.7x the factored model's ESS per
-    # second; one diverged and fell back, 0.87x (docs/results.md, "The full chart after a deep warm-up").
+    # A full chart has no weak block to couple with. After deep warm-ups on strangers problems of rank 4-5
+    # (blocks 3.0-4.5, N 1,000-4,000) seven converged at once, 1.33-4.7x the factored model's ESS per
+    # second; the two that diverged are refused by FULL_SPAN_SPARE (docs/results.md, "The full chart after a
+    # deep warm-up").
     block, spare = block_snr(frame, frame.rank), frame.right.shape[1] - frame.rank
     if (frame.snr.min() >= SNR_WEAK_NOISE and frame.angles.max() <= ANGLE_MAX and block >= SNR_FULL_BLOCK_MIN
             and spare >= FULL_SPAN_SPARE):
