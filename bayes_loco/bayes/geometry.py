@@ -187,12 +187,13 @@ WATCH = Watch(DEEP_TREE, LONG_RUN_DEPTH, LONG_RUN_SECONDS)
 # depth 7.44) mixed slowly (ESS 712 of 4,000 draws), 0.40x the factored model's ESS per second. A partial
 # chart waits for DEEP_TREE, where its gain was 13.8x (9601 #10, depth 9.95).
 PARTIAL_WATCH = Watch(DEEP_TREE)
-# The watch's full chart where "auto" charts nothing (ridge_chart) needs a block SNR of this much: its
-# charts with blocks 2.97-4.5 converged at once where the span spared them (below), and the two with blocks 1.19 and 1.81 (SNRs 1.7-3.4)
-# diverged 316 times (strangers 9605 #2, forced) and fell back (9615 #2, 0.78x the default before).
+# The watch's full chart where "auto" charts nothing (ridge_chart) needs a block SNR of this much: its charts
+# with blocks 2.97-4.5 converged at once where the span spared them (below), and the two with blocks 1.19
+# and 1.81 (SNRs 1.7-3.4) diverged 316 times (strangers 9605 #2, forced) and fell back (9615 #2, 0.78x the
+# default before).
 SNR_FULL_BLOCK_MIN = 2.5
 # ... and a rank that leaves the differences' span this many dimensions or more: the two of its charts that
-# diverged and fell back (strangers 9612 #6 and 9618 #6, 0.87x and 0.72x) had r = d_φ' − 1; the six that
+# diverged and fell back (strangers 9612 #6 and 9618 #6, 0.87x and 0.72x) had r = d_φ' − 1; the seven that
 # won had 3 to 8 to spare (the contexts' side spared 1 on three winners, so only the differences' counts).
 FULL_SPAN_SPARE = 2
 
