@@ -182,10 +182,9 @@ DEEP_TREE = 8.0
 LONG_RUN_DEPTH = 7.0
 LONG_RUN_SECONDS = 100.0
 WATCH = Watch(DEEP_TREE, LONG_RUN_DEPTH, LONG_RUN_SECONDS)
-# ... the shallower stop only where the chart is full (r₁ = r): the four long runs it stopped for a gain had
-# full charts, and the one partial chart it reached (strangers 9615 #0: wide, r = 3, weak SNRs 3.9 and 3.2,
-# depth 7.44) mixed slowly (ESS 712 of 4,000 draws), 0.40x the factored model's ESS per second. A partial
-# chart waits for DEEP_TREE, where its gain was 13.8x (9601 #10, depth 9.95).
+# ... the shallower stop only where the chart is full (r₁ = r): its four gains were full charts, and the one
+# partial chart it reached (strangers 9615 #0, weak SNRs 3.9 and 3.2, depth 7.44) mixed slowly, 0.40x the
+# factored model's ESS per second. A partial chart waits for DEEP_TREE (9601 #10 at depth 9.95: 13.8x).
 PARTIAL_WATCH = Watch(DEEP_TREE)
 # The watch's full chart where "auto" charts nothing (ridge_chart) needs a block SNR of this much: its charts
 # with blocks 2.97-4.5 converged at once where the span spared them (below), and the two with blocks 1.19
@@ -451,8 +450,7 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         latest = _first_answer(first, latest)  # the factored model's retries follow its run, not the chart's
     if geometry.frame is not None:
         # A block below the floor (the watch's full chart) goes straight to the factored model: such charts'
-        # retries failed in three of three (docs/results.md, "The charted block", "The full chart after a
-        # deep warm-up").
+        # retries failed in three of three (docs/results.md, "The full chart after a deep warm-up").
         if block_snr(geometry.frame, geometry.frame.chart_rank) >= SNR_BLOCK_MIN:
             retried = yield from _retries(geometry, nuts, latest)
             smaller = smaller_chart_rank(geometry.frame)
@@ -513,10 +511,8 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     chart = _auto_chart(frame, data, frame.rank, scale, None, why, measured=True)
     if chart.frame is not None:
         return chart
-    # A full chart has no weak block to couple with. After deep warm-ups on strangers problems of rank 4-5
-    # (blocks 3.0-4.5, N 1,000-4,000) seven converged at once, 1.33-4.7x the factored model's ESS per
-    # second; the two that diverged are refused by FULL_SPAN_SPARE (docs/results.md, "The full chart after a
-    # deep warm-up").
+    # A full chart has no weak block to couple with: seven such after deep warm-ups drew 1.33-4.7x the
+    # factored model's ESS per second (docs/results.md, "The full chart after a deep warm-up").
     block, spare = block_snr(frame, frame.rank), frame.right.shape[1] - frame.rank
     if (frame.snr.min() >= SNR_WEAK_NOISE and frame.angles.max() <= ANGLE_MAX and block >= SNR_FULL_BLOCK_MIN
             and spare >= FULL_SPAN_SPARE):
