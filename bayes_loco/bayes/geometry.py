@@ -192,8 +192,8 @@ PARTIAL_WATCH = Watch(DEEP_TREE)
 # default before).
 SNR_FULL_BLOCK_MIN = 2.5
 # ... and a rank that leaves the differences' span this many dimensions or more: the two of its charts that
-# diverged and fell back (strangers 9612 #6 and 9618 #6, 0.87x and 0.72x) had r = d_φ' − 1; the seven that
-# won had 3 to 8 to spare (the contexts' side spared 1 on three winners, so only the differences' counts).
+# diverged and fell back (strangers 9612 #6 and 9618 #6, 0.87x and 0.72x) had r = d_φ' − 1; the eight that
+# won had 3 or more to spare (the contexts' side spared 1 on three winners, so only the differences' counts).
 FULL_SPAN_SPARE = 2
 
 
