@@ -949,15 +949,17 @@ def test_a_measured_ridge_charts_every_component_where_none_is_noise(issue_data,
     # A factored model at a retry's target is not replaced (as for any chart).
     retried = dataclasses.replace(factored, target_accept=0.95)
     assert geometry.ridge_chart(retried, issue_data, 1.0, "") is None
-    # Troubled, it falls back to the factored model at once (strangers 9612 #6: its retry at 0.95 and the
-    # smaller chart failed too); a chart whose block reaches the floor is retried first.
+    # Troubled, it is retried at 0.95 and then falls back to the factored model without a smaller chart
+    # (strangers 9612 #6: the smaller chart, block 4.9, failed too); a block at the floor gets one.
     def ladder(chart):
         return [(g.parametrization, g.chart_rank, g.target_accept)
                 for g in geometry.fallbacks(chart, issue_data, 1.0, AT_90, _ran(3))]
 
-    assert ladder(chart) == [("factored", None, None), ("factored", None, 0.95), ("factored", None, 0.99)]
-    steady = dataclasses.replace(chart, frame=dataclasses.replace(stand_in, snr=np.array([12.0, 12.0])))
-    assert ladder(steady)[:2] == [("chart", 2, 0.95), ("chart", 2, 0.99)]
+    assert ladder(chart) == [("chart", 2, 0.95), ("factored", None, None), ("factored", None, 0.95),
+                             ("factored", None, 0.99)]
+    floor = dataclasses.replace(chart, frame=dataclasses.replace(stand_in, snr=np.array([12.0, 8.0]),
+                                                                 singular_values=np.array([4.0, 1.0])))
+    assert ladder(floor)[:2] == [("chart", 2, 0.95), ("chart", 1, 0.95)]
 
 
 def test_a_partial_chart_is_watched_for_deep_trees_only(issue_data):

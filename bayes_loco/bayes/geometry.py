@@ -427,13 +427,13 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
 
     None for coordinates the user named. ``nuts`` holds the user's settings; ``latest``
     gives the diagnostics of the run that ran last, asked when a retry is reached. For an
-    automatic chart whose block (:func:`block_snr`) reaches :data:`SNR_BLOCK_MIN`: where it
-    diverged, the same chart at :data:`RETRY_TARGET_ACCEPT`, and where that diverged too and
-    its charted components are steady (SNR ≥ :data:`SNR_STEADY`)
-    at :data:`STEADY_TARGET_ACCEPT`; for r₁ ≥ 2 components the chart of the leading
+    automatic chart: where it diverged, the same chart at :data:`RETRY_TARGET_ACCEPT`, and
+    where that diverged too and its charted components are steady (SNR ≥ :data:`SNR_STEADY`)
+    at :data:`STEADY_TARGET_ACCEPT`; where its block (:func:`block_snr`) reaches
+    :data:`SNR_BLOCK_MIN` and r₁ ≥ 2, the chart of the leading
     :func:`smaller_chart_rank` ones where a gap allows (its frame built only when reached),
     at the target the larger chart's retries reached and retried the same way above it; then
-    the factored model, at the user's ``target_accept`` (at once for a block below the floor). An
+    the factored model, at the user's ``target_accept``. An
     automatic factored model, chosen first or reached so, follows its own advice once per
     cause: where it diverged, the same at :data:`RETRY_TARGET_ACCEPT`, then at
     :data:`STEADY_TARGET_ACCEPT`; where its R-hat
@@ -449,10 +449,10 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         yield chart
         latest = _first_answer(first, latest)  # the factored model's retries follow its run, not the chart's
     if geometry.frame is not None:
-        # A block below the floor (the watch's full chart) goes straight to the factored model: such charts'
-        # retries failed in three of three (docs/results.md, "The full chart after a deep warm-up").
+        retried = yield from _retries(geometry, nuts, latest)
+        # A block below the floor (the watch's full chart) has no smaller chart: "auto" refused its leading
+        # blocks (strangers 9612 #6: the smaller chart, block 4.9, failed as well).
         if block_snr(geometry.frame, geometry.frame.chart_rank) >= SNR_BLOCK_MIN:
-            retried = yield from _retries(geometry, nuts, latest)
             smaller = smaller_chart_rank(geometry.frame)
             if smaller is not None:
                 # Its retries' target: in five of five fall-backs past a divergent retry, the smaller chart
