@@ -452,15 +452,15 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         retried = yield from _retries(geometry, nuts, latest)
         # A block below the floor (the watch's full chart) has no smaller chart: "auto" refused its leading
         # blocks (strangers 9612 #6: the smaller chart, block 4.9, failed as well).
-        if block_snr(geometry.frame, geometry.frame.chart_rank) >= SNR_BLOCK_MIN:
-            smaller = smaller_chart_rank(geometry.frame)
-            if smaller is not None:
-                # Its retries' target: in five of five fall-backs past a divergent retry, the smaller chart
-                # diverged again at the user's target (docs/results.md, "A fourth grid").
-                chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True,
-                                 retried.target_accept)
-                yield chart
-                yield from _retries(chart, nuts, latest)
+        reaches_floor = block_snr(geometry.frame, geometry.frame.chart_rank) >= SNR_BLOCK_MIN
+        smaller = smaller_chart_rank(geometry.frame) if reaches_floor else None
+        if smaller is not None:
+            # Its retries' target: in five of five fall-backs past a divergent retry, the smaller chart
+            # diverged again at the user's target (docs/results.md, "A fourth grid").
+            chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True,
+                             retried.target_accept)
+            yield chart
+            yield from _retries(chart, nuts, latest)
         geometry = dataclasses.replace(geometry, frame=None, target_accept=None)
         yield geometry
     geometry = yield from _retries(geometry, nuts, latest)
@@ -511,7 +511,7 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     chart = _auto_chart(frame, data, frame.rank, scale, None, why, measured=True)
     if chart.frame is not None:
         return chart
-    # A full chart has no weak block to couple with: seven such after deep warm-ups drew 1.33-4.7x the
+    # A full chart has no weak block to couple with: nine such after deep warm-ups drew 1.15-4.7x the
     # factored model's ESS per second (docs/results.md, "The full chart after a deep warm-up").
     block, spare = block_snr(frame, frame.rank), frame.right.shape[1] - frame.rank
     if (frame.snr.min() >= SNR_WEAK_NOISE and frame.angles.max() <= ANGLE_MAX and block >= SNR_FULL_BLOCK_MIN
