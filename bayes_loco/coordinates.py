@@ -193,26 +193,13 @@ class RTVBasis:
 
 
 def rtv_basis(theta_hat, rank: int) -> RTVBasis:
-    """RTV coordinates from the full SVD of a rank-r estimate Θ̂ (d_x × d_φ).
-
-    Each basis vector's sign is fixed so that its entry of largest magnitude is positive, the
-    leading r pairs (û_j, v̂_j) flipped together by û_j's (Θ̂ = Û Σ V̂ᵀ holds): LAPACK's signs
-    differ between builds, and θ_rtv's coordinates (û_iᵀ Θ v̂_j) would change sign with them.
-    """
+    """RTV coordinates from the full SVD of a rank-r estimate Θ̂ (d_x × d_φ)."""
     theta_hat = as_float_array(theta_hat, "theta_hat", 2)
     rank = check_rank(rank, *theta_hat.shape)
     check_memory(16.0 * sum(d * d for d in theta_hat.shape), "the full SVD bases Û and V̂",
                  "the RTV coordinates need d_x² + d_φ² numbers; reduce the feature dimension")
     u, _, vt = np.linalg.svd(theta_hat, full_matrices=True)
-    u_sign, v_sign = _largest_entry_sign(u), _largest_entry_sign(vt.T)
-    v_sign[:rank] = u_sign[:rank]
-    return RTVBasis(u * u_sign, vt.T * v_sign, rank)
-
-
-def _largest_entry_sign(basis: np.ndarray) -> np.ndarray:
-    """The sign of each column's entry of largest magnitude (+1 where the column is 0)."""
-    pick = basis[np.argmax(np.abs(basis), axis=0), np.arange(basis.shape[1])]
-    return np.where(pick < 0, -1.0, 1.0)
+    return RTVBasis(u, vt.T, rank)
 
 
 def check_coordinates(coordinates, d_x: int, d_phi: int, what: str) -> Coordinates:

@@ -175,29 +175,6 @@ def test_invariance_to_the_choice_of_decomposition(d_x, d_phi, r):
                                    rtol=1e-7, atol=1e-10)
 
 
-@pytest.mark.parametrize(("d_x", "d_phi", "r"), [(4, 5, 2), (6, 3, 2), (20, 29, 3)])
-def test_the_basis_does_not_depend_on_the_svd_routine_s_signs(d_x, d_phi, r, monkeypatch):
-    _, theta_hat, basis = _basis(3, d_x, d_phi, r)
-    svd = np.linalg.svd
-
-    def flipped(a, full_matrices=True):
-        u, s, vt = svd(a, full_matrices=full_matrices)
-        flips = np.resize([-1.0, 1.0, -1.0], max(u.shape[1], vt.shape[0]))
-        u, vt = u * flips[: u.shape[1]], vt * flips[: vt.shape[0], None]
-        return u, s, vt  # still an SVD: the leading k pairs flipped together
-
-    monkeypatch.setattr(np.linalg, "svd", flipped)
-    other = rtv_basis(theta_hat, r)
-    np.testing.assert_allclose(other.left, basis.left, atol=1e-12)
-    np.testing.assert_allclose(other.right, basis.right, atol=1e-12)
-    # each vector's largest entry is positive, except v̂_j (j < r), which follows its pair û_j
-    for vectors in (basis.left, basis.right[:, r:]):
-        assert (vectors[np.abs(vectors).argmax(axis=0), np.arange(vectors.shape[1])] > 0).all()
-    top = basis.left[:, :r].T @ theta_hat @ basis.right[:, :r]
-    np.testing.assert_allclose(top, np.diag(np.diag(top)), atol=1e-10)
-    assert (np.diag(top) > 0).all()
-
-
 @pytest.mark.parametrize("rank", [0, 5, 7])
 def test_rank_out_of_range_is_named(rank):
     with pytest.raises(ValueError, match=r"^rank must be in \[1, 4\]"):
