@@ -56,6 +56,7 @@ class FitStatus(enum.Enum):
     NOT_CONVERGED = "not_converged"
     SEPARATED = "separated"
     SAMPLER_WARNINGS = "sampler_warnings"
+    STOPPED = "stopped"  # a NUTS run stopped at its first divergence for the run that follows it
 
 
 @dataclass(frozen=True)

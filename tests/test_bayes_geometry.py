@@ -23,7 +23,7 @@ from bayes_loco import bayes as bb
 from bayes_loco.bayes import diagnostics as diagnostics_module
 from bayes_loco.bayes import fit as fit_module
 from bayes_loco.bayes import geometry
-from bayes_loco.bayes import samplers as samplers_module
+from bayes_loco.bayes import watch as watch_module
 from bayes_loco.bayes.chart import SNR_CHARTED_MIN, chart_frame
 from bayes_loco.bayes.diagnostics import leapfrog_steps
 from bayes_loco.model import margins
@@ -538,6 +538,28 @@ def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypat
     assert [g.parametrization for g in following_one] == ["factored"]
 
 
+@pytest.mark.parametrize("target", [0.8, 0.9, 0.95, 0.99])
+def test_a_run_is_stopped_at_a_divergence_exactly_where_another_run_follows_it(issue_data, target):
+    """Along a ladder of runs that all diverge, every run but the last is stopped at its first divergence:
+    a stopped run is never kept, so the last must have run to its end."""
+    start = bl.fit_low_rank(issue_data, 2)
+    frame = chart_frame(issue_data, start.theta, 2)
+    nuts = bb.NUTS(target_accept=target)
+    firsts = [geometry.Geometry(dataclasses.replace(frame, snr=np.array(snr)), "charted", True)
+              for snr in ([9.0, 8.0], [44.0, 12.0], [44.0, 2.1])]
+    firsts += [geometry.Geometry(None, "short ridge", True), geometry.Geometry(None, "short", True, 0.95),
+               geometry.Geometry(None, "lengthened", True, None, lengthened=True),
+               geometry.Geometry(frame, "partial chart at large N", True, 0.95)]
+    for first in firsts:
+        ladder = [first, *geometry.fallbacks(first, issue_data, 1.0, nuts, latest=_ran(1))]
+        stopped = [geometry.divergence_has_fallback(g, nuts) for g in ladder]
+        assert stopped == [True] * (len(ladder) - 1) + [False], (first.reason, ladder)
+    # The user's coordinates have no fall-back, so their runs draw to the end.
+    for named in ("chart", "factored"):
+        geom = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, named, None)
+        assert not geometry.divergence_has_fallback(geom, nuts)
+
+
 def test_an_automatic_factored_model_follows_its_own_advice_once_per_cause(issue_data):
     """Chosen first or reached by the fall-back: diverged → again at 0.95, then at 0.99; R-hat missed →
     lengthened."""
@@ -638,6 +660,36 @@ def test_a_partial_chart_at_large_n_starts_at_the_retry_target(monkeypatch):
     monkeypatch.undo()
     full = geometry.choose_geometry(data, 1, bl.fit_low_rank(data, 1).theta, 1.0, "auto", None)
     assert (full.parametrization, full.chart_rank, full.target_accept) == ("chart", 1, None)
+
+
+def test_a_run_stopped_at_its_first_divergence_is_told_and_never_kept(issue_data, monkeypatch, tmp_path):
+    """A stand-in sampler stops the chart's first run (as nutpie's watch does at a divergence); its retry
+    runs for real. The record tells the stop; the fit keeps the retry and saves and loads."""
+    frame = chart_frame(issue_data, bl.fit_low_rank(issue_data, 1).theta, 1)
+    chart = geometry.Geometry(frame, "charted", True)
+    monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: chart)
+    sample, watches = fit_module.sample_nuts, []
+
+    def stopped_once(model, nuts, *args):
+        watches.append((nuts.target_accept, args[-1]))
+        if len(watches) == 1:
+            raise watch_module.Diverged(2, 236, 4.1, 9.0)
+        return sample(model, nuts, *args)
+
+    monkeypatch.setattr(fit_module, "sample_nuts", stopped_once)
+    nuts = {"draws": 100, "tune": 100, "chains": 2, "rhat_max": 10.0, "ess_min": 0.0}
+    post = bb.fit_posterior(issue_data, 1, nuts=nuts, progressbar=False, predictive_draws=0)
+    # Both runs were watched for a divergence: after the retry at 0.95 the factored model would follow.
+    assert [(target, watch.divergence) for target, watch in watches] == [(0.9, True), (0.95, True)]
+    record = post.settings["geometry"]
+    assert ("the chart (r₁ = 1) at target_accept 0.9 was stopped at its first divergence after the warm-up "
+            "(2 divergent draws by 9 s), so the chart (r₁ = 1) at target_accept 0.95 gave"
+            ) in record["reason"]
+    assert record["first"]["divergences"] == 2 and np.isnan(record["first"]["max_rhat"])
+    assert post.settings["nuts"]["target_accept"] == 0.95 and post.tree["posterior"].sizes["draw"] == 100
+    assert post.diagnostics.status is not bl.FitStatus.STOPPED
+    again = bl.load(post.save(tmp_path / "stopped.nc"))
+    assert again.settings["geometry"]["reason"] == record["reason"]
 
 
 def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monkeypatch):
@@ -843,7 +895,7 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     def attempt(run, geom, nuts, watch=None):
         ran.append((geom.parametrization, geom.chart_rank, watch))
         if watch is not None:
-            raise samplers_module.DeepWarmup(*stop)
+            raise watch_module.DeepWarmup(*stop)
         group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank)
         return fit_module._Attempt(xr.DataTree(), _diagnostics(), None, group, ("nutpie", 4, 1000, ""), {})
 
@@ -879,7 +931,7 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     def short_chart(run, geom, nuts, watch=None):
         ran.append((geom.parametrization, geom.lengthened, watch))
         if watch is not None:
-            raise samplers_module.DeepWarmup(8.4, 50.0, watch.why(8.4, 50.0))
+            raise watch_module.DeepWarmup(8.4, 50.0, watch.why(8.4, 50.0))
         group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
                                     **(diagnostics_module.lengthened(nuts) if geom.lengthened else {}))
         tree = xr.DataTree.from_dict({"sample_stats": xr.Dataset(

@@ -16,6 +16,7 @@ import xarray as xr
 import bayes_loco as bl
 from bayes_loco import bayes as bb
 from bayes_loco.bayes import samplers
+from bayes_loco.bayes import watch as watch_module
 
 
 @pytest.fixture(scope="module")
@@ -103,44 +104,44 @@ def _trace_read_while_sampling(depth: np.ndarray, drawn: np.ndarray) -> xr.DataT
 
 
 def test_the_warm_up_depth_is_read_once_every_chain_has_drawn_the_window():
-    first, last = samplers.WATCH_DRAWS
+    first, last = watch_module.WATCH_DRAWS
     rng = np.random.default_rng(3)
     depth = rng.integers(1, 11, size=(4, last + 40))
     depth[1, first + 3] = 0  # a draw that diverged at its first step: drawn, of depth 0
     done = np.full(4, last + 40)
-    read = samplers.warmup_depth(_trace_read_while_sampling(depth, done))
+    read = watch_module.warmup_depth(_trace_read_while_sampling(depth, done))
     assert read == pytest.approx(depth[:, first:last].mean())
     # On two cores the last two chains start when the first two end: the first two are read.
-    two = samplers.warmup_depth(_trace_read_while_sampling(depth, np.array([last, last + 9, 0, 0])))
+    two = watch_module.warmup_depth(_trace_read_while_sampling(depth, np.array([last, last + 9, 0, 0])))
     assert two == pytest.approx(depth[:2, first:last].mean())
-    assert samplers.warmup_depth(_trace_read_while_sampling(depth, np.array([last - 1, last + 9, 3, 0]))) == (
-        pytest.approx(depth[1, first:last].mean()))
-    assert samplers.warmup_depth(_trace_read_while_sampling(depth, np.array([last - 1, 9, 0, 0]))) is None
-    assert samplers.warmup_depth(_trace_read_while_sampling(depth[:, : last - 1], done - 41)) is None
-    assert samplers.warmup_depth(xr.DataTree()) is None
+    one = watch_module.warmup_depth(_trace_read_while_sampling(depth, np.array([last - 1, last + 9, 3, 0])))
+    assert one == pytest.approx(depth[1, first:last].mean())
+    assert watch_module.warmup_depth(_trace_read_while_sampling(depth, np.array([last - 1, 9, 0, 0]))) is None
+    assert watch_module.warmup_depth(_trace_read_while_sampling(depth[:, : last - 1], done - 41)) is None
+    assert watch_module.warmup_depth(xr.DataTree()) is None
 
 
 def test_the_rest_of_a_run_is_projected_from_its_draws_so_far():
-    last = samplers.WATCH_DRAWS[1]
+    last = watch_module.WATCH_DRAWS[1]
     depth = np.full((4, last + 40), 7)
     # Two chains of four have drawn 150 and 170 of 2,000 draws in 16 s: 8,000 - 320 left at 0.05 s each.
     tree = _trace_read_while_sampling(depth, np.array([last, last + 20, 0, 0]))
-    assert samplers.remaining_seconds(tree, 16.0, 8000) == pytest.approx(16.0 * 7680 / 320)
+    assert watch_module.remaining_seconds(tree, 16.0, 8000) == pytest.approx(16.0 * 7680 / 320)
     # Draws after the warm-up count too; a trace with no draw yet projects no end.
     after = xr.Dataset({"step_size": (("chain", "draw"), np.full((4, 10), 0.3))})
     grown = xr.DataTree.from_dict({"warmup_sample_stats": tree["warmup_sample_stats"].to_dataset(),
                                    "sample_stats": after})
-    assert samplers.remaining_seconds(grown, 18.0, 8000) == pytest.approx(18.0 * 7640 / 360)
+    assert watch_module.remaining_seconds(grown, 18.0, 8000) == pytest.approx(18.0 * 7640 / 360)
     none_yet = _trace_read_while_sampling(depth, np.zeros(4, int))
-    assert samplers.remaining_seconds(none_yet, 1.0, 8000) == np.inf
+    assert watch_module.remaining_seconds(none_yet, 1.0, 8000) == np.inf
 
 
 def test_a_watch_stops_deep_trees_and_shallower_ones_in_long_runs():
-    watch = samplers.Watch(8.0, 7.0, 100.0)
+    watch = watch_module.Watch(8.0, 7.0, 100.0)
     assert watch.why(7.9, 99.0) is None and watch.why(6.9, 1e6) is None
     assert watch.why(8.0, 0.0).endswith("mean depth 8.0 over its draws 50-150 >= 8")
     assert watch.why(7.2, 213.0).endswith(">= 7, the rest of its run projected to take 213 s >= 100 s")
-    assert samplers.Watch(8.0).why(7.9, np.inf) is None
+    assert watch_module.Watch(8.0).why(7.9, np.inf) is None
 
 
 def test_a_watched_run_draws_what_an_unwatched_one_draws_and_stops_on_deep_trees(two_data_sets):
@@ -155,16 +156,59 @@ def test_a_watched_run_draws_what_an_unwatched_one_draws_and_stops_on_deep_trees
                                       target_accept=0.9, progressbar=False, watch=watch)
 
     # Never stopped: no depth reaches 30, and no run of 600 comparisons is projected to take a day.
-    plain, watched = sample(None), sample(samplers.Watch(30.0, 1.0, 86_400.0))
+    plain, watched = sample(None), sample(watch_module.Watch(30.0, 1.0, 86_400.0))
     assert set(watched.children) == set(plain.children)  # no warm-up groups left behind
     for name in ("U", "V"):
         np.testing.assert_array_equal(watched["posterior"][name].values, plain["posterior"][name].values)
-    with pytest.raises(samplers.DeepWarmup, match="mean depth") as stop:
-        sample(samplers.Watch(1.0))  # every tree is at least one level deep
+    with pytest.raises(watch_module.DeepWarmup, match="mean depth") as stop:
+        sample(watch_module.Watch(1.0))  # every tree is at least one level deep
     # The rank-1 factored model on 600 comparisons takes shallow trees (2^2-2^4 leapfrog steps).
     assert 1.0 <= stop.value.depth <= 5.0
     assert plain["sample_stats"]["depth"].mean() == pytest.approx(stop.value.depth, abs=1.0)
     # A shallower depth stops it where the rest of the run is projected to take long enough.
-    with pytest.raises(samplers.DeepWarmup, match=r"projected to take \d+ s >= 0 s") as long_run:
-        sample(samplers.Watch(30.0, 1.0, 0.0))
+    with pytest.raises(watch_module.DeepWarmup, match=r"projected to take \d+ s >= 0 s") as long_run:
+        sample(watch_module.Watch(30.0, 1.0, 0.0))
     assert 0.0 <= long_run.value.remaining < 600.0  # 0 where the chains ended before the first read
+
+
+def _funnel():
+    """Neal's funnel, on which NUTS diverges after any warm-up (its neck is narrower than any step)."""
+    import pymc as pm
+
+    with pm.Model() as model:
+        v = pm.Normal("v", 0.0, 3.0)
+        pm.Normal("x", 0.0, pm.math.exp(v / 2), shape=9)
+    return model, {"v": np.array(0.5), "x": np.full(9, 0.1)}  # nutpie refuses a start of zero gradient
+
+
+def test_a_run_watched_for_divergences_stops_at_its_first():
+    model, start = _funnel()
+
+    def sample(watch, draws):
+        return samplers.sample_nutpie(model, "funnel", start, draws=draws, tune=200, chains=1, cores=1,
+                                      seed=3, target_accept=0.8, progressbar=False, watch=watch)
+
+    plain = sample(None, 1000)
+    diverging = np.flatnonzero(plain["sample_stats"]["diverging"].values[0])
+    assert diverging.size  # the funnel diverges after the warm-up, so a watch has something to stop at
+    with pytest.raises(watch_module.Diverged, match="divergent draws of the first") as stop:
+        sample(watch_module.Watch(divergence=True), 200_000)
+    # Stopped early: nutpie tells the first divergence within a tenth of a second, the watch reads it within
+    # a few seconds; the 200,000 draws would take minutes.
+    assert 1 <= stop.value.divergences <= stop.value.draws < 100_000
+    assert stop.value.depth is not None and 0.0 < stop.value.depth < 10.0
+    # Without the flag the same watch draws to the end, warm-up divergences included.
+    whole = sample(watch_module.Watch(30.0), 1000)
+    np.testing.assert_array_equal(whole["posterior"]["v"].values, plain["posterior"]["v"].values)
+
+
+def test_the_divergences_told_are_those_after_the_warm_up():
+    class Chain:
+        def __init__(self, draws):
+            self.divergent_draws = draws
+
+    told = watch_module._Divergences(tune=100)
+    told([Chain([3, 99]), Chain([])])
+    assert told.count == 0  # warm-up divergences steer the adaptation, and decide nothing
+    told([Chain([3, 99, 100]), Chain([250, 400])])
+    assert told.count == 3

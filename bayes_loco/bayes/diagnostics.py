@@ -186,6 +186,14 @@ def nuts_diagnostics(tree, nuts: NUTS, seconds: float, chart_target: float | Non
     return diagnostics, advice
 
 
+def stopped_diagnostics(nuts: NUTS, stop) -> Diagnostics:
+    """The account of a run stopped at its first divergence (``stop``, a :class:`~.watch.Diverged`):
+    its divergences and tree depth so far, no R-hat or ESS (NaN)."""
+    message = f"stopped at its first divergence after the warm-up: {stop}"
+    return Diagnostics(f"nuts-{nuts.sampler}", False, nuts.draws, FitStatus.STOPPED, message, (message,),
+                       stop.seconds, divergences=stop.divergences, mean_tree_depth=stop.depth)
+
+
 def map_diagnostics(tree, seconds: float) -> Diagnostics:
     """The optimiser's own account, from find_MAP's ``optimizer_result`` group."""
     if D.OPTIMIZER_RESULT not in tree.children:
@@ -239,6 +247,14 @@ def _coordinates(nuts: NUTS, with_target: bool = False, with_length: bool = Fals
     return name
 
 
+def _told(d: Diagnostics) -> str:
+    if d.status is FitStatus.STOPPED:
+        return (f"was stopped at its first divergence after the warm-up ({d.divergences} divergent draws "
+                f"by {d.seconds:.0f} s)")
+    return (f"gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS {d.min_ess_bulk:.0f} in "
+            f"{d.seconds:.0f} s")
+
+
 def geometry_record(geometry, ran: NUTS, runs: list[tuple[NUTS, Diagnostics, float]],
                     start_note: str) -> dict:
     """What ran and why, for ``settings["geometry"]``: the choice, its reason, and a fall-back's cause.
@@ -258,9 +274,7 @@ def geometry_record(geometry, ran: NUTS, runs: list[tuple[NUTS, Diagnostics, flo
         # A retry differs from the run before it only in target_accept or length, so all say it then.
         shown = (len({nuts.target_accept for nuts, _, _ in runs}) > 1,
                  len({(nuts.tune, nuts.draws) for nuts, _, _ in runs}) > 1)
-        told = [f"the {_coordinates(nuts, *shown)} gave {d.divergences} divergences, "
-                f"R-hat {d.max_rhat:.3f}, ESS {d.min_ess_bulk:.0f} in {d.seconds:.0f} s"
-                for nuts, d, _ in runs]
+        told = [f"the {_coordinates(nuts, *shown)} {_told(d)}" for nuts, d, _ in runs]
         record["reason"] += ("; " + ", so ".join(told) + f": the run of the {_coordinates(ran, *shown)} was "
                              f"kept, as the best of the {len(runs)}")
     if start_note:

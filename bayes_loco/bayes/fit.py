@@ -45,6 +45,7 @@ from .diagnostics import (
     map_diagnostics,
     note_loose,
     nuts_diagnostics,
+    stopped_diagnostics,
     vi_diagnostics,
 )
 from .geometry import (
@@ -53,6 +54,7 @@ from .geometry import (
     check_user_start,
     choose_geometry,
     default_start,
+    divergence_has_fallback,
     fallbacks,
     ranking,
     ridge_chart,
@@ -65,8 +67,6 @@ from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
 from .posterior import Posterior
 from .samplers import (
-    DeepWarmup,
-    Watch,
     available_samplers,
     factor_start,
     final_loss,
@@ -79,6 +79,7 @@ from .samplers import (
 )
 from .settings import MAP, METHODS, NUTS, NUTS_SAMPLERS, VI, VI_METHODS, Prior, prior_record, settings_group
 from .ties import tie_prior, tie_record
+from .watch import DeepWarmup, Diverged, Watch
 
 # Each NUTS run's start and end at INFO: a default fit may run several (docs/design.md, "The chart
 # parametrisation"), and a user waiting on one at N = 100,000 (minutes a run) can see which run and why.
@@ -213,10 +214,11 @@ class _Attempt:
     ``group`` is the settings group that ran (NUTS with the parametrisation that ran),
     ``facts`` the tree's (sampler, chains, draws, representation), ``advice`` the
     NUTS settings to re-run with, ``table`` NUTS's R-hat and ESS per entry (kept for a
-    re-diagnosis after the fall-back).
+    re-diagnosis after the fall-back). ``tree`` is None for a NUTS run stopped at its first divergence
+    (:class:`~.watch.Diverged`), which is never kept.
     """
 
-    tree: xr.DataTree
+    tree: xr.DataTree | None
     diagnostics: Diagnostics
     model: pm.Model
     group: NUTS | MAP | VI
@@ -304,9 +306,9 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     pending = fallbacks(geometry, run.data, run.prior.scale, nuts, lambda: runs[-1].diagnostics)
     while troubled(runs[-1].diagnostics, nuts.rhat_max) and (following := next(pending, None)) is not None:
         runs.append(_nuts_attempt(run, following, nuts))
-    facts = [(attempt.group, attempt.diagnostics, leapfrog_steps(attempt.tree)) for attempt in runs]
-    kept = runs[max(range(len(runs)), key=lambda i: ranking(facts[i][1], nuts.rhat_max, facts[i][2],
-                                                            nuts.ess_min))]
+    facts = [(a.group, a.diagnostics, np.nan if a.tree is None else leapfrog_steps(a.tree)) for a in runs]
+    ended = [i for i, attempt in enumerate(runs) if attempt.tree is not None]  # the last run always is
+    kept = runs[max(ended, key=lambda i: ranking(facts[i][1], nuts.rhat_max, facts[i][2], nuts.ess_min))]
     if len(runs) > 1 and kept.advice:
         # Advised before the runs after it: what the fall-back ran since is no advice.
         tried = tuple(attempt.group for attempt in runs)
@@ -324,8 +326,12 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
 def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None = None) -> _Attempt:
     """One NUTS run in ``geometry``'s coordinates: build the model, sample, arrange the tree, diagnose.
 
-    With ``watch``, nutpie's warm-up is watched (:class:`~.samplers.DeepWarmup`).
+    With ``watch``, nutpie's warm-up is watched (:class:`~.watch.DeepWarmup`). A nutpie run whose
+    divergence another run would follow (:func:`~.geometry.divergence_has_fallback`) is stopped at its
+    first (:class:`~.watch.Diverged`): its attempt has no tree, and its diagnostics say so.
     """
+    if nuts.sampler == "nutpie" and divergence_has_fallback(geometry, nuts):
+        watch = dataclasses.replace(watch or Watch(), divergence=True)
     nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank,
                                target_accept=geometry.target(nuts),
                                **(lengthened(nuts) if geometry.lengthened else {}))
@@ -346,8 +352,13 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
             return factor_start(u0, v0, nuts.init_jitter, rng)
     with quiet_pymc(not run.progressbar):
         t0 = time.perf_counter()
-        raw = sample_nuts(model, nuts, draw_start, run.seed, run.progressbar, model_key(model, frame, prior),
-                          watch)
+        try:
+            raw = sample_nuts(model, nuts, draw_start, run.seed, run.progressbar,
+                              model_key(model, frame, prior), watch)
+        except Diverged as stop:
+            _LOG.info("NUTS run stopped: %s", stop)
+            facts = (nuts.sampler, nuts.chains, 0, "none: stopped at its first divergence")
+            return _Attempt(None, stopped_diagnostics(nuts, stop), model, nuts, facts, {})
         seconds = time.perf_counter() - t0
     tree = run.arrange(raw, "nuts")
     table = diagnostic_table(tree)

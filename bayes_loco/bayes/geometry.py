@@ -46,7 +46,7 @@ N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 di
 101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), at the target
 the larger chart's retries reached (in five of five such fall-backs the smaller chart diverged
 again at 0.9), then the factored model. A factored model that "auto" chose at rank r ≥ 2 because
-its ridge looked short is watched while it tunes (nutpie's; :class:`~.samplers.DeepWarmup`): where
+its ridge looked short is watched while it tunes (nutpie's; :class:`~.watch.DeepWarmup`): where
 its warm-up's trees run :data:`DEEP_TREE` deep on average, or :data:`LONG_RUN_DEPTH` deep where the rest
 of the run is projected to take :data:`LONG_RUN_SECONDS` or more, it is stopped there and the chart "auto"
 runs where the ridge is long takes its place (:func:`ridge_chart`; on dense features the leading SNR
@@ -54,14 +54,13 @@ does not measure the ridge: an unseen N = 4,000 problem took 1,023 leapfrog step
 "auto" would chart nothing there and no component is noise, the full chart, which has no weak block. One
 that diverged on deep trees after tuning is followed by that chart first. A factored model that
 "auto" chose, or fell back to, follows its own advice once per cause: where it diverged, it runs again at
-:data:`RETRY_TARGET_ACCEPT` (an unseen problem, N = 6,000 at q = 30, diverged once at 0.9 and
-not at 0.95), and where that diverged too at :data:`STEADY_TARGET_ACCEPT` (an unseen problem of
-continuous features and skewed actions, N = 1,500, r = 1, diverged once at 0.9 and at 0.95, and
-not at 0.99); where its chains disagreed (R-hat above ``nuts.rhat_max``, no divergence), again
-with twice the tuning and draws, where twice its ESS reaches ``nuts.ess_min`` (an unseen grid's
-N = 1,000, q = 10 problem: R-hat 1.0185, then 1.0043). The fit keeps the run :func:`ranking`
-prefers; the fit's ``settings["geometry"]`` and ``summary()`` say what ran, why, and what the
-first attempt showed. A parametrisation the user named
+:data:`RETRY_TARGET_ACCEPT`, and where that diverged too at :data:`STEADY_TARGET_ACCEPT`; where its
+chains disagreed (R-hat above ``nuts.rhat_max``, no divergence), again with twice the tuning and draws,
+where twice its ESS reaches ``nuts.ess_min``. A run whose divergence is followed by another
+(:func:`divergence_has_fallback`) is stopped at its first divergent draw after the warm-up
+(:class:`~.watch.Diverged`): its verdict is known, and the rest of it is not drawn. The fit keeps
+the run :func:`ranking` prefers of those that ran to their end; the fit's ``settings["geometry"]`` and
+``summary()`` say what ran, why, and what the first attempt showed. A parametrisation the user named
 is never replaced; where a named chart diverged on a long ridge, its warning advises the same
 retry (:func:`advised_target`) before the factored model.
 """
@@ -81,8 +80,8 @@ from ..frequentist.fgd import LowRankResult, fit_low_rank
 from ..model import margins
 from ..results import Diagnostics
 from .chart import ANGLE_MAX, SNR_CHARTED_MIN, ChartFrame, chart_frame, partial_frame
-from .samplers import Watch
 from .settings import AUTO, CHART, FACTORED, NUTS
+from .watch import Watch
 
 # Charted by "auto" only from this leading signal-to-noise ratio on. Below it the factored model took
 # 23-35 leapfrog steps per draw (the chart 15, at a higher cost per step and 20-30 s more compilation):
@@ -96,11 +95,9 @@ SNR_CHART = 20.0
 # partial chart drew 0.22-0.6x the factored model's ESS per second (ESS 460-874 against 2,200-3,250).
 N_CHART = 5000
 # A start whose largest margin |η_t| exceeds this predicts some label with probability 1 − 1e-21 or more:
-# separated in effect, whether or not its MLE was flagged (a §5.1 problem at N = 600 gave |η| ~ 1e6; the
-# fits of the paper's cells that converge stay below 20).
+# separated in effect, flagged or not (§5.1 at N = 600 gave |η| ~ 1e6; the paper's cells stay below 20).
 MARGIN_MAX = 50.0
-# λ of the default start's ridge, times 1/s²: (λ/2)‖Θ‖²_F is the log density of a N(0, s²/λ) prior.
-START_RIDGE = 1.0
+START_RIDGE = 1.0  # λ of the default start's ridge times 1/s²: (λ/2)‖Θ‖²_F is a N(0, s²/λ) prior's
 # A divergent automatic chart is first re-run at this target_accept (where the user's is lower): the
 # robustness grids' three divergent charts had no divergence at 0.95 and were kept, in 122-265 s where the
 # fall-backs had taken 281-1,115 s (docs/results.md, "Retrying the chart"). So is a divergent automatic
@@ -113,9 +110,8 @@ RETRY_TARGET_ACCEPT = 0.95
 # 3.3) diverged 4 and 17 times at 0.9 and not at 0.99, in 80-86 s where the factored model took 253-267 s.
 # Below it smaller steps did not help (the q = 30 problem, charted SNR 5.6-8.1: 30 divergences at 0.9,
 # 61 at 0.95), or converged slowly where the factored model was 5x faster per ESS (charted SNR 5.8-7.4:
-# ESS 571 in 242 s at 0.99, the factored model 1,734 in 149 s). An automatic factored model that diverged
-# at RETRY_TARGET_ACCEPT runs at STEADY_TARGET_ACCEPT too, as its advice says: an unseen problem (continuous
-# features, skewed actions, N = 1,500, r = 1) diverged once at 0.9 and once at 0.95, and not at 0.99.
+# ESS 571 in 242 s at 0.99, the factored model 1,734 in 149 s). A divergent automatic factored model runs
+# at STEADY_TARGET_ACCEPT too: an unseen N = 1,500 problem diverged at 0.9 and 0.95, and not at 0.99.
 SNR_STEADY = 10.0
 STEADY_TARGET_ACCEPT = 0.99
 # A partial chart (r₁ < r) from this N on starts at RETRY_TARGET_ACCEPT: there its factored weak block sits
@@ -123,16 +119,13 @@ STEADY_TARGET_ACCEPT = 0.99
 # ran again (unseen problems at N = 15,000-30,000, 1-114 divergences; §5.1 at q = 10, N = 100,000, 1 and 3
 # on two GPUs). On seven of them (N = 15,000-30,000) the default drew 1.16-4.9x its former ESS per second
 # where the chart had diverged at 0.9, and 0.60x and 0.70x on the two whose chart had not (geometric mean
-# 1.36x; docs/results.md, "A partial chart at large N"). At N = 10,000 nine of the grids' ten partial
-# charts diverged at 0.9 too, but §5.1's q = 10 chart did not (34.4 steps per draw, the issue's bar) and
-# at 0.95 missed R-hat once (1.011), so below this N the chart starts at the user's target.
+# 1.36x; docs/results.md, "A partial chart at large N"). At N = 10,000 the grids' partial charts diverged
+# at 0.9 too, but §5.1's q = 10 chart did not, and at 0.95 drew an ESS of 284-408 (three seeds; ess_min 400).
 N_PARTIAL_RETRY = 15000
 # A smaller chart's boundary r' must sit at a gap σ̂_{r'} ≥ GAP_MIN σ̂_{r'+1}: across a narrower one the
-# posterior swaps the components and the chart's ratio coordinates inherit the swap. Across 1.35 (§5.1,
-# q = 10, N = 10,000, r₁ = 2) the chart diverged 38 times; on four equal singular values (q = 30,
-# N = 20,000) the fall-back to r₁ = 1 across 1.23 diverged 19 times in 726 s; across 9.9 and 7.3 (the
-# unseen grid's problems 5 and 10) it diverged 0 and 1 times (docs/results.md, "Problems outside the
-# grid's span").
+# posterior swaps the components. Across 1.35 (§5.1, q = 10, N = 10,000, r₁ = 2) the chart diverged 38
+# times, across 1.23 (q = 30, N = 20,000) 19 times; across 9.9 and 7.3, 0 and 1 times (docs/results.md,
+# "Problems outside the grid's span").
 GAP_MIN = 2.0
 # "auto" charts a block of r₁ components only where its signal-to-noise ratio (Σ_{k ≤ r₁} SNR_k⁻²)^(−1/2)
 # (:func:`block_snr`) stands SNR_CHARTED_MIN from 0 too, as each component must: each component's ratio
@@ -472,6 +465,13 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         geometry = dataclasses.replace(geometry, lengthened=True)
         yield geometry
         yield from _retries(geometry, nuts, latest)
+
+
+def divergence_has_fallback(geometry: Geometry, nuts: NUTS) -> bool:
+    """Whether a divergence in ``geometry``'s run is followed by another (:func:`fallbacks`): always for
+    an automatic chart, below :data:`STEADY_TARGET_ACCEPT` for an automatic factored model, never for the
+    user's."""
+    return geometry.automatic and (geometry.frame is not None or geometry.target(nuts) < STEADY_TARGET_ACCEPT)
 
 
 def _first_answer(first: Diagnostics, latest: Callable[[], Diagnostics]) -> Callable[[], Diagnostics]:

@@ -33,17 +33,6 @@ nutpie's sampler, and so its adaptation, calls a log density and gradient jitted
 by JAX on JAX's default device instead of numba's; numpyro's own adaptation took
 about twice nutpie's leapfrog steps per draw on the same chart (docs/design.md,
 "Samplers"). The same cache serves it, with the data kept as inputs.
-
-**A watched warm-up.** Given a :class:`Watch`, :func:`sample_nutpie` samples in the background
-and reads the trace as it grows: once a chain has drawn its warm-up draws
-:data:`WATCH_DRAWS`, a mean tree depth there of the watch's ``depth`` or more, or of its
-``long_depth`` where the rest of the run is projected to take ``long_seconds`` or more
-(:func:`remaining_seconds`), stops the run and raises :class:`DeepWarmup`, so that the caller
-can move to other coordinates having spent a tenth of the warm-up, not the whole run, on
-trajectories of 2^depth leapfrog steps. nutpie's
-step size has settled by then: over 54 logged problems the mean depth of those draws tracked
-log₂ of the run's leapfrog steps per draw with correlation 0.98, reading 0.3-1.1 below it
-(docs/results.md, "A watched warm-up").
 """
 
 from __future__ import annotations
@@ -57,7 +46,6 @@ import time
 import warnings
 from collections import OrderedDict
 from collections.abc import Hashable
-from dataclasses import dataclass
 
 import numpy as np
 import nutpie
@@ -70,16 +58,11 @@ from threadpoolctl import threadpool_limits
 
 from . import dims as D
 from .settings import NUTS, VI, Prior
+from .watch import WATCH_DRAWS, Watch, sample_watched
 
 # Compiled models kept per process (a chart model at the paper's sizes holds a few MB).
 CACHE_SIZE = 8
 _CACHE: OrderedDict[Hashable, object] = OrderedDict()
-# The warm-up draws (first, last) whose mean tree depth a watched run is judged by, and the seconds
-# between two reads of its trace: the first wait, then 1.5 times longer each time up to the last. A read
-# converts the trace so far (75-350 ms on the 2-core machine, beside the chains), so a warm-up of deep
-# trees (a minute to its draw 150) is read some twenty times, not two hundred.
-WATCH_DRAWS = (50, 150)
-WATCH_POLL = (0.25, 4.0)
 # The PyMC loggers silenced when progressbar=False ("Finished [100%]", "Sequential sampling", ...).
 _PYMC_LOGGERS = ("pymc", "pymc.sampling.mcmc", "pymc.stats.convergence", "pymc.variational.inference",
                  "pymc.tuning.starting")
@@ -197,125 +180,6 @@ def compiled_model(model: pm.Model, key: Hashable, start: dict, backend: str = "
     return compiled, time.perf_counter() - t0, False
 
 
-@dataclass(frozen=True)
-class Watch:
-    """When a watched warm-up (:func:`sample_nutpie`'s ``watch``) is stopped.
-
-    Attributes
-    ----------
-    depth : float
-        A mean tree depth over the warm-up draws :data:`WATCH_DRAWS` (:func:`warmup_depth`)
-        that stops the run.
-    long_depth, long_seconds : float
-        A shallower mean depth that stops it where the rest of the run is projected to
-        take ``long_seconds`` or more (:func:`remaining_seconds`); infinite: never.
-    """
-
-    depth: float
-    long_depth: float = np.inf
-    long_seconds: float = np.inf
-
-    def why(self, depth: float, remaining: float) -> str | None:
-        """Why a warm-up of mean ``depth`` with ``remaining`` projected seconds is stopped, or None."""
-        first, last = WATCH_DRAWS
-        trees = f"warm-up drew trees of mean depth {depth:.1f} over its draws {first}-{last}"
-        if depth >= self.depth:
-            return f"{trees} >= {self.depth:g}"
-        if depth >= self.long_depth and remaining >= self.long_seconds:
-            return (f"{trees} >= {self.long_depth:g}, the rest of its run projected to take "
-                    f"{remaining:.0f} s >= {self.long_seconds:g} s")
-        return None
-
-
-class DeepWarmup(RuntimeError):
-    """A watched run (:func:`sample_nutpie`'s ``watch``) stopped in its warm-up on deep trees.
-
-    Attributes
-    ----------
-    depth : float
-        The mean tree depth over the warm-up draws :data:`WATCH_DRAWS` (:func:`warmup_depth`).
-    remaining : float
-        The seconds the rest of the run was projected to take (:func:`remaining_seconds`).
-    """
-
-    def __init__(self, depth: float, remaining: float, why: str):
-        super().__init__(why)
-        self.depth, self.remaining = depth, remaining
-
-
-def warmup_depth(tree: xr.DataTree) -> float | None:
-    """The mean tree depth over the warm-up draws :data:`WATCH_DRAWS` of the chains of nutpie's ``tree`` that
-    have drawn them, or None while none has.
-
-    Not of every chain: nutpie runs as many chains at a time as it has cores, so on two
-    cores the last two chains start when the first two end (on an unseen problem of 1,023
-    leapfrog steps per draw, waiting for them took 250 s of its 655). A trace read while
-    sampling pads the chains behind, with NaN in the float statistics (the step size) and
-    with 0 in the integer ones such as the depth, which a draw that diverged at its first
-    step has too.
-    """
-    if "warmup_sample_stats" not in tree.children:
-        return None
-    stats = tree["warmup_sample_stats"]
-    first, last = WATCH_DRAWS
-    if stats.sizes["draw"] < last:
-        return None
-    drawn = np.isfinite(stats["step_size"].values[:, :last]).all(axis=1)
-    return float(stats["depth"].values[drawn, first:last].mean()) if drawn.any() else None
-
-
-def _finished(sampler) -> bool:
-    try:
-        return sampler.is_finished
-    except TimeoutError:  # nutpie 0.16 raises this, rather than answering False, while the chains run
-        return False
-
-
-def _inspect(sampler) -> xr.DataTree:
-    with warnings.catch_warnings():
-        # ArviZ's check of the dimensions' names, fooled by a trace of fewer draws than chains so far.
-        warnings.filterwarnings("ignore", message="Found chain dimension", category=UserWarning)
-        return sampler.inspect()
-
-
-def remaining_seconds(tree: xr.DataTree, elapsed: float, total: int) -> float:
-    """The seconds the rest of a run is projected to take: ``elapsed`` for the draws in nutpie's ``tree`` so
-    far (those of every chain, warm-up and after), the same per draw for the rest of ``total``.
-
-    An overestimate where the warm-up's first draws take longer trees than the later ones: on
-    five unseen problems it exceeded the whole factored run's logged seconds by 1.2-2.8× (docs/results.md,
-    "A watched warm-up"; the two were timed under different loads).
-    """
-    drawn = sum(int(np.isfinite(tree[name]["step_size"].values).sum())
-                for name in ("warmup_sample_stats", "sample_stats") if name in tree.children)
-    return elapsed * (total - drawn) / drawn if drawn else np.inf
-
-
-def _watched(compiled, watch: Watch, **options) -> xr.DataTree:
-    """``nutpie.sample(compiled, **options)``, stopped with :class:`DeepWarmup` where ``watch`` says (see the
-    module docstring); the tree without its warm-up groups."""
-    t0 = time.perf_counter()
-    sampler = nutpie.sample(compiled, blocking=False, save_warmup=True, **options)
-    wait, longest = WATCH_POLL
-    total = options["chains"] * (options["tune"] + options["draws"])
-    try:
-        while (depth := warmup_depth(read := _inspect(sampler))) is None and not _finished(sampler):
-            time.sleep(wait)
-            wait = min(1.5 * wait, longest)
-        if depth is not None:
-            remaining = remaining_seconds(read, time.perf_counter() - t0, total)
-            if (why := watch.why(depth, remaining)) is not None:
-                raise DeepWarmup(depth, remaining, why)
-        tree = sampler.wait()
-    except BaseException:
-        sampler.cancel()
-        raise
-    for name in ("warmup_posterior", "warmup_sample_stats"):
-        if name in tree.children:
-            del tree[name]
-    return tree
-
-
 def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tune: int, chains: int,
                   cores: int, seed: int, target_accept: float, progressbar: bool,
                   backend: str = "numba", watch: Watch | None = None) -> xr.DataTree:
@@ -324,8 +188,9 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
     The tree is ``pm.sample``'s: the same groups, the same seeds for the same
     ``seed``; its posterior's attrs add ``compile_time`` (seconds) and
     ``compiled_model_reused``. With ``watch``, and a warm-up of at least the
-    last of :data:`WATCH_DRAWS`, the run is watched: :class:`DeepWarmup` where the
-    warm-up's trees run as deep as ``watch`` says (:meth:`Watch.why`).
+    last of :data:`~.watch.WATCH_DRAWS`, the run is watched: :class:`~.watch.DeepWarmup` where the
+    warm-up's trees run as deep as ``watch`` says (:meth:`~.watch.Watch.why`); with its
+    ``divergence`` set, :class:`~.watch.Diverged` at the first divergent draw after the warm-up.
     """
     compiled, compile_seconds, reused = compiled_model(model, key, start, backend)
     # pm.sample's derivation of the sampler's seed, so that a fit draws what it drew through pm.sample.
@@ -333,8 +198,8 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
     t0 = time.time()
     options = dict(draws=draws, tune=max(tune, 1), chains=chains, cores=cores, seed=seeds[0],
                    store_unconstrained=False, progress_bar=progressbar, target_accept=target_accept)
-    if watch is not None and tune >= WATCH_DRAWS[1]:
-        tree = _watched(compiled, watch, **options)
+    if watch is not None and (watch.divergence or tune >= WATCH_DRAWS[1]):
+        tree = sample_watched(compiled, watch, **options)
     else:
         tree = nutpie.sample(compiled, save_warmup=False, **options)
     sampling_time = time.time() - t0
@@ -480,7 +345,7 @@ def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key
 
     nutpie runs through :func:`sample_nutpie`, which compiles a model of
     the structure ``key`` once per process, and watches its warm-up where ``watch``
-    is given (:class:`DeepWarmup`); the others through ``pm.sample``, unwatched. The
+    is given (:class:`~.watch.DeepWarmup`); the others through ``pm.sample``, unwatched. The
     sampler adds no jitter of its own on top of the start's.
     """
     rng = np.random.default_rng(seed)
