@@ -249,10 +249,10 @@ def _coordinates(nuts: NUTS, with_target: bool = False, with_length: bool = Fals
 
 def _told(d: Diagnostics) -> str:
     if d.status is FitStatus.STOPPED:
-        return (f"was stopped at its first divergence after the warm-up ({d.divergences} divergent draws "
-                f"by {d.seconds:.0f} s)")
-    return (f"gave {d.divergences} divergences, R-hat {d.max_rhat:.3f}, ESS {d.min_ess_bulk:.0f} in "
-            f"{d.seconds:.0f} s")
+        return (f"was stopped at its first divergence after the warm-up ({d.divergences} divergent "
+                f"draw{'s' * (d.divergences != 1)} by {d.seconds:.0f} s)")
+    return (f"gave {d.divergences} divergence{'s' * (d.divergences != 1)}, R-hat {d.max_rhat:.3f}, ESS "
+            f"{d.min_ess_bulk:.0f} in {d.seconds:.0f} s")
 
 
 def geometry_record(geometry, ran: NUTS, runs: list[tuple[NUTS, Diagnostics, float]],

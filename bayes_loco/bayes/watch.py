@@ -102,8 +102,8 @@ class Diverged(RuntimeError):
     """
 
     def __init__(self, divergences: int, draws: int, depth: float | None, seconds: float):
-        super().__init__(f"{divergences} divergent draws of the first {draws} after the warm-up; stopped "
-                         f"after {seconds:.0f} s")
+        super().__init__(f"{divergences} divergent draw{'s' * (divergences != 1)} of the first {draws} after "
+                         f"the warm-up; stopped after {seconds:.0f} s")
         self.divergences, self.draws, self.depth, self.seconds = divergences, draws, depth, seconds
 
 
