@@ -202,13 +202,19 @@ def test_a_run_watched_for_divergences_stops_at_its_first():
     np.testing.assert_array_equal(whole["posterior"]["v"].values, plain["posterior"]["v"].values)
 
 
-def test_the_divergences_told_are_those_after_the_warm_up():
+def test_the_divergences_told_are_those_after_the_warm_up_and_the_end_is_told_at_once():
     class Chain:
-        def __init__(self, draws):
-            self.divergent_draws = draws
+        def __init__(self, draws, finished=10, total=300):
+            self.divergent_draws, self.finished_draws, self.total_draws = draws, finished, total
 
-    told = watch_module._Divergences(tune=100)
+    told = watch_module._Progress(tune=100, divergence=True)
     told([Chain([3, 99]), Chain([])])
-    assert told.count == 0  # warm-up divergences steer the adaptation, and decide nothing
+    assert told.count == 0 and not told.told.is_set()  # warm-up divergences steer the adaptation only
     told([Chain([3, 99, 100]), Chain([250, 400])])
-    assert told.count == 3
+    assert told.count == 3 and told.told.is_set()
+    # A watch of the warm-up's depth alone is woken by the run's end, not by a divergence.
+    depth_only = watch_module._Progress(tune=100, divergence=False)
+    depth_only([Chain([150], finished=300), Chain([], finished=299)])
+    assert depth_only.count == 1 and not depth_only.told.is_set()
+    depth_only([Chain([150], finished=300), Chain([], finished=300)])
+    assert depth_only.told.is_set()

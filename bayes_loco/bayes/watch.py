@@ -20,6 +20,7 @@ run whose fate is known is not drawn.
 
 from __future__ import annotations
 
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -107,14 +108,19 @@ class Diverged(RuntimeError):
         self.divergences, self.draws, self.depth, self.seconds = divergences, draws, depth, seconds
 
 
-class _Divergences:
-    """nutpie's ``progress_callback``: the divergent draws after a warm-up of ``tune`` draws, as last told."""
+class _Progress:
+    """nutpie's ``progress_callback``: the divergent draws after a warm-up of ``tune`` draws, and whether
+    every chain has drawn all its draws, as last told. ``told`` is set at the run's end, and at its first
+    divergence where ``divergence`` (the watch stops there), so that a wait on it ends at once, not at
+    the next read: reads grow 4 s apart, and a run of 9 s took 12 s watched."""
 
-    def __init__(self, tune: int):
-        self.tune, self.count = tune, 0
+    def __init__(self, tune: int, divergence: bool):
+        self.tune, self.divergence, self.count, self.told = tune, divergence, 0, threading.Event()
 
     def __call__(self, progress) -> None:
         self.count = sum(int(np.sum(np.asarray(chain.divergent_draws) >= self.tune)) for chain in progress)
+        if (self.divergence and self.count) or all(c.finished_draws >= c.total_draws for c in progress):
+            self.told.set()
 
 
 def _stopped_at_divergence(read: xr.DataTree, told: int, seconds: float) -> Diverged:
@@ -181,8 +187,8 @@ def sample_watched(compiled, watch: Watch, **options) -> xr.DataTree:
     """``nutpie.sample(compiled, **options)``, stopped with :class:`DeepWarmup` or :class:`Diverged` where
     ``watch`` says (see the module docstring); the tree without its warm-up groups."""
     t0 = time.perf_counter()
-    divergences = _Divergences(options["tune"])
-    sampler = nutpie.sample(compiled, blocking=False, save_warmup=True, progress_callback=divergences,
+    progress = _Progress(options["tune"], watch.divergence)
+    sampler = nutpie.sample(compiled, blocking=False, save_warmup=True, progress_callback=progress,
                             **options)
     wait, longest = WATCH_POLL
     total = options["chains"] * (options["tune"] + options["draws"])
@@ -197,9 +203,9 @@ def sample_watched(compiled, watch: Watch, **options) -> xr.DataTree:
                     raise DeepWarmup(depth, remaining, why)
             if finished or not (depth_due or watch.divergence):
                 break
-            if watch.divergence and divergences.count:
-                raise _stopped_at_divergence(_inspect(sampler), divergences.count, time.perf_counter() - t0)
-            time.sleep(wait)
+            if watch.divergence and progress.count:
+                raise _stopped_at_divergence(_inspect(sampler), progress.count, time.perf_counter() - t0)
+            progress.told.wait(wait)
             wait = min(1.5 * wait, longest)
         tree = sampler.wait()
     except BaseException:
