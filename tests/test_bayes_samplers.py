@@ -197,7 +197,7 @@ def test_a_run_watched_for_divergences_stops_at_its_first():
     # a few seconds; the 200,000 draws would take minutes.
     assert 1 <= stop.value.divergences <= stop.value.draws < 100_000
     assert stop.value.depth is not None and 0.0 < stop.value.depth < 10.0
-    # Without the flag the same watch draws to the end, warm-up divergences included.
+    # Without the flag the watch lets the run draw to its end, divergences and all, as unwatched.
     whole = sample(watch_module.Watch(30.0), 1000)
     np.testing.assert_array_equal(whole["posterior"]["v"].values, plain["posterior"]["v"].values)
 

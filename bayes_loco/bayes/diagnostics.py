@@ -22,6 +22,7 @@ from ..trees import CONSTANT_DATA
 from . import dims as D
 from .chart import ANGLE_MAX
 from .settings import CHART, FACTORED, NUTS, VI
+from .watch import Diverged
 
 # Sampler-stat names differ between the NUTS implementations (docs/design.md, 'Samplers').
 _DEPTH_STATS = ("tree_depth", "depth")
@@ -186,7 +187,7 @@ def nuts_diagnostics(tree, nuts: NUTS, seconds: float, chart_target: float | Non
     return diagnostics, advice
 
 
-def stopped_diagnostics(nuts: NUTS, stop) -> Diagnostics:
+def stopped_diagnostics(nuts: NUTS, stop: Diverged) -> Diagnostics:
     """The account of a run stopped at its first divergence (``stop``, a :class:`~.watch.Diverged`):
     its divergences and tree depth so far, no R-hat or ESS (NaN)."""
     message = f"stopped at its first divergence after the warm-up: {stop}"

@@ -58,7 +58,7 @@ from threadpoolctl import threadpool_limits
 
 from . import dims as D
 from .settings import NUTS, VI, Prior
-from .watch import WATCH_DRAWS, Watch, sample_watched
+from .watch import Watch, sample_watched
 
 # Compiled models kept per process (a chart model at the paper's sizes holds a few MB).
 CACHE_SIZE = 8
@@ -187,10 +187,10 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
 
     The tree is ``pm.sample``'s: the same groups, the same seeds for the same
     ``seed``; its posterior's attrs add ``compile_time`` (seconds) and
-    ``compiled_model_reused``. With ``watch``, and a warm-up of at least the
-    last of :data:`~.watch.WATCH_DRAWS`, the run is watched: :class:`~.watch.DeepWarmup` where the
-    warm-up's trees run as deep as ``watch`` says (:meth:`~.watch.Watch.why`); with its
-    ``divergence`` set, :class:`~.watch.Diverged` at the first divergent draw after the warm-up.
+    ``compiled_model_reused``. With ``watch`` the run is watched (:func:`~.watch.sample_watched`):
+    :class:`~.watch.DeepWarmup` where a warm-up of at least the last of :data:`~.watch.WATCH_DRAWS`
+    draws trees as deep as ``watch`` says (:meth:`~.watch.Watch.why`); with its ``divergence`` set,
+    :class:`~.watch.Diverged` at the first divergent draw after the warm-up.
     """
     compiled, compile_seconds, reused = compiled_model(model, key, start, backend)
     # pm.sample's derivation of the sampler's seed, so that a fit draws what it drew through pm.sample.
@@ -198,7 +198,7 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
     t0 = time.time()
     options = dict(draws=draws, tune=max(tune, 1), chains=chains, cores=cores, seed=seeds[0],
                    store_unconstrained=False, progress_bar=progressbar, target_accept=target_accept)
-    if watch is not None and (watch.divergence or tune >= WATCH_DRAWS[1]):
+    if watch is not None:
         tree = sample_watched(compiled, watch, **options)
     else:
         tree = nutpie.sample(compiled, save_warmup=False, **options)
