@@ -406,17 +406,16 @@ def _prior_curvature(left, right, sv, scale: float) -> np.ndarray:
 
 def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, prior=None,
                       store_margins: bool = False, context_names=None, feature_names=None,
-                      group_rows: bool = False) -> pm.Model:
+                      group_rows: bool = False, span_only: bool = False) -> pm.Model:
     """The factored model of :func:`~bayes_loco.bayes.build_model` in (partial) chart coordinates.
 
-    Same prior on Θ, same likelihood, same data containers and Deterministics
-    (``U``, ``V``, ``theta``); the free variables are ``chart_z`` (z, k_c),
-    ``chart_log_diag`` (log T_ii), ``chart_lower`` (T below its diagonal, when
-    r₁ > 1), ``U_null`` and ``V_null`` (U_⊥, V_⊥, when a span is not the whole
-    space), with a partial chart (``frame.chart_rank`` r₁ < r) ``chart_weak_U``
-    (W), ``chart_weak_V`` (Z) and ``chart_weak_top`` (Y), and, with
-    ``prior.hyper``, ``sigma_U`` and ``sigma_V``. U and V are one
-    representative of each Θ's orbit (the rotation R integrated out).
+    Same prior on Θ, same likelihood, same data containers and Deterministics (``U``, ``V``,
+    ``theta``); the free variables are ``chart_z`` (z, k_c), ``chart_log_diag`` (log T_ii),
+    ``chart_lower`` (T below its diagonal, when r₁ > 1), ``U_null`` and ``V_null`` (U_⊥, V_⊥,
+    when a span is not the whole space), with a partial chart (``frame.chart_rank`` r₁ < r)
+    ``chart_weak_U`` (W), ``chart_weak_V`` (Z) and ``chart_weak_top`` (Y), and, with
+    ``prior.hyper``, ``sigma_U`` and ``sigma_V``. U and V are one representative of each Θ's
+    orbit (the rotation R integrated out).
 
     Parameters
     ----------
@@ -429,6 +428,10 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
         is rotation invariant and carries over).
     store_margins, context_names, feature_names, group_rows
         As in :func:`~bayes_loco.bayes.build_model`.
+    span_only : bool
+        Leave U_⊥ and V_⊥ out: the spans' blocks alone, whose posterior is the whole
+        model's marginal where ``prior.balance`` is 0 (:mod:`.nullspace` draws U_⊥, V_⊥);
+        ``U``, ``V`` and ``theta`` are then their parts within the spans.
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
@@ -439,6 +442,8 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
         raise ValueError(f"frame is for rank {frame.rank} and (d_x, d_phi) = ({frame.left.shape[0]}, "
                          f"{frame.right.shape[0]}); expected rank {rank} and ({data.d_x}, {data.d_phi})")
     prior = settings_group(prior, Prior, "prior")
+    if span_only and prior.balance > 0:
+        raise ValueError("span_only needs prior.balance = 0: the balancing potential couples U_⊥, V_⊥")
     r, r1, rw = rank, frame.chart_rank, frame.weak_rank
     dx, m = frame.left.shape[1], frame.right.shape[1]
     layout = row_layout(data, rank, group_rows)
@@ -472,10 +477,10 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
         pm.Potential(D.CHART_PRIOR, log_prior)
         u = pt.dot(inputs["chart_left"], u_s)
         v = pt.dot(inputs["chart_right"], v_s)
-        if frame.left_null.shape[1]:
+        if frame.left_null.shape[1] and not span_only:
             u = u + pt.dot(inputs["chart_left_null"],
                            pm.Normal(D.LEFT_NULL, 0.0, s_u, dims=(D.CONTEXT_NULL, D.RANK)))
-        if frame.right_null.shape[1]:
+        if frame.right_null.shape[1] and not span_only:
             v = v + pt.dot(inputs["chart_right_null"],
                            pm.Normal(D.RIGHT_NULL, 0.0, s_v, dims=(D.FEATURE_NULL, D.RANK)))
         u = pm.Deterministic(D.LEFT, u, dims=(D.CONTEXT, D.RANK))

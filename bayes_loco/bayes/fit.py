@@ -65,8 +65,10 @@ from .geometry import (
 from .laplace import find_map, laplace_theta
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
+from .nullspace import NULL_STREAM, draw_null, exact_null
 from .posterior import Posterior
 from .samplers import (
+    Completion,
     available_samplers,
     factor_start,
     final_loss,
@@ -339,13 +341,15 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     chart = "" if frame is None else f" r₁ = {geometry.chart_rank}"
     _LOG.info("NUTS run starts: %s%s, target_accept %g, %d × (%d + %d) with %s; %s", geometry.parametrization,
               chart, nuts.target_accept, nuts.chains, nuts.tune, nuts.draws, nuts.sampler, geometry.reason)
+    complete = None
     if frame is not None:
-        model = build_chart_model(run.data, run.rank, frame, prior=prior, group_rows=grouped)
+        model, sampled, complete = _chart_models(run, frame, grouped)
 
         def draw_start(rng):
-            return chart_start(frame, nuts.init_jitter, rng, prior.scale)
+            start = chart_start(frame, nuts.init_jitter, rng, prior.scale)
+            return {name: value for name, value in start.items() if name in sampled.named_vars}
     else:
-        model = build_model(run.data, run.rank, prior=prior, group_rows=grouped)
+        model = sampled = build_model(run.data, run.rank, prior=prior, group_rows=grouped)
         u0, v0 = balanced_factors(run.start.theta, run.rank)
 
         def draw_start(rng):
@@ -353,8 +357,8 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     with quiet_pymc(not run.progressbar):
         t0 = time.perf_counter()
         try:
-            raw = sample_nuts(model, nuts, draw_start, run.seed, run.progressbar,
-                              model_key(model, frame, prior), watch)
+            raw = sample_nuts(sampled, nuts, draw_start, run.seed, run.progressbar,
+                              model_key(sampled, frame, prior), watch, complete)
         except Diverged as stop:
             _LOG.info("NUTS run stopped: %s", stop)
             facts = (nuts.sampler, nuts.chains, 0, "none: stopped at its first divergence")
@@ -370,6 +374,21 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
         diagnostics = note_loose(diagnostics, frame)
     facts = (nuts.sampler, nuts.chains, nuts.draws, "NUTS draws (MCMC)")
     return _Attempt(tree, diagnostics, model, nuts, facts, advice, table=table)
+
+
+def _chart_models(run: _Run, frame, grouped: bool) -> tuple[pm.Model, pm.Model, Completion | None]:
+    """(the chart model, the model NUTS samples, what completes its draws: :func:`~.samplers.sample_nuts`).
+
+    Where U_⊥ and V_⊥ can be drawn exactly (:func:`~.nullspace.exact_null`) NUTS samples the spans'
+    blocks alone and they are drawn from a stream of their own; otherwise the chart model itself.
+    """
+    model = build_chart_model(run.data, run.rank, frame, prior=run.prior, group_rows=grouped)
+    if not exact_null(frame, run.prior):
+        return model, model, None
+    sampled = build_chart_model(run.data, run.rank, frame, prior=run.prior, group_rows=grouped,
+                                span_only=True)
+    rng = np.random.default_rng([run.seed, NULL_STREAM])
+    return model, sampled, (model, lambda draws: draw_null(draws, frame, run.prior, rng))
 
 
 def _optimise(run: _Run, method: str, group: MAP | VI) -> _Attempt:

@@ -45,7 +45,7 @@ import os
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 
 import numpy as np
 import nutpie
@@ -60,6 +60,8 @@ from . import dims as D
 from .settings import NUTS, VI, Prior
 from .watch import Watch, sample_watched
 
+# (the whole model, a function adding the free variables the sampled model leaves out): :func:`sample_nuts`.
+Completion = tuple[pm.Model, Callable[[xr.Dataset], xr.Dataset]]
 # Compiled models kept per process (a chart model at the paper's sizes holds a few MB).
 CACHE_SIZE = 8
 _CACHE: OrderedDict[Hashable, object] = OrderedDict()
@@ -182,7 +184,8 @@ def compiled_model(model: pm.Model, key: Hashable, start: dict, backend: str = "
 
 def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tune: int, chains: int,
                   cores: int, seed: int, target_accept: float, progressbar: bool,
-                  backend: str = "numba", watch: Watch | None = None) -> xr.DataTree:
+                  backend: str = "numba", watch: Watch | None = None,
+                  complete: Completion | None = None) -> xr.DataTree:
     """nutpie's NUTS on ``model`` from ``start``, compiled once per ``key`` (see the module docstring).
 
     The tree is ``pm.sample``'s: the same groups, the same seeds for the same
@@ -190,7 +193,8 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
     ``compiled_model_reused``. With ``watch`` the run is watched (:func:`~.watch.sample_watched`):
     :class:`~.watch.DeepWarmup` where a warm-up of at least the last of :data:`~.watch.WATCH_DRAWS`
     draws trees as deep as ``watch`` says (:meth:`~.watch.Watch.why`); with its ``divergence`` set,
-    :class:`~.watch.Diverged` at the first divergent draw after the warm-up.
+    :class:`~.watch.Diverged` at the first divergent draw after the warm-up. ``complete``: as in
+    :func:`sample_nuts`.
     """
     compiled, compile_seconds, reused = compiled_model(model, key, start, backend)
     # pm.sample's derivation of the sampler's seed, so that a fit draws what it drew through pm.sample.
@@ -203,8 +207,7 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
     else:
         tree = nutpie.sample(compiled, save_warmup=False, **options)
     sampling_time = time.time() - t0
-    tree["posterior"] = xr.DataTree(pm.compute_deterministics(tree["posterior"].to_dataset(), model=model,
-                                                              extend_dataset=True, progressbar=False))
+    tree["posterior"] = xr.DataTree(with_deterministics(tree["posterior"].to_dataset(), model, complete))
     patch_nutpie_idata(tree, model, sampling_time=sampling_time)
     tree["posterior"].attrs["compile_time"] = compile_seconds
     tree["posterior"].attrs["compiled_model_reused"] = int(reused)
@@ -340,13 +343,15 @@ def _usable_cores() -> int:
 
 
 def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key=None,
-                watch: Watch | None = None) -> xr.DataTree:
+                watch: Watch | None = None, complete: Completion | None = None) -> xr.DataTree:
     """NUTS from ``draw_start(rng)`` (one start per chain for PyMC's sampler, one shared otherwise).
 
     nutpie runs through :func:`sample_nutpie`, which compiles a model of
     the structure ``key`` once per process, and watches its warm-up where ``watch``
     is given (:class:`~.watch.DeepWarmup`); the others through ``pm.sample``, unwatched. The
-    sampler adds no jitter of its own on top of the start's.
+    sampler adds no jitter of its own on top of the start's. ``complete``: (the whole model, a
+    function adding to the draws the free variables that ``model`` leaves out, drawn exactly):
+    the tree then carries the whole model's variables and Deterministics (:mod:`.nullspace`).
     """
     rng = np.random.default_rng(seed)
     per_chain = nuts.sampler == "pymc"
@@ -359,7 +364,7 @@ def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key
             return sample_nutpie(model, key, starts[0], draws=nuts.draws, tune=nuts.tune, chains=nuts.chains,
                                  cores=nuts.cores, seed=seed, target_accept=nuts.target_accept,
                                  progressbar=progressbar, backend=nuts.backend or "numba",
-                                 watch=watch)
+                                 watch=watch, complete=complete)
     kwargs = dict(draws=nuts.draws, tune=nuts.tune, chains=nuts.chains, cores=nuts.cores, random_seed=seed,
                   progressbar=progressbar, quiet=not progressbar, nuts_sampler=nuts.sampler,
                   initvals=starts if per_chain else starts[0], target_accept=nuts.target_accept,
@@ -373,7 +378,20 @@ def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key
             kwargs["blas_cores"] = None
     with warnings.catch_warnings(), limit:
         warnings.filterwarnings("ignore", category=FutureWarning)
-        return pm.sample(**kwargs)
+        tree = pm.sample(**kwargs)
+    if complete is not None:
+        free = tree["posterior"].to_dataset()[[var.name for var in model.free_RVs]]
+        tree["posterior"] = xr.DataTree(with_deterministics(free, model, complete))
+    return tree
+
+
+def with_deterministics(posterior: xr.Dataset, model: pm.Model, complete: Completion | None) -> xr.Dataset:
+    """``posterior``'s free variables with ``model``'s Deterministics, or with ``complete`` those of the
+    whole model after its function has added the free variables ``model`` leaves out."""
+    if complete is not None:
+        model, add = complete
+        posterior = add(posterior)
+    return pm.compute_deterministics(posterior, model=model, extend_dataset=True, progressbar=False)
 
 
 def model_key(model: pm.Model, frame, prior: Prior) -> tuple:
@@ -381,14 +399,16 @@ def model_key(model: pm.Model, frame, prior: Prior) -> tuple:
 
     The parametrisation and its ranks and span dimensions, the prior's settings
     (constants of the graph), the coordinates (the names nutpie labels draws
-    with; the comparisons by their count), and the data containers' names (which
-    likelihood the graph holds: Bernoulli, "half" or Davidson's, :mod:`.ties`).
+    with; the comparisons by their count), the data containers' names (which
+    likelihood the graph holds: Bernoulli, "half" or Davidson's, :mod:`.ties`) and the free
+    variables' (a chart sampled with U_⊥ and V_⊥ or without them, :mod:`.nullspace`).
     """
     shape = None if frame is None else (frame.rank, frame.chart_rank, frame.left.shape, frame.right.shape,
                                          frame.left_null.shape, frame.right_null.shape)
     coords = tuple((name, len(values) if name == D.COMPARISON else tuple(map(str, values)))
                    for name, values in model.coords.items())
-    return (shape, dataclasses.astuple(prior), coords, tuple(sorted(var.name for var in model.data_vars)))
+    return (shape, dataclasses.astuple(prior), coords, tuple(sorted(var.name for var in model.data_vars)),
+            tuple(var.name for var in model.free_RVs))
 
 
 def _vi_inference(model, vi: VI, u0, v0, seed: int):
