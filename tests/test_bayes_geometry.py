@@ -452,10 +452,14 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
         return (coordinates + (f" at target_accept {run['target_accept']:g}" if targets else "")
                 + (f" ({run['tune']} tuning steps + {run['draws']} draws)" if lengths else ""))
 
-    assert record["reason"].count(" gave ") == len(runs)
+    def told(run):  # a run stopped at its first divergence has no R-hat, and the record says it stopped
+        return "was stopped at its first divergence" if np.isnan(run["max_rhat"]) else "gave"
+
+    verbs = ("gave", told({"max_rhat": np.nan}))
+    assert sum(record["reason"].count(f" {verb} ") for verb in verbs) == len(runs)
     for before, after in itertools.pairwise(runs):
-        assert f"the {name(before)} gave" in record["reason"]
-        assert f"so the {name(after)} gave" in record["reason"]
+        assert f"the {name(before)} {told(before)}" in record["reason"]
+        assert f"so the {name(after)} {told(after)}" in record["reason"]
     ours = [run for run in runs if (run["parametrization"], run["chart_rank"], run["target_accept"],
                                     run["draws"]) == (record["parametrization"], record["chart_rank"],
                                                       post.settings["nuts"]["target_accept"],
@@ -670,11 +674,11 @@ def test_a_run_stopped_at_its_first_divergence_is_told_and_never_kept(issue_data
     monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: chart)
     sample, watches = fit_module.sample_nuts, []
 
-    def stopped_once(model, nuts, *args):
-        watches.append((nuts.target_accept, args[-1]))
+    def stopped_once(model, nuts, draw_start, seed, progressbar, key, watch, complete):
+        watches.append((nuts.target_accept, watch))
         if len(watches) == 1:
             raise watch_module.Diverged(2, 236, 4.1, 9.0)
-        return sample(model, nuts, *args)
+        return sample(model, nuts, draw_start, seed, progressbar, key, watch, complete)
 
     monkeypatch.setattr(fit_module, "sample_nuts", stopped_once)
     nuts = {"draws": 100, "tune": 100, "chains": 2, "rhat_max": 10.0, "ess_min": 0.0}
