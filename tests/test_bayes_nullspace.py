@@ -73,6 +73,9 @@ def test_a_balancing_potential_keeps_the_null_blocks_in_the_sampler(short_span):
     assert not nullspace.exact_null(frame, balanced)
     assert nullspace.exact_null(frame, Prior())
     assert not nullspace.exact_null(None, Prior())
+    partial = chart.partial_frame(chart.chart_frame(data, bl.fit_low_rank(data, 2).theta, 2), data, 1, 1.0)
+    assert partial.weak_rank == 1 and partial.right_null.shape[1] == 2
+    assert not nullspace.exact_null(partial, Prior())  # a partial chart keeps U_⊥, V_⊥ in NUTS
     rng = np.random.default_rng(2)
     whole_spans = bl.PreferenceData(rng.standard_normal((300, 3)), rng.standard_normal((300, 4)),
                                     rng.integers(0, 2, 300))

@@ -4,14 +4,14 @@ The likelihood reads U and V within the spans of the contexts and of the differe
 (:mod:`.chart`, "Spans"), and the isotropic prior keeps U_⊥ = P⊥ᵀ U and V_⊥ = Q⊥ᵀ V
 independent of the rest. So where no balancing potential couples them (``prior.balance``
 0) their posterior is their prior, N(0, s_U²) and N(0, s_V²) entry by entry given the scales
-(the hyper-prior's draws with ``prior.hyper``), independent of everything else. NUTS then
-samples the spans' blocks alone (``build_chart_model(span_only=True)``), and
-:func:`draw_null` adds U_⊥ and V_⊥ as independent draws before the Deterministics are
-computed.
+(the hyper-prior's draws with ``prior.hyper``), independent of everything else. In a full
+chart (:func:`exact_null` says where) NUTS then samples the spans' blocks alone
+(``build_chart_model(span_only=True)``), and :func:`draw_null` adds U_⊥ and V_⊥ as
+independent draws before the Deterministics are computed.
 
 Why: sampled by NUTS with the rest, Θ's entries off the spans, U V_⊥ᵀ Q⊥ᵀ, were the slowest
 quantities of a chart. NUTS's draws of each factor are antithetic (negatively autocorrelated),
-and a product of two antithetic chains is positively autocorrelated: §5.1 at rank 1, N = 10,000
+and their product need not be: §5.1 at rank 1, N = 10,000
 (8 × 6 × 5, d_φ = 10, the differences' span 5) gave every factor an ESS of 7,000-10,000 of 4,000
 draws and those entries 1,488; with V_⊥ drawn independently, 3,700 (docs/results.md, "The blocks
 off the spans drawn exactly").
@@ -33,10 +33,14 @@ NULL_STREAM = 0x6E756C6C
 def exact_null(frame: ChartFrame | None, prior) -> bool:
     """Whether a fit in ``frame``'s chart draws U_⊥ and V_⊥ exactly (:func:`draw_null`).
 
-    Where the chart has a block off a span and ``prior.balance`` is 0; never for the factored
-    model (``frame`` None), whose U and V are not split by span.
+    Where a full chart (r₁ = r) has a block off a span and ``prior.balance`` is 0. Never for the
+    factored model (``frame`` None), whose U and V are not split by span, nor for a partial chart:
+    its slowest quantities are the weak block's, and without U_⊥, V_⊥ beside them NUTS's
+    trajectories lengthened (§5.1 at q = 10, N = 10,000, 60 prior-only dimensions fewer: 34.7-35.5
+    leapfrog steps per draw became 41.3-41.4, past issue #32's 40, for an ESS per second within
+    ±12 %).
     """
-    if frame is None or prior.balance > 0:
+    if frame is None or prior.balance > 0 or frame.weak_rank:
         return False
     return bool(frame.left_null.shape[1] or frame.right_null.shape[1])
 
