@@ -2,8 +2,9 @@
 
 The spans' model is checked to be the whole chart model's marginal (their log densities differ
 by U_⊥'s and V_⊥'s Normal densities, computed by SciPy), the draws against their N(0, s²)
-law (Kolmogorov–Smirnov, lag-1 autocorrelation), and a chart fit's U_⊥ and V_⊥ against
-independent draws (NUTS's own were antithetic: lag-1 autocorrelation −0.31 on the same fit).
+law (Kolmogorov–Smirnov, lag-1 autocorrelation), and the U_⊥ and V_⊥ of a full chart's, a partial
+chart's and the factored model's fit against independent draws (NUTS's own were antithetic: lag-1
+autocorrelation −0.31 on the same full chart).
 """
 
 from __future__ import annotations
@@ -70,17 +71,14 @@ def test_a_balancing_potential_keeps_the_null_blocks_in_the_sampler(short_span):
     with pytest.raises(ValueError, match=r"prior\.balance"):
         nullspace.draw_null(xr.Dataset(coords={"chain": [0], "draw": [0]}), frame, balanced,
                             np.random.default_rng(0))
-    assert not nullspace.exact_null(frame, balanced)
-    assert nullspace.exact_null(frame, Prior())
-    assert not nullspace.exact_null(None, Prior())
-    partial = chart.partial_frame(chart.chart_frame(data, bl.fit_low_rank(data, 2).theta, 2), data, 1, 1.0)
-    assert partial.weak_rank == 1 and partial.right_null.shape[1] == 2
-    assert not nullspace.exact_null(partial, Prior())  # a partial chart keeps U_⊥, V_⊥ in NUTS
-    rng = np.random.default_rng(2)
-    whole_spans = bl.PreferenceData(rng.standard_normal((300, 3)), rng.standard_normal((300, 4)),
-                                    rng.integers(0, 2, 300))
-    full = chart.chart_frame(whole_spans, np.ones((3, 4)), 1)
-    assert not nullspace.exact_null(full, Prior())  # both spans whole: nothing to draw
+    assert not nullspace.exact_null(frame.left_null, frame.right_null, balanced)
+    assert nullspace.exact_null(frame.left_null, frame.right_null, Prior())
+    factors = xr.Dataset({D.LEFT: (("chain", "draw", D.CONTEXT, D.RANK), np.zeros((1, 1, 4, 1)))})
+    with pytest.raises(ValueError, match=r"prior\.balance"):
+        nullspace.redraw_off_spans(factors, frame.left_null, frame.right_null[:, :0], balanced,
+                                   np.random.default_rng(0))
+    whole = np.zeros((3, 0))
+    assert not nullspace.exact_null(whole, np.zeros((4, 0)), Prior())  # both spans whole: nothing to draw
 
 
 @pytest.mark.parametrize("hyper", [False, True])
@@ -106,13 +104,40 @@ def test_the_null_blocks_are_independent_draws_of_their_prior(short_span, hyper)
     xr.testing.assert_identical(out, again)
 
 
-def test_a_chart_fit_draws_u_and_v_off_the_spans_independently(short_span):
-    data, _ = short_span
+def test_the_factored_models_components_off_the_spans_are_redrawn_and_the_rest_kept(short_span):
+    _, frame = short_span
+    rng = np.random.default_rng(7)
+    dims = ("chain", "draw", D.CONTEXT, D.RANK)
+    right_dims = ("chain", "draw", D.FEATURE, D.RANK)
+    factors = xr.Dataset({D.LEFT: (dims, rng.standard_normal((4, 500, 4, 2)) + 3.0),
+                          D.RIGHT: (right_dims, rng.standard_normal((4, 500, 6, 2)))})
+    prior = Prior(scale=0.6)
+    out = nullspace.redraw_off_spans(factors, frame.left_null, frame.right_null, prior,
+                                     np.random.default_rng(8))
+    for name, null in ((D.LEFT, frame.left_null), (D.RIGHT, frame.right_null)):
+        before, after = factors[name].to_numpy(), out[name].to_numpy()
+        span = np.eye(null.shape[0]) - null @ null.T
+        np.testing.assert_allclose(np.einsum("ij,cdjk->cdik", span, after),
+                                   np.einsum("ij,cdjk->cdik", span, before), atol=1e-12)  # NUTS's part kept
+        off = np.einsum("ji,cdjk->cdik", null, after) / prior.scale  # P⊥ᵀ U / s: N(0, 1), independent
+        assert stats.kstest(off.ravel(), "norm").pvalue > 1e-3
+        assert abs(np.mean(off[:, 1:] * off[:, :-1])) < 4 / np.sqrt(off[:, 1:].size)
+
+
+@pytest.mark.parametrize("coordinates", [{"parametrization": "chart"},
+                                         {"parametrization": "chart", "chart_rank": 1, "rank": 2},
+                                         {"parametrization": "factored"}],
+                         ids=["chart", "partial", "factored"])
+def test_a_fit_draws_u_and_v_off_the_spans_independently(short_span, coordinates):
+    """U_⊥, V_⊥ left out of NUTS (the full chart) or its draws of them replaced (partial chart, factored)."""
+    data, frame = short_span
+    nuts = {"draws": 400, "tune": 400, "chains": 2} | coordinates
+    rank = nuts.pop("rank", 1)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bl.SamplerWarning)
-        post = bb.fit_posterior(data, 1, progressbar=False, random_seed=2, predictive_draws=0,
-                                nuts={"draws": 400, "tune": 400, "chains": 2, "parametrization": "chart"})
-    assert post.model[D.RIGHT_NULL] in post.model.free_RVs  # the fitted model is the whole one
+        post = bb.fit_posterior(data, rank, progressbar=False, random_seed=2, predictive_draws=0, nuts=nuts)
+    if coordinates["parametrization"] == "chart":
+        assert post.model[D.RIGHT_NULL] in post.model.free_RVs  # the fitted model is the whole one
     v_null = post.tree["factors"]["V"].to_numpy()[..., 4:, :]  # chain, draw, the unreached features, rank
     u_null = post.tree["factors"]["U"].to_numpy()[..., 3:, :]  # the context coordinate always 0
     for block in (u_null, v_null):
@@ -121,3 +146,12 @@ def test_a_chart_fit_draws_u_and_v_off_the_spans_independently(short_span):
         # Independent draws: lag-1 autocorrelation 0 within sampling error. NUTS's own were antithetic.
         lag1 = np.mean(draws[:, 1:] * draws[:, :-1]) / draws.var()
         assert abs(lag1) < 4 / np.sqrt(draws[:, 1:].size), lag1
+    # Whatever NUTS drew of them, U_⊥ = P⊥ᵀ U and V_⊥ are the draws of their own seeded stream, U_⊥'s first.
+    stream = np.random.default_rng([2, nullspace.NULL_STREAM])
+    for factor, null in (("U", frame.left_null), ("V", frame.right_null)):
+        drawn = np.einsum("ji,cdjk->cdik", null, post.tree["factors"][factor].to_numpy())
+        np.testing.assert_allclose(drawn, stream.standard_normal(drawn.shape), atol=1e-10)
+    # Θ's entries within the spans are NUTS's: Θ = U Vᵀ with U, V as stored.
+    u, v = (post.tree["factors"][name].to_numpy() for name in ("U", "V"))
+    theta = np.einsum("cdik,cdjk->cdij", u, v)
+    np.testing.assert_allclose(post.tree["posterior"]["theta"].to_numpy(), theta, atol=1e-10)

@@ -35,6 +35,7 @@ from ..data import PreferenceData, checks_data
 from ..design import identified_directions
 from ..exceptions import ConvergenceWarning, SamplerWarning
 from ..frequentist.fgd import LowRankResult
+from ..linalg import range_basis
 from ..results import Diagnostics
 from .chart import build_chart_model, chart_start
 from .diagnostics import (
@@ -65,7 +66,7 @@ from .geometry import (
 from .laplace import find_map, laplace_theta
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
-from .nullspace import NULL_STREAM, draw_null, exact_null
+from .nullspace import NULL_STREAM, draw_null, exact_null, redraw_off_spans
 from .posterior import Posterior
 from .samplers import (
     Completion,
@@ -341,15 +342,13 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     chart = "" if frame is None else f" r₁ = {geometry.chart_rank}"
     _LOG.info("NUTS run starts: %s%s, target_accept %g, %d × (%d + %d) with %s; %s", geometry.parametrization,
               chart, nuts.target_accept, nuts.chains, nuts.tune, nuts.draws, nuts.sampler, geometry.reason)
-    complete = None
+    model, sampled, complete = _sampled_models(run, frame, grouped)
     if frame is not None:
-        model, sampled, complete = _chart_models(run, frame, grouped)
 
         def draw_start(rng):
             start = chart_start(frame, nuts.init_jitter, rng, prior.scale)
             return {name: value for name, value in start.items() if name in sampled.named_vars}
     else:
-        model = sampled = build_model(run.data, run.rank, prior=prior, group_rows=grouped)
         u0, v0 = balanced_factors(run.start.theta, run.rank)
 
         def draw_start(rng):
@@ -376,19 +375,26 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     return _Attempt(tree, diagnostics, model, nuts, facts, advice, table=table)
 
 
-def _chart_models(run: _Run, frame, grouped: bool) -> tuple[pm.Model, pm.Model, Completion | None]:
-    """(the chart model, the model NUTS samples, what completes its draws: :func:`~.samplers.sample_nuts`).
+def _sampled_models(run: _Run, frame, grouped: bool) -> tuple[pm.Model, pm.Model, Completion | None]:
+    """(the model fitted, the model NUTS samples, what completes its draws: :func:`~.samplers.sample_nuts`).
 
-    Where U_⊥ and V_⊥ can be drawn exactly (:func:`~.nullspace.exact_null`) NUTS samples the spans'
-    blocks alone and they are drawn from a stream of their own; otherwise the chart model itself.
+    Where U_⊥ and V_⊥ can be drawn exactly (:func:`~.nullspace.exact_null`) they are, from a stream
+    of their own (:mod:`.nullspace`): a full chart's NUTS samples the spans' blocks alone, a partial
+    chart's and the factored model's draws of them are replaced.
     """
-    model = build_chart_model(run.data, run.rank, frame, prior=run.prior, group_rows=grouped)
-    if not exact_null(frame, run.prior):
+    prior, rng = run.prior, np.random.default_rng([run.seed, NULL_STREAM])
+    if frame is None:
+        model = build_model(run.data, run.rank, prior=prior, group_rows=grouped)
+        left_null, right_null = range_basis(run.data.contexts)[1], range_basis(run.data.differences)[1]
+        if not exact_null(left_null, right_null, prior):
+            return model, model, None
+        return model, model, (model, lambda draws: redraw_off_spans(draws, left_null, right_null, prior, rng))
+    model = build_chart_model(run.data, run.rank, frame, prior=prior, group_rows=grouped)
+    if not exact_null(frame.left_null, frame.right_null, prior):
         return model, model, None
-    sampled = build_chart_model(run.data, run.rank, frame, prior=run.prior, group_rows=grouped,
-                                span_only=True)
-    rng = np.random.default_rng([run.seed, NULL_STREAM])
-    return model, sampled, (model, lambda draws: draw_null(draws, frame, run.prior, rng))
+    sampled = model if frame.weak_rank else build_chart_model(run.data, run.rank, frame, prior=prior,
+                                                              group_rows=grouped, span_only=True)
+    return model, sampled, (model, lambda draws: draw_null(draws, frame, prior, rng))
 
 
 def _optimise(run: _Run, method: str, group: MAP | VI) -> _Attempt:
