@@ -75,8 +75,7 @@ def test_a_balancing_potential_keeps_the_null_blocks_in_the_sampler(short_span):
     assert nullspace.exact_null(frame.left_null, frame.right_null, Prior())
     factors = xr.Dataset({D.LEFT: (("chain", "draw", D.CONTEXT, D.RANK), np.zeros((1, 1, 4, 1)))})
     with pytest.raises(ValueError, match=r"prior\.balance"):
-        nullspace.redraw_off_spans(factors, frame.left_null, frame.right_null[:, :0], balanced,
-                                   np.random.default_rng(0))
+        nullspace.redraw_off_spans(factors, frame.left, np.eye(6), balanced, np.random.default_rng(0))
     whole = np.zeros((3, 0))
     assert not nullspace.exact_null(whole, np.zeros((4, 0)), Prior())  # both spans whole: nothing to draw
 
@@ -112,8 +111,7 @@ def test_the_factored_models_components_off_the_spans_are_redrawn_and_the_rest_k
     factors = xr.Dataset({D.LEFT: (dims, rng.standard_normal((4, 500, 4, 2)) + 3.0),
                           D.RIGHT: (right_dims, rng.standard_normal((4, 500, 6, 2)))})
     prior = Prior(scale=0.6)
-    out = nullspace.redraw_off_spans(factors, frame.left_null, frame.right_null, prior,
-                                     np.random.default_rng(8))
+    out = nullspace.redraw_off_spans(factors, frame.left, frame.right, prior, np.random.default_rng(8))
     for name, null in ((D.LEFT, frame.left_null), (D.RIGHT, frame.right_null)):
         before, after = factors[name].to_numpy(), out[name].to_numpy()
         span = np.eye(null.shape[0]) - null @ null.T
@@ -146,11 +144,16 @@ def test_a_fit_draws_u_and_v_off_the_spans_independently(short_span, coordinates
         # Independent draws: lag-1 autocorrelation 0 within sampling error. NUTS's own were antithetic.
         lag1 = np.mean(draws[:, 1:] * draws[:, :-1]) / draws.var()
         assert abs(lag1) < 4 / np.sqrt(draws[:, 1:].size), lag1
-    # Whatever NUTS drew of them, U_⊥ = P⊥ᵀ U and V_⊥ are the draws of their own seeded stream, U_⊥'s first.
+    # Whatever NUTS drew of them, U_⊥ = P⊥ᵀ U and V_⊥ come from their own seeded stream, U_⊥'s first: drawn
+    # as they are (a chart's U_null, V_null), or as the part off the span of a Gaussian U, V (factored).
     stream = np.random.default_rng([2, nullspace.NULL_STREAM])
     for factor, null in (("U", frame.left_null), ("V", frame.right_null)):
-        drawn = np.einsum("ji,cdjk->cdik", null, post.tree["factors"][factor].to_numpy())
-        np.testing.assert_allclose(drawn, stream.standard_normal(drawn.shape), atol=1e-10)
+        stored = post.tree["factors"][factor].to_numpy()
+        if coordinates["parametrization"] == "chart":
+            expected = stream.standard_normal((*stored.shape[:2], null.shape[1], stored.shape[3]))
+        else:
+            expected = np.einsum("ji,cdjk->cdik", null, stream.standard_normal(stored.shape))
+        np.testing.assert_allclose(np.einsum("ji,cdjk->cdik", null, stored), expected, atol=1e-10)
     # Θ's entries within the spans are NUTS's: Θ = U Vᵀ with U, V as stored.
     u, v = (post.tree["factors"][name].to_numpy() for name in ("U", "V"))
     theta = np.einsum("cdik,cdjk->cdij", u, v)

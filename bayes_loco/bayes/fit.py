@@ -385,10 +385,11 @@ def _sampled_models(run: _Run, frame, grouped: bool) -> tuple[pm.Model, pm.Model
     prior, rng = run.prior, np.random.default_rng([run.seed, NULL_STREAM])
     if frame is None:
         model = build_model(run.data, run.rank, prior=prior, group_rows=grouped)
-        left_null, right_null = range_basis(run.data.contexts)[1], range_basis(run.data.differences)[1]
+        left, left_null = range_basis(run.data.contexts)
+        right, right_null = range_basis(run.data.differences)
         if not exact_null(left_null, right_null, prior):
             return model, model, None
-        return model, model, (model, lambda draws: redraw_off_spans(draws, left_null, right_null, prior, rng))
+        return model, model, (model, lambda draws: redraw_off_spans(draws, left, right, prior, rng))
     model = build_chart_model(run.data, run.rank, frame, prior=prior, group_rows=grouped)
     if not exact_null(frame.left_null, frame.right_null, prior):
         return model, model, None

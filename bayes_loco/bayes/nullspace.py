@@ -74,18 +74,20 @@ def draw_null(posterior: xr.Dataset, frame: ChartFrame, prior, rng: np.random.Ge
     return out
 
 
-def redraw_off_spans(posterior: xr.Dataset, left_null: np.ndarray, right_null: np.ndarray, prior,
+def redraw_off_spans(posterior: xr.Dataset, left: np.ndarray, right: np.ndarray, prior,
                      rng: np.random.Generator) -> xr.Dataset:
     """``posterior`` (the factored model's U, V by chain and draw), their components off the spans redrawn.
 
-    U ← U − P⊥ P⊥ᵀ U + P⊥ U_⊥ and V likewise with Q⊥, U_⊥ and V_⊥ drawn as :func:`draw_null` draws
-    them; the components within the spans are NUTS's.
+    ``left`` P and ``right`` Q are orthonormal bases of the spans. U ← G + P Pᵀ (U − G) with G's
+    entries drawn as :func:`draw_null` draws U_⊥'s: U's component within the span is NUTS's and its
+    component off it, (I − P Pᵀ) G, is P⊥ U_⊥ in law, at d·m flops per column where P⊥ U_⊥ costs
+    d·(d − m) (d_φ in the thousands for LLM features); V likewise with Q.
     """
     out = posterior.copy()
-    for name, null, scale_name in ((D.LEFT, left_null, D.LEFT_SCALE), (D.RIGHT, right_null, D.RIGHT_SCALE)):
-        if null.shape[1]:
+    for name, span, scale_name in ((D.LEFT, left, D.LEFT_SCALE), (D.RIGHT, right, D.RIGHT_SCALE)):
+        if span.shape[1] < span.shape[0]:
             factor = posterior[name]
-            fresh = _prior_draws(posterior, prior, null.shape[1], factor.sizes[D.RANK], scale_name, rng)
-            off = null @ (np.einsum("ij,cdik->cdjk", null, factor.to_numpy()) - fresh)
-            out[name] = factor - xr.DataArray(off, dims=factor.dims, coords=factor.coords)
+            fresh = _prior_draws(posterior, prior, span.shape[0], factor.sizes[D.RANK], scale_name, rng)
+            kept = span @ np.einsum("ji,cdjk->cdik", span, factor.to_numpy() - fresh)
+            out[name] = xr.DataArray(fresh + kept, dims=factor.dims, coords=factor.coords)
     return out
