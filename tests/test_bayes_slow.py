@@ -47,7 +47,7 @@ SBC_ENTRIES = ((0, 0), (1, 2), (2, 4), (3, 1))
 def sbc_ranks(reps: int, *, d_x: int = 4, d_phi: int = 5, rank: int = 2, n: int = 300,
               thin_to: int = 99, seed: int = 2024, parametrization: str = "factored",
               chart_rank: int | None = None, used: list | None = None, ties: str = "half",
-              sampler: str = "pymc") -> np.ndarray:
+              sampler: str = "pymc", unreached: int = 0) -> np.ndarray:
     """Rank of the true Θ_ij among ``thin_to`` thinned posterior draws, for each rep and entry.
 
     Truth from the prior (U, V ~ N(0, 1), so Θ = U Vᵀ has entries of variance r);
@@ -56,7 +56,8 @@ def sbc_ranks(reps: int, *, d_x: int = 4, d_phi: int = 5, rank: int = 2, n: int 
     data set). Charts sample at ``target_accept`` 0.95: PyMC's NUTS diverges now and then in a
     partial chart at 0.9, and divergent transitions would bias the ranks. ``ties="davidson"``:
     ν from its prior too (log ν ~ N(0, 1)), labels from Davidson's three outcomes, and a last
-    column with the rank of ν.
+    column with the rank of ν. ``unreached``: the last feature coordinates never differ, so Θ's
+    columns there are U V_⊥ᵀ, drawn exactly beside NUTS (:mod:`bayes_loco.bayes.nullspace`).
     """
     davidson = ties == "davidson"
     ranks = np.zeros((reps, len(SBC_ENTRIES) + davidson), dtype=int)
@@ -66,6 +67,7 @@ def sbc_ranks(reps: int, *, d_x: int = 4, d_phi: int = 5, rank: int = 2, n: int 
         theta, _, _ = bb.prior_draw(d_x, d_phi, rank, rng)
         x = rng.standard_normal((n, d_x)) / np.sqrt(d_x)
         dphi = rng.standard_normal((n, d_phi)) / np.sqrt(d_phi)
+        dphi[:, d_phi - unreached:] = 0.0
         eta = np.einsum("ij,ij->i", x @ theta, dphi)
         if davidson:
             nu = float(np.exp(bb.ties.NU_SCALE * rng.standard_normal()))
@@ -114,6 +116,19 @@ def test_sbc_rank_statistics_are_uniform(n, parametrization, chart_rank):
         p = stats.chisquare(counts).pvalue
         pvalues.append(p)
         print(f"  Θ{entry}: counts {counts.tolist()}  chi-square p = {p:.3f}")
+    assert min(pvalues) > 0.01
+
+
+@pytest.mark.parametrize(("n", "parametrization"), [(300, "factored"), (3000, "chart")])
+def test_sbc_where_a_feature_is_never_compared(n, parametrization):
+    """Θ's column on a feature no comparison reaches (entry (2, 4)) is U V_⊥ᵀ with V_⊥ drawn exactly
+    (the factored model's redrawn, the chart's added): calibrated with the rest."""
+    reps, bins, thin_to = 100, 10, 99
+    ranks = sbc_ranks(reps, thin_to=thin_to, n=n, unreached=1, sampler="nutpie",
+                      parametrization=parametrization)
+    pvalues = [stats.chisquare(np.bincount(ranks[:, e] * bins // (thin_to + 1), minlength=bins)).pvalue
+               for e in range(len(SBC_ENTRIES))]
+    print(f"\nSBC, feature 4 never compared ({parametrization}): p = {np.round(pvalues, 3).tolist()}")
     assert min(pvalues) > 0.01
 
 
