@@ -22,6 +22,7 @@ import logging
 import time
 import warnings
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -196,6 +197,11 @@ class _Run:
     progressbar: bool
     start: LowRankResult
     ridge: float
+
+    @cached_property
+    def spans(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(P, P⊥, Q, Q⊥): the contexts' and the differences' spans and their complements, once per fit."""
+        return (*range_basis(self.data.contexts), *range_basis(self.data.differences))
 
     def settings(self, method: str, group) -> dict:
         """The settings record of a fit by ``method`` with its settings group ``group``."""
@@ -385,8 +391,7 @@ def _sampled_models(run: _Run, frame, grouped: bool) -> tuple[pm.Model, pm.Model
     prior, rng = run.prior, np.random.default_rng([run.seed, NULL_STREAM])
     if frame is None:
         model = build_model(run.data, run.rank, prior=prior, group_rows=grouped)
-        left, left_null = range_basis(run.data.contexts)
-        right, right_null = range_basis(run.data.differences)
+        left, left_null, right, right_null = run.spans
         if not exact_null(left_null, right_null, prior):
             return model, model, None
         return model, model, (model, lambda draws: redraw_off_spans(draws, left, right, prior, rng))
