@@ -622,6 +622,10 @@ def test_a_chart_of_steady_components_is_retried_at_0_99_too(issue_data):
     # The unseen N = 20,000 problem's start: its charted component 44 sd from 0, the weak one 2.1.
     assert following([44.0, 2.1]) == [(1, 0.95), (1, 0.99), (None, None), (None, 0.95), (None, 0.99)]
     assert following([9.9, 2.1]) == [(1, 0.95), (None, None), (None, 0.95), (None, 0.99)]
+    # Paper grid 2091 #15 (N = 10,000, q = 10): charted 15.2 sd from 0, its run at 0.99 drew 0.31x the
+    # factored model's ESS per second.
+    assert following([15.2, 3.6]) == following([9.9, 2.1])
+    assert following([geometry.SNR_STEADY, 2.1]) == following([44.0, 2.1])
     assert following([44.0, 2.1], target=0.95) == [(1, 0.99), (None, None), (None, 0.99)]
     assert following([44.0, 2.1], target=0.99) == [(None, None)]
     assert following([44.0, 9.0]) == following([44.0, 2.1])  # the weak block's SNR does not enter

@@ -106,13 +106,13 @@ RETRY_TARGET_ACCEPT = 0.95
 # A chart whose charted components all stand SNR_STEADY standard deviations or more from 0 and that still
 # diverged at RETRY_TARGET_ACCEPT is run once more at STEADY_TARGET_ACCEPT: its ratio coordinates are then
 # far from singular, and the divergences came from the factored weak block near a noise component, which
-# smaller steps follow. Two unseen N = 15,000-20,000 problems (charted SNR 44 and 46, weak SNR 2.1 and
-# 3.3) diverged 4 and 17 times at 0.9 and not at 0.99, in 80-86 s where the factored model took 253-267 s.
-# Below it smaller steps did not help (the q = 30 problem, charted SNR 5.6-8.1: 30 divergences at 0.9,
-# 61 at 0.95), or converged slowly where the factored model was 5x faster per ESS (charted SNR 5.8-7.4:
-# ESS 571 in 242 s at 0.99, the factored model 1,734 in 149 s). A divergent automatic factored model runs
-# at STEADY_TARGET_ACCEPT too: an unseen N = 1,500 problem diverged at 0.9 and 0.95, and not at 0.99.
-SNR_STEADY = 10.0
+# smaller steps follow. Two unseen N = 15,000-20,000 problems (charted SNR 44 and 46) diverged 4 and 17
+# times at 0.9 and not at 0.99, in 80-86 s where the factored model took 253-267 s. Below, smaller steps
+# did not help (charted SNR 5.6-8.1: 30 divergences at 0.9, 61 at 0.95), or the run at 0.99 drew 0.2-0.6x
+# the factored model's ESS per second (charted SNR 5.8-7.4; 12.5 at q = 30; 15.2 twice at N = 10,000, one
+# of them paper grid 2091 #15). A divergent automatic factored model runs at STEADY_TARGET_ACCEPT too: an
+# unseen N = 1,500 problem diverged at 0.9 and 0.95, and not at 0.99.
+SNR_STEADY = 25.0
 STEADY_TARGET_ACCEPT = 0.99
 # A partial chart (r₁ < r) from this N on starts at RETRY_TARGET_ACCEPT: there its factored weak block sits
 # about components a few standard deviations from 0, and 11 of 13 such charts seen diverged at 0.9 and
