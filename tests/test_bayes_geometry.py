@@ -700,90 +700,12 @@ def test_a_run_stopped_at_its_first_divergence_is_told_and_never_kept(issue_data
     assert again.settings["geometry"]["reason"] == record["reason"]
 
 
-def test_a_chart_whose_chains_disagree_narrowly_runs_as_many_again_pooled(issue_data):
-    """An automatic chart whose R-hat missed up to RHAT_POOL without a divergence: as many chains again,
-    at the target it ran at, before the fall-back; not beyond RHAT_POOL, after a divergence, short of ESS,
-    or for the factored model."""
-    frame = chart_frame(issue_data, bl.fit_low_rank(issue_data, 2).theta, 2, chart_rank=1)
-    chart = geometry.Geometry(frame, "charted", True)
-
-    def ladder(*runs, geom=chart):
-        script = iter([_diagnostics(*run) for run in runs])
-        state = {"last": next(script)}
-
-        def latest():
-            return state["last"]
-        out = []
-        for g in geometry.fallbacks(geom, issue_data, 1.0, AT_90, latest):
-            out.append((g.chart_rank, g.target_accept, g.more_chains))
-            state["last"] = next(script, state["last"])
-            if not geometry.troubled(state["last"], AT_90.rhat_max):  # as the fit's loop stops
-                break
-        return out
-
-    # §5.1 at q = 10, N = 10,000, sampler seed 2: R-hat 1.012, no divergence.
-    assert ladder((0, 1.012), (0, 1.004)) == [(1, None, True)]
-    # Pooled and still apart: the fall-back as before, the factored model.
-    assert ladder((0, 1.012), (0, 1.012), (0, 1.001)) == [(1, None, True), (None, None, False)]
-    assert ladder((0, geometry.RHAT_POOL), (0, 1.0))[0] == (1, None, True)
-    for beyond in ((0, geometry.RHAT_POOL + 1e-6), (0, 1.012, 150.0), (0, 1.005)):
-        assert all(not pooled for *_, pooled in ladder(beyond))
-    # A chart that diverged and whose retry then missed narrowly pools at the retry's target.
-    assert ladder((2, 1.001), (0, 1.012), (0, 1.001))[:2] == [(1, 0.95, False), (1, 0.95, True)]
-    # The factored model lengthens instead.
-    factored = geometry.Geometry(None, "factored", True)
-    assert ladder((0, 1.012), (0, 1.001), geom=factored) == [(None, None, False)]
-
-
-def test_a_pooled_run_holds_both_runs_chains_and_seconds(issue_data, monkeypatch):
-    """The automatic chart forced, its R-hat made to miss (``rhat_max`` 1.0) within a widened RHAT_POOL: the
-    second run draws from its own seeds, and the run kept holds the first run's chains and then its own."""
-    frame = chart_frame(issue_data, bl.fit_low_rank(issue_data, 1).theta, 1)
-    chart = geometry.Geometry(frame, "charted", True)
-    monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: chart)
-    monkeypatch.setattr(geometry, "RHAT_POOL", 10.0)
-    asked = iter([True])
-    monkeypatch.setattr(fit_module, "troubled", lambda d, rhat_max: next(asked, False))
-    sample, pool, seen = fit_module.sample_nuts, fit_module.pool_chains, {"seeds": [], "pooled": []}
-
-    def sample_recorded(model, nuts, draw_start, seed, *args):
-        seen["seeds"].append(seed)
-        return sample(model, nuts, draw_start, seed, *args)
-
-    def pool_recorded(first, second):
-        seen["pooled"].append((first, second))
-        return pool(first, second)
-
-    monkeypatch.setattr(fit_module, "sample_nuts", sample_recorded)
-    monkeypatch.setattr(fit_module, "pool_chains", pool_recorded)
-    nuts = {"draws": 100, "tune": 100, "chains": 2, "rhat_max": 1.0, "ess_min": 0.0}
-    with pytest.warns(bl.SamplerWarning, match="the chains disagree"):
-        post = bb.fit_posterior(issue_data, 1, nuts=nuts, progressbar=False, predictive_draws=0)
-    assert seen["seeds"] == [0, fit_module._pool_seed(0)] and seen["seeds"][1] != 0
-    (first, second), = seen["pooled"]
-    record = post.settings["geometry"]
-    assert [record["first"]["chains"], record["fallbacks"][0]["chains"]] == [2, 4]
-    assert "so the chart (r₁ = 1) (4 chains × (100 tuning steps + 100 draws)) gave" in record["reason"]
-    pooled = pool(first, second)
-    theta = pooled["posterior"]["theta"]
-    assert list(theta["chain"].values) == [0, 1, 2, 3]
-    np.testing.assert_array_equal(theta.isel(chain=slice(0, 2)).values, first["posterior"]["theta"].values)
-    np.testing.assert_array_equal(theta.isel(chain=slice(2, 4)).values, second["posterior"]["theta"].values)
-    assert not np.allclose(first["posterior"]["theta"].values, second["posterior"]["theta"].values)
-    assert pooled["sample_stats"].sizes["chain"] == 4
-    # Its seconds are both runs', and twice the chains drew more ESS than the first run's.
-    assert record["fallbacks"][0]["seconds"] > record["first"]["seconds"]
-    assert record["fallbacks"][0]["min_ess_bulk"] > record["first"]["min_ess_bulk"]
-    with pytest.raises(ValueError):
-        pool(first, second.isel(draw=slice(0, 50)))
-
-
 def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monkeypatch):
     """``_nuts``, a stand-in sampler: the chart mixes badly, the factored model diverges, its retry not."""
     script = [(0, 1.05), (1, 1.001), (0, 1.001)]  # (divergences, R-hat) of each run in turn
     ran = []
 
-    def attempt(run, geom, nuts, watch=None, pool=None):
+    def attempt(run, geom, nuts, watch=None):
         div, rhat = script[len(ran)]
         ran.append((geom.parametrization, geom.target_accept))
         d = _diagnostics(div, rhat)
@@ -829,7 +751,7 @@ def test_the_kept_run_is_not_advised_a_setting_its_fall_back_ran(issue_data, mon
     """``_nuts``, stand-ins: every run diverges, the first (a chart) is kept, and its advice is re-made."""
     ran = []
 
-    def attempt(run, geom, nuts, watch=None, pool=None):
+    def attempt(run, geom, nuts, watch=None):
         ran.append((geom.parametrization, geom.target(nuts)))
         group = dataclasses.replace(nuts, parametrization=geom.parametrization, chart_rank=geom.chart_rank,
                                     target_accept=geom.target(nuts))
@@ -978,7 +900,7 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     ran = []
     stop = (9.3, 50.0, geometry.WATCH.why(9.3, 50.0))  # what the stand-in's watched run raises
 
-    def attempt(run, geom, nuts, watch=None, pool=None):
+    def attempt(run, geom, nuts, watch=None):
         ran.append((geom.parametrization, geom.chart_rank, watch))
         if watch is not None:
             raise watch_module.DeepWarmup(*stop)

@@ -233,8 +233,7 @@ def note_loose(diagnostics: Diagnostics, frame) -> Diagnostics:
 
 def _run_facts(nuts: NUTS, d: Diagnostics, steps: float) -> dict:
     return {"parametrization": nuts.parametrization, "chart_rank": nuts.chart_rank,
-            "target_accept": nuts.target_accept, "chains": nuts.chains, "tune": nuts.tune,
-            "draws": nuts.draws,
+            "target_accept": nuts.target_accept, "tune": nuts.tune, "draws": nuts.draws,
             "divergences": d.divergences, "max_rhat": d.max_rhat, "min_ess_bulk": d.min_ess_bulk,
             "min_ess_tail": d.min_ess_tail, "seconds": d.seconds, "leapfrog_steps": steps}
 
@@ -245,7 +244,7 @@ def _coordinates(nuts: NUTS, with_target: bool = False, with_length: bool = Fals
     if with_target:
         name += f" at target_accept {nuts.target_accept:g}"
     if with_length:
-        name += f" ({nuts.chains} chains × ({nuts.tune} tuning steps + {nuts.draws} draws))"
+        name += f" ({nuts.tune} tuning steps + {nuts.draws} draws)"
     return name
 
 
@@ -273,9 +272,9 @@ def geometry_record(geometry, ran: NUTS, runs: list[tuple[NUTS, Diagnostics, flo
     if runs:
         record["first"] = _run_facts(*runs[0])
         record["fallbacks"] = [_run_facts(*run) for run in runs[1:]]
-        # A retry differs from the run before it only in target_accept or length (or chains), so all say it.
+        # A retry differs from the run before it only in target_accept or length, so all say it then.
         shown = (len({nuts.target_accept for nuts, _, _ in runs}) > 1,
-                 len({(nuts.chains, nuts.tune, nuts.draws) for nuts, _, _ in runs}) > 1)
+                 len({(nuts.tune, nuts.draws) for nuts, _, _ in runs}) > 1)
         told = [f"the {_coordinates(nuts, *shown)} {_told(d)}" for nuts, d, _ in runs]
         record["reason"] += ("; " + ", so ".join(told) + f": the run of the {_coordinates(ran, *shown)} was "
                              f"kept, as the best of the {len(runs)}")

@@ -76,7 +76,6 @@ from .samplers import (
     final_loss,
     fit_vi,
     model_key,
-    pool_chains,
     quiet_pymc,
     reads_distinct_rows,
     resolve_sampler,
@@ -89,9 +88,6 @@ from .watch import DeepWarmup, Diverged, Watch
 # Each NUTS run's start and end at INFO: a default fit may run several (docs/design.md, "The chart
 # parametrisation"), and a user waiting on one at N = 100,000 (minutes a run) can see which run and why.
 _LOG = logging.getLogger(__name__)
-# The seeds of a run whose chains are pooled with the run before it (Geometry.more_chains): its own, so that
-# its chains (and its U_⊥, V_⊥ draws) are not the first run's again.
-POOL_STREAM = 0x706F6F6C
 
 # What a user imported from here before the split, still importable from here.
 __all__ = ["MAP", "METHODS", "NUTS", "NUTS_SAMPLERS", "VI", "VI_METHODS", "Posterior", "Prior",
@@ -227,8 +223,7 @@ class _Attempt:
     ``group`` is the settings group that ran (NUTS with the parametrisation that ran),
     ``facts`` the tree's (sampler, chains, draws, representation), ``advice`` the
     NUTS settings to re-run with, ``table`` NUTS's R-hat and ESS per entry (kept for a
-    re-diagnosis after the fall-back), ``raw`` the sampler's tree of the run that ran last (what a run of
-    more chains is pooled with). ``tree`` is None for a NUTS run stopped at its first divergence
+    re-diagnosis after the fall-back). ``tree`` is None for a NUTS run stopped at its first divergence
     (:class:`~.watch.Diverged`), which is never kept.
     """
 
@@ -240,7 +235,6 @@ class _Attempt:
     advice: dict
     final_loss: float | None = None
     table: pd.DataFrame | None = None
-    raw: xr.DataTree | None = None
 
 
 def _resolve(data, rank, method, ties, prior, nuts, map_settings, vi, start, basis, ridge, random_seed,
@@ -320,8 +314,7 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
             runs.append(_nuts_attempt(run, dataclasses.replace(geometry, lengthened=True), nuts))
     pending = fallbacks(geometry, run.data, run.prior.scale, nuts, lambda: runs[-1].diagnostics)
     while troubled(runs[-1].diagnostics, nuts.rhat_max) and (following := next(pending, None)) is not None:
-        runs.append(_nuts_attempt(run, following, nuts, pool=runs[-1] if following.more_chains else None))
-        runs[-2] = dataclasses.replace(runs[-2], raw=None)
+        runs.append(_nuts_attempt(run, following, nuts))
     facts = [(a.group, a.diagnostics, np.nan if a.tree is None else leapfrog_steps(a.tree)) for a in runs]
     ended = [i for i, attempt in enumerate(runs) if attempt.tree is not None]  # the last run always is
     kept = runs[max(ended, key=lambda i: ranking(facts[i][1], nuts.rhat_max, facts[i][2], nuts.ess_min))]
@@ -339,17 +332,13 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     return kept, record
 
 
-def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None = None,
-                  pool: _Attempt | None = None) -> _Attempt:
+def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None = None) -> _Attempt:
     """One NUTS run in ``geometry``'s coordinates: build the model, sample, arrange the tree, diagnose.
 
     With ``watch``, nutpie's warm-up is watched (:class:`~.watch.DeepWarmup`). A nutpie run whose
     divergence another run would follow (:func:`~.geometry.divergence_has_fallback`) is stopped at its
-    first (:class:`~.watch.Diverged`): its attempt has no tree, and its diagnostics say so. With
-    ``pool`` (``geometry.more_chains``), the run draws from seeds of its own and its chains are pooled
-    with ``pool``'s (:func:`~.samplers.pool_chains`); its seconds are both runs'.
+    first (:class:`~.watch.Diverged`): its attempt has no tree, and its diagnostics say so.
     """
-    seed = run.seed if pool is None else _pool_seed(run.seed)
     if nuts.sampler == "nutpie" and divergence_has_fallback(geometry, nuts):
         watch = dataclasses.replace(watch or Watch(), divergence=True)
     nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank,
@@ -359,7 +348,7 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     chart = "" if frame is None else f" r₁ = {geometry.chart_rank}"
     _LOG.info("NUTS run starts: %s%s, target_accept %g, %d × (%d + %d) with %s; %s", geometry.parametrization,
               chart, nuts.target_accept, nuts.chains, nuts.tune, nuts.draws, nuts.sampler, geometry.reason)
-    model, sampled, complete = _sampled_models(run, frame, grouped, seed)
+    model, sampled, complete = _sampled_models(run, frame, grouped)
     if frame is not None:
 
         def draw_start(rng):
@@ -373,16 +362,13 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     with quiet_pymc(not run.progressbar):
         t0 = time.perf_counter()
         try:
-            raw = sample_nuts(sampled, nuts, draw_start, seed, run.progressbar,
+            raw = sample_nuts(sampled, nuts, draw_start, run.seed, run.progressbar,
                               model_key(sampled, frame, prior), watch, complete)
         except Diverged as stop:
             _LOG.info("NUTS run stopped: %s", stop)
             facts = (nuts.sampler, nuts.chains, 0, "none: stopped at its first divergence")
             return _Attempt(None, stopped_diagnostics(nuts, stop), model, nuts, facts, {})
         seconds = time.perf_counter() - t0
-    if pool is not None:
-        raw, seconds = pool_chains(pool.raw, raw), seconds + pool.diagnostics.seconds
-        nuts = dataclasses.replace(nuts, chains=2 * nuts.chains)
     tree = run.arrange(raw, "nuts")
     table = diagnostic_table(tree)
     diagnostics, advice = nuts_diagnostics(tree, nuts, seconds, advised_target(geometry, run.data.n),
@@ -392,23 +378,17 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     if diagnostics.warnings and frame is not None and not geometry.automatic:
         diagnostics = note_loose(diagnostics, frame)
     facts = (nuts.sampler, nuts.chains, nuts.draws, "NUTS draws (MCMC)")
-    return _Attempt(tree, diagnostics, model, nuts, facts, advice, table=table, raw=raw)
+    return _Attempt(tree, diagnostics, model, nuts, facts, advice, table=table)
 
 
-def _pool_seed(seed: int) -> int:
-    """The sampler seed of a run pooled with the run before it, from the fit's ``seed``."""
-    return int(np.random.SeedSequence([seed, POOL_STREAM]).generate_state(1)[0])
-
-
-def _sampled_models(run: _Run, frame, grouped: bool, seed: int
-                    ) -> tuple[pm.Model, pm.Model, Completion | None]:
+def _sampled_models(run: _Run, frame, grouped: bool) -> tuple[pm.Model, pm.Model, Completion | None]:
     """(the model fitted, the model NUTS samples, what completes its draws: :func:`~.samplers.sample_nuts`).
 
     Where U_⊥ and V_⊥ can be drawn exactly (:func:`~.nullspace.exact_null`) they are, from a stream
     of their own (:mod:`.nullspace`): a full chart's NUTS samples the spans' blocks alone, a partial
-    chart's and the factored model's draws of them are replaced. ``seed``: the run's sampler seed.
+    chart's and the factored model's draws of them are replaced.
     """
-    prior, rng = run.prior, np.random.default_rng([seed, NULL_STREAM])
+    prior, rng = run.prior, np.random.default_rng([run.seed, NULL_STREAM])
     if frame is None:
         model = build_model(run.data, run.rank, prior=prior, group_rows=grouped)
         left, left_null, right, right_null = run.spans

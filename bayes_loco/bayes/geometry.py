@@ -39,12 +39,14 @@ same data and settings, each run only while the last one is troubled: where it d
 the same chart at ``target_accept`` :data:`RETRY_TARGET_ACCEPT` (the robustness grids'
 three charts that diverged at 0.9 had no divergence at 0.95), and, where its charted
 components stand :data:`SNR_STEADY` standard deviations or more from 0, at
-:data:`STEADY_TARGET_ACCEPT` after that (:attr:`~.chart.ChartFrame.snr`); where its chains
-disagreed narrowly without a divergence (R-hat up to :data:`RHAT_POOL`), as many chains again, pooled
-with them; a chart of fewer components where more were charted, the largest r' whose boundary sits
-at a gap of the start's singular values (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}), at the target the
-larger chart's retries reached, then the factored model. A factored model that "auto" chose at rank
-r ≥ 2 because its ridge looked short is watched while it tunes (nutpie's; :class:`~.watch.DeepWarmup`): where
+:data:`STEADY_TARGET_ACCEPT` after that (:attr:`~.chart.ChartFrame.snr`); a chart of fewer
+components where more were charted, the largest r' whose boundary sits at a gap of the
+start's singular values (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}; an unseen problem, §5.1 at q = 1,
+N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in
+101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), at the target
+the larger chart's retries reached (in five of five such fall-backs the smaller chart diverged
+again at 0.9), then the factored model. A factored model that "auto" chose at rank r ≥ 2 because
+its ridge looked short is watched while it tunes (nutpie's; :class:`~.watch.DeepWarmup`): where
 its warm-up's trees run :data:`DEEP_TREE` deep on average, or :data:`LONG_RUN_DEPTH` deep where the rest
 of the run is projected to take :data:`LONG_RUN_SECONDS` or more, it is stopped there and the chart "auto"
 runs where the ridge is long takes its place (:func:`ridge_chart`; on dense features the leading SNR
@@ -101,21 +103,24 @@ START_RIDGE = 1.0  # λ of the default start's ridge times 1/s²: (λ/2)‖Θ‖
 # fall-backs had taken 281-1,115 s (docs/results.md, "Retrying the chart"). So is a divergent automatic
 # factored model: an unseen q = 30 problem diverged once at 0.9 and not at 0.95.
 RETRY_TARGET_ACCEPT = 0.95
-# A chart whose charted components all stand SNR_STEADY sd or more from 0 and that still diverged at
-# RETRY_TARGET_ACCEPT runs once more at STEADY_TARGET_ACCEPT: two unseen N = 15,000-20,000 problems (charted
-# SNR 44 and 46) diverged at 0.9 and not at 0.99, in 80-86 s where the factored model took 253-267 s; below,
-# the run at 0.99 diverged more or drew 0.2-0.6x the factored model's ESS per second (charted SNR 5.6-8.1,
-# 12.5, and 15.2 twice, one of them paper grid 2091 #15). So does a divergent automatic factored model (an
-# unseen N = 1,500 problem diverged at 0.9 and 0.95, and not at 0.99).
+# A chart whose charted components all stand SNR_STEADY standard deviations or more from 0 and that still
+# diverged at RETRY_TARGET_ACCEPT is run once more at STEADY_TARGET_ACCEPT: its ratio coordinates are then
+# far from singular, and the divergences came from the factored weak block near a noise component, which
+# smaller steps follow. Two unseen N = 15,000-20,000 problems (charted SNR 44 and 46) diverged 4 and 17
+# times at 0.9 and not at 0.99, in 80-86 s where the factored model took 253-267 s. Below, smaller steps
+# did not help (charted SNR 5.6-8.1: 30 divergences at 0.9, 61 at 0.95), or the run at 0.99 drew 0.2-0.6x
+# the factored model's ESS per second (charted SNR 5.8-7.4; 12.5 at q = 30; 15.2 twice at N = 10,000, one
+# of them paper grid 2091 #15). A divergent automatic factored model runs at STEADY_TARGET_ACCEPT too: an
+# unseen N = 1,500 problem diverged at 0.9 and 0.95, and not at 0.99.
 SNR_STEADY = 25.0
-# An automatic chart whose chains disagreed up to this R-hat without a divergence runs as many chains again,
-# pooled with them, before it is left: §5.1 at q = 10, N = 10,000 (sampler seed 2) missed at 1.012.
-RHAT_POOL = 1.02
 STEADY_TARGET_ACCEPT = 0.99
-# A partial chart (r₁ < r) from this N on starts at RETRY_TARGET_ACCEPT: 11 of 13 seen there diverged at
-# 0.9 (N = 15,000-30,000; §5.1 at q = 10, N = 100,000 on two GPUs); on seven unseen ones the default drew
-# 1.16-4.9x its former ESS per second, and 0.60x and 0.70x on two (docs/results.md, "A partial chart at large
-# N"). At N = 10,000 §5.1's q = 10 chart converged at 0.9, and at 0.95 drew an ESS of 284-408 (ess_min 400).
+# A partial chart (r₁ < r) from this N on starts at RETRY_TARGET_ACCEPT: there its factored weak block sits
+# about components a few standard deviations from 0, and 11 of 13 such charts seen diverged at 0.9 and
+# ran again (unseen problems at N = 15,000-30,000, 1-114 divergences; §5.1 at q = 10, N = 100,000, 1 and 3
+# on two GPUs). On seven of them (N = 15,000-30,000) the default drew 1.16-4.9x its former ESS per second
+# where the chart had diverged at 0.9, and 0.60x and 0.70x on the two whose chart had not (geometric mean
+# 1.36x; docs/results.md, "A partial chart at large N"). At N = 10,000 the grids' partial charts diverged
+# at 0.9 too, but §5.1's q = 10 chart did not, and at 0.95 drew an ESS of 284-408 (three seeds; ess_min 400).
 N_PARTIAL_RETRY = 15000
 # A smaller chart's boundary r' must sit at a gap σ̂_{r'} ≥ GAP_MIN σ̂_{r'+1}: across a narrower one the
 # posterior swaps the components. Across 1.35 (§5.1, q = 10, N = 10,000, r₁ = 2) the chart diverged 38
@@ -125,15 +130,21 @@ GAP_MIN = 2.0
 # "auto" charts a block of r₁ components only where its signal-to-noise ratio (Σ_{k ≤ r₁} SNR_k⁻²)^(−1/2)
 # (:func:`block_snr`) stands SNR_CHARTED_MIN from 0 too, as each component must: each component's ratio
 # coordinates bend by about 1/SNR_k, and the bends add over the block. Of 13 first charts of r₁ ≥ 2 with a
-# block SNR of 2.9-4.8 (q 3-30, N 6,000-20,000), 11 diverged or missed R-hat and one drew an ESS of 260; two,
-# whose retries failed too, drew 0.52x and 0.80x the factored model's ESS per second. Charting such a block's
-# leading components up to a gap instead drew 0.39-1.28x on four (docs/results.md, "The charted block").
+# block SNR of 2.9-4.8 (q 3-30, N 6,000-20,000, 11 of them unseen), 11 diverged or missed R-hat (1-45
+# divergences, R-hat up to 1.0165) and one drew an ESS of 260; two of them, whose retries failed too, drew
+# 0.52x and 0.80x the factored model's ESS per second. Over the three grids and 40 earlier unseen problems
+# the rule changes only those two charts. Charting such a block's leading components up to a gap instead
+# drew 1.14, 0.80, 1.28 and 0.39x (a chart of the leading component at SNR 5.1, with 196 divergences) the
+# factored model's ESS per second on four of them (docs/results.md, "The charted block").
 SNR_BLOCK_MIN = SNR_CHARTED_MIN
-# Below N_BLOCK a block of r₁ ≥ 2 needs this SNR instead, where the factored model's ridge is short: of ten
-# unseen problems (q = 1, N = 3,000-4,000, blocks 5.0-6.5) seven diverged at 0.9 and drew 0.22-0.67x the
-# factored model's ESS per second after their fall-backs, two 0.57-0.58x at once, one 1.82x (docs/results.md,
-# "Several components where the ridge is short"). A chart of one component keeps SNR_BLOCK_MIN: its block
-# is the leading SNR, which SNR_CHART or N_CHART already judged.
+# Below N_BLOCK a block of r₁ ≥ 2 needs this SNR instead: there the factored model's ridge is short, and a
+# chart of several components lost even where it converged. Ten unseen problems (q = 1, N = 3,000-4,000,
+# leading SNR 22-27, the second component's 5.1-6.7, blocks 5.0-6.5): seven diverged at 0.9 and ran
+# fall-backs, drawing 0.22-0.67x the factored model's ESS per second; two converged at once and drew
+# 0.57-0.58x (ESS per draw about half its); one drew 1.82x (docs/results.md, "Several components where
+# the ridge is short"). The three grids chart no such block. A chart of one component keeps SNR_BLOCK_MIN:
+# its block is the leading SNR, which SNR_CHART or N_CHART already judged (the §5.1 q = 10 chart at N =
+# 5,000-6,000 has 8.3-8.4).
 SNR_BLOCK_FEW = 10.0
 # ... from N_CHART up to this N too: of three unseen charts of r₁ = 2 at N = 5,000 (blocks 5.0-5.7), two
 # drew 0.41 and 0.62x the factored model's ESS per second and one 0.92x; at N = 6,000 four drew 0.95-1.98x
@@ -157,9 +168,10 @@ SNR_WEAK_NOISE = 3.0
 DEEP_TREE = 8.0
 # Such a factored run is watched while it tunes and stopped for that chart where its warm-up's trees run
 # DEEP_TREE deep, or LONG_RUN_DEPTH deep (2^7 = 128 steps) where the rest of its run is projected to take
-# LONG_RUN_SECONDS or more. Five unseen problems read 6.96-7.50 in warm-up: four (N = 3,000-4,000, projected
-# 213-234 s) drew 3.7-6.1x the factored model's ESS per second charted; one (N = 600, projected 36 s) 0.33x,
-# the chart's compilation outlasting the whole factored fit (docs/results.md, "A watched warm-up").
+# LONG_RUN_SECONDS or more. Five unseen problems read 6.96-7.50 in warm-up: four (N = 3,000-4,000,
+# projected 213-234 s on the loaded 2-core machine) drew 3.7-6.1x the factored model's ESS per second
+# charted; one (N = 600, projected 36 s) 0.33x, the chart's compilation outlasting the whole factored fit
+# (docs/results.md, "A watched warm-up").
 LONG_RUN_DEPTH = 7.0
 LONG_RUN_SECONDS = 100.0
 WATCH = Watch(DEEP_TREE, LONG_RUN_DEPTH, LONG_RUN_SECONDS)
@@ -198,9 +210,6 @@ class Geometry:
     lengthened : bool
         Twice the user's tuning and draws (:func:`~.diagnostics.lengthened`: a
         factored run whose chains disagreed, run again as its advice says).
-    more_chains : bool
-        As many chains again, pooled with the run before (:func:`~.samplers.pool_chains`): where an
-        automatic chart's chains disagreed narrowly and did not diverge (:data:`RHAT_POOL`).
     short_ridge_frame : ChartFrame or None
         Where ``"auto"`` ran the factored model at rank r ≥ 2 because its ridge looked
         short (:func:`long_ridge`), or refused a block below :data:`SNR_BLOCK_FEW` (set where the
@@ -213,7 +222,6 @@ class Geometry:
     automatic: bool
     target_accept: float | None = None
     lengthened: bool = False
-    more_chains: bool = False
     short_ridge_frame: ChartFrame | None = None
 
     @property
@@ -414,18 +422,18 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
     gives the diagnostics of the run that ran last, asked when a retry is reached. For an
     automatic chart: where it diverged, the same chart at :data:`RETRY_TARGET_ACCEPT`, and
     where that diverged too and its charted components are steady (SNR ≥ :data:`SNR_STEADY`)
-    at :data:`STEADY_TARGET_ACCEPT`; where the last of these missed R-hat up to :data:`RHAT_POOL`
-    without a divergence, as many chains again at its target (``more_chains``), if twice its
-    smallest ESS reaches ``nuts.ess_min``; where its block (:func:`block_snr`) reaches
-    :data:`SNR_BLOCK_MIN` and r₁ ≥ 2, the chart of the leading :func:`smaller_chart_rank` ones
-    where a gap allows (its frame built only when reached), at the target the larger chart's
-    retries reached and retried the same way above it; then the factored model, at the user's
-    ``target_accept``. An automatic factored model, chosen first or reached so, follows its own
-    advice once per cause: where it diverged, the same at :data:`RETRY_TARGET_ACCEPT`, then at
-    :data:`STEADY_TARGET_ACCEPT`; where its R-hat missed ``nuts.rhat_max`` without a divergence,
-    the same run lengthened (:func:`~.diagnostics.lengthened`), if twice its smallest ESS reaches
-    ``nuts.ess_min`` (ESS grows about linearly with the draws; below that, a run the user kept
-    short stays so), and that run, where it diverged, lengthened at the targets above as well.
+    at :data:`STEADY_TARGET_ACCEPT`; where its block (:func:`block_snr`) reaches
+    :data:`SNR_BLOCK_MIN` and r₁ ≥ 2, the chart of the leading
+    :func:`smaller_chart_rank` ones where a gap allows (its frame built only when reached),
+    at the target the larger chart's retries reached and retried the same way above it; then
+    the factored model, at the user's ``target_accept``. An
+    automatic factored model, chosen first or reached so, follows its own advice once per
+    cause: where it diverged, the same at :data:`RETRY_TARGET_ACCEPT`, then at
+    :data:`STEADY_TARGET_ACCEPT`; where its R-hat
+    missed ``nuts.rhat_max`` without a divergence, the same run lengthened
+    (:func:`~.diagnostics.lengthened`), if twice its smallest ESS reaches ``nuts.ess_min``
+    (ESS grows about linearly with the draws; below that, a run the user kept short stays so), and
+    that run, where it diverged, lengthened at the targets above as well.
     """
     if not geometry.automatic:
         return
@@ -435,8 +443,6 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         latest = _first_answer(first, latest)  # the factored model's retries follow its run, not the chart's
     if geometry.frame is not None:
         retried = yield from _retries(geometry, nuts, latest)
-        if _near_miss(latest(), nuts):
-            yield dataclasses.replace(retried, more_chains=True)
         # A block below the floor (the watch's full chart) has no smaller chart: "auto" refused its leading
         # blocks (strangers 9612 #6: the smaller chart, block 4.9, failed as well).
         reaches_floor = block_snr(geometry.frame, geometry.frame.chart_rank) >= SNR_BLOCK_MIN
@@ -582,12 +588,6 @@ def short_of_ess(d: Diagnostics, nuts: NUTS) -> bool:
     ESS below ``nuts.ess_min``), and twice its draws would reach it (the advice of its warning)."""
     return (not d.divergences and d.max_rhat <= nuts.rhat_max and _smallest_ess(d) < nuts.ess_min
             and _twice_reaches(d, nuts))
-
-
-def _near_miss(d: Diagnostics, nuts: NUTS) -> bool:
-    """No divergence, R-hat above ``nuts.rhat_max`` up to :data:`RHAT_POOL`, and twice the ESS reaches
-    ``nuts.ess_min``: chains that as many again, pooled, may show to agree."""
-    return not d.divergences and nuts.rhat_max < d.max_rhat <= RHAT_POOL and _twice_reaches(d, nuts)
 
 
 def _smallest_ess(d: Diagnostics) -> float:

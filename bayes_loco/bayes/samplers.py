@@ -385,23 +385,6 @@ def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key
     return tree
 
 
-def pool_chains(first: xr.DataTree, second: xr.DataTree) -> xr.DataTree:
-    """One tree of ``first``'s chains and then ``second``'s: two runs of one model and settings, as one.
-
-    NUTS chains are independent (nutpie adapts each on its own), so two runs' chains are one
-    run of them all; ``second``'s chains are numbered after ``first``'s in the posterior and
-    the sample stats, and the other groups (the data) are ``first``'s.
-    """
-    pooled = first.copy()
-    offset = first[D.POSTERIOR].sizes["chain"]
-    for name in (D.POSTERIOR, D.SAMPLE_STATS):
-        a, b = (tree[name].to_dataset(inherit=False) for tree in (first, second))
-        b = b.assign_coords(chain=b["chain"].values + offset)
-        pooled[name] = xr.DataTree(xr.concat([a, b], dim="chain", data_vars="minimal", coords="minimal",
-                                             compat="override", join="exact", combine_attrs="override"))
-    return pooled
-
-
 def with_deterministics(posterior: xr.Dataset, model: pm.Model, complete: Completion | None) -> xr.Dataset:
     """``posterior``'s free variables with ``model``'s Deterministics, or with ``complete`` those of the
     whole model after its function has added the free variables ``model`` leaves out."""
