@@ -25,7 +25,7 @@ from bayes_loco.bayes import fit as fit_module
 from bayes_loco.bayes import geometry
 from bayes_loco.bayes import watch as watch_module
 from bayes_loco.bayes.chart import SNR_CHARTED_MIN, chart_frame
-from bayes_loco.bayes.diagnostics import leapfrog_steps
+from bayes_loco.bayes.diagnostics import leapfrog_steps, ranking
 from bayes_loco.model import margins
 
 ISSUE = {"d_x": 8, "d_a": 6, "d_s": 5, "rank": 2, "imbalance": 3, "seed": 11}
@@ -477,7 +477,7 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     for other in runs:
         ess = min(other["min_ess_bulk"], other["min_ess_tail"])
         replaced = _diagnostics(other["divergences"], other["max_rhat"], ess)
-        assert geometry.ranking(kept, 1.0, steps) >= geometry.ranking(replaced, 1.0, other["leapfrog_steps"])
+        assert ranking(kept, 1.0, steps) >= ranking(replaced, 1.0, other["leapfrog_steps"])
     assert post.settings["nuts"]["parametrization"] == record["parametrization"]
     assert post.settings["nuts"]["chart_rank"] == record["chart_rank"]
 
@@ -811,29 +811,29 @@ def test_ranking_orders_by_divergences_then_rhat_then_ess_per_leapfrog_step():
                               divergences=divergences, max_rhat=rhat, min_ess_bulk=ess, min_ess_tail=ess)
 
     # A divergence-free fit beats a divergent one whatever its efficiency; R-hat within the bar next.
-    assert geometry.ranking(fit(), 1.01, 1e9) > geometry.ranking(fit(divergences=1, ess=4000), 1.01, 10)
-    assert geometry.ranking(fit(rhat=1.005), 1.01, 1e9) > geometry.ranking(fit(rhat=1.2, ess=4000), 1.01, 10)
+    assert ranking(fit(), 1.01, 1e9) > ranking(fit(divergences=1, ess=4000), 1.01, 10)
+    assert ranking(fit(rhat=1.005), 1.01, 1e9) > ranking(fit(rhat=1.2, ess=4000), 1.01, 10)
     # Then ESS per step: 400 in 8,000 steps beats 500 in 20,000, though the second took a tenth the time.
-    assert geometry.ranking(fit(ess=400, seconds=100), 1.01, 8000) > geometry.ranking(
+    assert ranking(fit(ess=400, seconds=100), 1.01, 8000) > ranking(
         fit(ess=500, seconds=10), 1.01, 20000)
     # No recorded steps or no finite ESS rank last among equals rather than dividing by zero.
-    assert geometry.ranking(fit(), 1.01, 0.0)[3] == 0.0
-    assert geometry.ranking(fit(ess=np.nan), 1.01, 100.0)[3] == 0.0
+    assert ranking(fit(), 1.01, 0.0)[3] == 0.0
+    assert ranking(fit(ess=np.nan), 1.01, 100.0)[3] == 0.0
     # ESS reaching ess_min before the rate: a run lengthened for its ESS has about the short run's rate.
-    assert geometry.ranking(fit(ess=627), 1.01, 152000, ess_min=400) > geometry.ranking(
+    assert ranking(fit(ess=627), 1.01, 152000, ess_min=400) > ranking(
         fit(ess=342), 1.01, 76000, ess_min=400)
-    assert geometry.ranking(fit(ess=627), 1.01, 152000) < geometry.ranking(fit(ess=342), 1.01, 76000)
+    assert ranking(fit(ess=627), 1.01, 152000) < ranking(fit(ess=342), 1.01, 76000)
 
 
 def test_a_run_is_short_of_ess_alone_where_twice_its_draws_would_reach_ess_min():
     def fit(divergences=0, rhat=1.0, ess=342.0):
         return _diagnostics(divergences, rhat, ess)
 
-    assert geometry.short_of_ess(fit(), AT_90)
-    assert not geometry.short_of_ess(fit(ess=400.0), AT_90)
-    assert not geometry.short_of_ess(fit(ess=199.0), AT_90)  # a run the user kept short stays so
-    assert not geometry.short_of_ess(fit(divergences=1), AT_90)
-    assert not geometry.short_of_ess(fit(rhat=1.02), AT_90)
+    assert diagnostics_module.short_of_ess(fit(), AT_90)
+    assert not diagnostics_module.short_of_ess(fit(ess=400.0), AT_90)
+    assert not diagnostics_module.short_of_ess(fit(ess=199.0), AT_90)  # a run the user kept short stays so
+    assert not diagnostics_module.short_of_ess(fit(divergences=1), AT_90)
+    assert not diagnostics_module.short_of_ess(fit(rhat=1.02), AT_90)
 
 
 def test_auto_keeps_the_declined_chart_frame_where_the_ridge_looked_short(issue_data):

@@ -47,7 +47,10 @@ from .diagnostics import (
     map_diagnostics,
     note_loose,
     nuts_diagnostics,
+    ranking,
+    short_of_ess,
     stopped_diagnostics,
+    troubled,
     vi_diagnostics,
 )
 from .geometry import (
@@ -58,10 +61,7 @@ from .geometry import (
     default_start,
     divergence_has_fallback,
     fallbacks,
-    ranking,
     ridge_chart,
-    short_of_ess,
-    troubled,
     watch_for,
 )
 from .laplace import find_map, laplace_theta

@@ -59,10 +59,10 @@ chains disagreed (R-hat above ``nuts.rhat_max``, no divergence), again with twic
 where twice its ESS reaches ``nuts.ess_min``. A run whose divergence is followed by another
 (:func:`divergence_has_fallback`) is stopped at its first divergent draw after the warm-up
 (:class:`~.watch.Diverged`): its verdict is known, and the rest of it is not drawn. The fit keeps
-the run :func:`ranking` prefers of those that ran to their end; the fit's ``settings["geometry"]`` and
-``summary()`` say what ran, why, and what the first attempt showed. A parametrisation the user named
-is never replaced; where a named chart diverged on a long ridge, its warning advises the same
-retry (:func:`advised_target`) before the factored model.
+the run :func:`~.diagnostics.ranking` prefers of those that ran to their end; the fit's
+``settings["geometry"]`` and ``summary()`` say what ran, why, and what the first attempt showed. A
+parametrisation the user named is never replaced; where a named chart diverged on a long ridge, its
+warning advises the same retry (:func:`advised_target`) before the factored model.
 """
 
 from __future__ import annotations
@@ -80,6 +80,7 @@ from ..frequentist.fgd import LowRankResult, fit_low_rank
 from ..model import margins
 from ..results import Diagnostics
 from .chart import ANGLE_MAX, SNR_CHARTED_MIN, ChartFrame, chart_frame, partial_frame
+from .diagnostics import twice_reaches
 from .settings import AUTO, CHART, FACTORED, NUTS
 from .watch import Watch
 
@@ -458,7 +459,7 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         yield geometry
     geometry = yield from _retries(geometry, nuts, latest)
     d = latest()
-    if not d.divergences and not d.max_rhat <= nuts.rhat_max and _twice_reaches(d, nuts):
+    if not d.divergences and not d.max_rhat <= nuts.rhat_max and twice_reaches(d, nuts):
         # A lengthened run that diverged, where the short one had not, is retried as a divergence is: an
         # unseen weak rank-1 problem (N = 4,000, SNR 3.6) missed R-hat (1.014), diverged 7 times lengthened,
         # and converged lengthened at 0.95 (R-hat 1.002, ESS 3,182).
@@ -556,45 +557,3 @@ def smaller_chart_rank(frame: ChartFrame) -> int | None:
         if sv[r - 1] >= GAP_MIN * sv[r]:
             return r
     return None
-
-
-def troubled(d: Diagnostics, rhat_max: float) -> bool:
-    """Whether a NUTS fit diverged or its chains disagree (R-hat above ``rhat_max``).
-
-    A short ESS alone is no sign of a bad geometry (too few draws give it too), so it
-    does not make the default run the factored model as well.
-    """
-    return bool(d.divergences or not d.max_rhat <= rhat_max)
-
-
-def ranking(d: Diagnostics, rhat_max: float, leapfrog_steps: float, ess_min: float = 0.0) -> tuple:
-    """Sort key of two NUTS fits of one posterior (larger is better).
-
-    No divergence first, then R-hat within ``rhat_max``, then the smallest ESS reaching
-    ``ess_min`` (a run lengthened for its ESS has about the short run's ESS per step), then
-    the larger smallest ESS per leapfrog step (``leapfrog_steps``, all chains' gradient
-    evaluations after tuning). Per step, not per second: the same seed then keeps the same
-    fit on a loaded machine as on an idle one (on a 2-core machine with other work, the
-    seconds of one run varied 2×).
-    """
-    rhat = d.max_rhat if np.isfinite(d.max_rhat) else np.inf
-    ess = _smallest_ess(d)
-    rate = ess / leapfrog_steps if np.isfinite(ess) and leapfrog_steps > 0 else 0.0
-    return (not d.divergences, rhat <= rhat_max, bool(ess >= ess_min), rate)
-
-
-def short_of_ess(d: Diagnostics, nuts: NUTS) -> bool:
-    """Whether a run's one shortfall is its ESS (no divergence, R-hat within ``nuts.rhat_max``, the smallest
-    ESS below ``nuts.ess_min``), and twice its draws would reach it (the advice of its warning)."""
-    return (not d.divergences and d.max_rhat <= nuts.rhat_max and _smallest_ess(d) < nuts.ess_min
-            and _twice_reaches(d, nuts))
-
-
-def _smallest_ess(d: Diagnostics) -> float:
-    return min(d.min_ess_bulk, d.min_ess_tail)
-
-
-def _twice_reaches(d: Diagnostics, nuts: NUTS) -> bool:
-    """Whether twice the run's smallest ESS reaches ``nuts.ess_min``: what a lengthened run (twice the draws;
-    ESS grows about linearly with them) may reach, so that a run the user kept short stays so."""
-    return 2 * _smallest_ess(d) >= nuts.ess_min
