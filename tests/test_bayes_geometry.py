@@ -433,7 +433,8 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     # The smaller chart starts at the retry's target where the first run was retried, else it is retried
     # at 0.95 where it diverged (the issue's SNR is below SNR_STEADY).
     smaller_target = 0.95 if retried else 0.9
-    smaller = [("chart", 1, 0.95, 150)] if not retried and runs[1]["divergences"] else []
+    # The smaller chart is partial: it draws PARTIAL_DRAWS times the draws (N = 1,000 < N_PARTIAL_RETRY).
+    smaller = [("chart", 1, 0.95, 225)] if not retried and runs[1]["divergences"] else []
     at = len(retried) + len(smaller) + 2
     factored = runs[at]
     tail = [("factored", None, 0.95, 150)] if factored["divergences"] else []
@@ -441,7 +442,7 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     if not advised["divergences"] and 2 * min(advised["min_ess_bulk"], advised["min_ess_tail"]) >= 400:
         tail.append(("factored", None, advised["target_accept"], 300))
     ran = [(run["parametrization"], run["chart_rank"], run["target_accept"], run["draws"]) for run in runs]
-    assert ran == [("chart", 2, 0.9, 150), *retried, ("chart", 1, smaller_target, 150), *smaller,
+    assert ran == [("chart", 2, 0.9, 150), *retried, ("chart", 1, smaller_target, 225), *smaller,
                    ("factored", None, 0.9, 150), *tail]
     assert runs[-1]["tune"] == (600 if runs[-1]["draws"] == 300 else 300)
 
@@ -665,9 +666,38 @@ def test_a_partial_chart_at_large_n_starts_at_the_retry_target(monkeypatch):
     monkeypatch.setattr(geometry, "N_PARTIAL_RETRY", data.n + 1)
     below = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert (below.chart_rank, below.target_accept) == (1, None) and "from the start" not in below.reason
+    # ... and draws PARTIAL_DRAWS times the draws (the §5.1 q = 10 chart at N = 10,000: R-hat 1.012 at
+    # 1,000 draws a chain on one sampler seed, 1.0036-1.0045 at 1,500 on four); at N_PARTIAL_RETRY and up
+    # it draws as many as asked, and so does a full chart and the factored model.
+    assert below.draws_scale == geometry.PARTIAL_DRAWS == 1.5 and "1.5 × the draws" in below.reason
+    assert chosen.draws_scale == 1.0
     monkeypatch.undo()
     full = geometry.choose_geometry(data, 1, bl.fit_low_rank(data, 1).theta, 1.0, "auto", None)
     assert (full.parametrization, full.chart_rank, full.target_accept) == ("chart", 1, None)
+    assert full.draws_scale == 1.0
+    factored = geometry.choose_geometry(data, 2, start.theta, 1.0, "factored", None)
+    assert factored.draws_scale == 1.0
+
+
+def test_a_partial_chart_draws_its_scale_of_the_draws_and_its_smaller_chart_too(issue_data, monkeypatch):
+    """A fit: an automatic partial chart's run draws ``draws_scale`` × ``nuts.draws`` (the tuning as set), the
+    tree and the settings say so; the smaller chart of a fall-back below N_PARTIAL_RETRY scales too."""
+    start = bl.fit_low_rank(issue_data, 2)
+    frame = chart_frame(issue_data, start.theta, 2)
+    partial = geometry.Geometry(geometry.partial_frame(frame, issue_data, 1, 1.0), "charted", True,
+                                draws_scale=geometry.PARTIAL_DRAWS)
+    monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: partial)
+    nuts = {"draws": 100, "tune": 100, "chains": 2, "rhat_max": 10.0, "ess_min": 0.0}
+    post = bb.fit_posterior(issue_data, 2, nuts=nuts, progressbar=False, predictive_draws=0)
+    assert post.tree["posterior"].sizes["draw"] == 150 and post.settings["nuts"]["draws"] == 150
+    assert post.settings["nuts"]["tune"] == 100 and post.settings["nuts"]["chart_rank"] == 1
+    # The full chart's fall-back to a smaller chart (here at a gap: r' = 1) at N = 1,000.
+    auto = geometry.Geometry(dataclasses.replace(frame, snr=np.array([9.0, 8.0])), "charted", True)
+    smaller = [g for g in geometry.fallbacks(auto, issue_data, 1.0, AT_90, _ran(1)) if g.chart_rank == 1]
+    assert smaller and all(g.draws_scale == geometry.PARTIAL_DRAWS for g in smaller)
+    monkeypatch.setattr(geometry, "N_PARTIAL_RETRY", issue_data.n)
+    smaller = [g for g in geometry.fallbacks(auto, issue_data, 1.0, AT_90, _ran(1)) if g.chart_rank == 1]
+    assert smaller and all(g.draws_scale == 1.0 for g in smaller)
 
 
 def test_a_run_stopped_at_its_first_divergence_is_told_and_never_kept(issue_data, monkeypatch, tmp_path):

@@ -341,6 +341,7 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     """
     if nuts.sampler == "nutpie" and divergence_has_fallback(geometry, nuts):
         watch = dataclasses.replace(watch or Watch(), divergence=True)
+    nuts = dataclasses.replace(nuts, draws=round(geometry.draws_scale * nuts.draws))
     nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank,
                                target_accept=geometry.target(nuts),
                                **(lengthened(nuts) if geometry.lengthened else {}))

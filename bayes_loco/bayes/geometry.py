@@ -31,7 +31,8 @@ default start is then the ridge fit with λ = 1/s² (:data:`START_RIDGE` over th
 scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 
 A partial chart from N = :data:`N_PARTIAL_RETRY` on starts at ``target_accept``
-:data:`RETRY_TARGET_ACCEPT`: 11 of 13 seen there diverged at 0.9.
+:data:`RETRY_TARGET_ACCEPT`: 11 of 13 seen there diverged at 0.9. Below it, it draws
+:data:`PARTIAL_DRAWS` times ``nuts.draws``: its weak block mixes slowly.
 
 **Fall-back.** A chart chosen by ``"auto"`` that still shows trouble after sampling
 (a divergence, or R-hat above ``nuts.rhat_max``) is followed by :func:`fallbacks` on the
@@ -123,6 +124,11 @@ STEADY_TARGET_ACCEPT = 0.99
 # 1.36x; docs/results.md, "A partial chart at large N"). At N = 10,000 the grids' partial charts diverged
 # at 0.9 too, but §5.1's q = 10 chart did not, and at 0.95 drew an ESS of 284-408 (three seeds; ess_min 400).
 N_PARTIAL_RETRY = 15000
+# A partial chart below N_PARTIAL_RETRY draws this many times nuts.draws (the tuning as set): its weak block's
+# entries mix slowly (ESS 530-590 of 4,000 draws on §5.1 at q = 10, N = 10,000), so at 1,000 draws a chain
+# their R-hat sits at the edge of 1.01 (sampler seed 2 missed at 1.012 and fell back to the factored model,
+# 289 s). At 1,500, four sampler seeds of four converged (R-hat 1.0036-1.0045, ESS 788-1,006, 76-79 s).
+PARTIAL_DRAWS = 1.5
 # A smaller chart's boundary r' must sit at a gap σ̂_{r'} ≥ GAP_MIN σ̂_{r'+1}: across a narrower one the
 # posterior swaps the components. Across 1.35 (§5.1, q = 10, N = 10,000, r₁ = 2) the chart diverged 38
 # times, across 1.23 (q = 30, N = 20,000) 19 times; across 9.9 and 7.3, 0 and 1 times (docs/results.md,
@@ -208,6 +214,9 @@ class Geometry:
         The step-size adaptation's target where it is above ``nuts.target_accept``
         (a divergent run's retry, or a partial chart at N ≥ :data:`N_PARTIAL_RETRY`:
         :data:`RETRY_TARGET_ACCEPT`); None: the user's. :meth:`target` is the one that runs.
+    draws_scale : float
+        The run's draws over ``nuts.draws`` (:data:`PARTIAL_DRAWS` for a partial chart below
+        :data:`N_PARTIAL_RETRY`; the tuning stays the user's).
     lengthened : bool
         Twice the user's tuning and draws (:func:`~.diagnostics.lengthened`: a
         factored run whose chains disagreed, run again as its advice says).
@@ -223,6 +232,7 @@ class Geometry:
     automatic: bool
     target_accept: float | None = None
     lengthened: bool = False
+    draws_scale: float = 1.0
     short_ridge_frame: ChartFrame | None = None
 
     @property
@@ -360,9 +370,15 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
         return Geometry(frame, why, True)
     frame = partial_frame(frame, data, r1, scale)
     if data.n < N_PARTIAL_RETRY:
-        return Geometry(frame, why, True)
+        return Geometry(frame, f"{why}; {PARTIAL_DRAWS:g} × the draws (a partial chart's weak block mixes "
+                               "slowly)", True, draws_scale=_partial_draws(data.n))
     return Geometry(frame, f"{why}; target_accept {RETRY_TARGET_ACCEPT:g} from the start (a partial chart "
                            f"at N >= {N_PARTIAL_RETRY})", True, RETRY_TARGET_ACCEPT)
+
+
+def _partial_draws(n: int) -> float:
+    """A partial chart's ``draws_scale`` at N = ``n``: :data:`PARTIAL_DRAWS` below :data:`N_PARTIAL_RETRY`."""
+    return PARTIAL_DRAWS if n < N_PARTIAL_RETRY else 1.0
 
 
 def _weak_block_trouble(frame: ChartFrame, r1: int) -> str:
@@ -452,7 +468,7 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
             # Its retries' target: in five of five fall-backs past a divergent retry, the smaller chart
             # diverged again at the user's target (docs/results.md, "A fourth grid").
             chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True,
-                             retried.target_accept)
+                             retried.target_accept, draws_scale=_partial_draws(data.n))
             yield chart
             yield from _retries(chart, nuts, latest)
         geometry = dataclasses.replace(geometry, frame=None, target_accept=None)
