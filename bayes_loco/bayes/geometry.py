@@ -371,7 +371,7 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
     frame = partial_frame(frame, data, r1, scale)
     if data.n < N_PARTIAL_RETRY:
         return Geometry(frame, f"{why}; {PARTIAL_DRAWS:g} × the draws (a partial chart's weak block mixes "
-                               "slowly)", True, draws_scale=_partial_draws(data.n))
+                               "slowly)", True, draws_scale=PARTIAL_DRAWS)
     return Geometry(frame, f"{why}; target_accept {RETRY_TARGET_ACCEPT:g} from the start (a partial chart "
                            f"at N >= {N_PARTIAL_RETRY})", True, RETRY_TARGET_ACCEPT)
 
