@@ -375,6 +375,26 @@ def test_advice_for_short_chains_doubles_what_ran_and_never_repeats():
             ran = followed
 
 
+def test_advice_on_a_run_of_scaled_draws_is_in_the_draws_asked():
+    # A partial chart ran 450 of the 300 asked: re-run with the advice, it runs twice what ran (900).
+    ran = _nuts(draws=450, tune=200)
+    assert diagnostics_module._advice(ran, 0, False, True, draws_scale=1.5) == {"draws": 600}
+    assert diagnostics_module._advice(ran, 0, True, False, draws_scale=1.5) == {"draws": 600, "tune": 900}
+    assert diagnostics_module._advice(ran, 0, True, False) == {"draws": 900, "tune": 900}
+    # The factored model the advice names draws what is asked: twice what ran, unscaled.
+    chart = _nuts(parametrization="chart", draws=450)
+    advice = diagnostics_module._advice(chart, 2, True, False, draws_scale=1.5)
+    assert advice["parametrization"] == "factored" and advice["draws"] == 900
+    # Followed through the scale, each run draws twice the one before, never the same advice twice.
+    asked, advised = 300, []
+    for _ in range(3):
+        ran = _nuts(draws=round(1.5 * asked), tune=200)
+        advice = diagnostics_module._advice(ran, 0, False, True, draws_scale=1.5)
+        assert advice["draws"] * 1.5 == 2 * ran.draws and advice not in advised
+        advised.append(advice)
+        asked = advice["draws"]
+
+
 def test_a_lengthened_run_doubles_the_draws_and_tunes_at_least_as_long():
     # What the advice gives chains that disagree, and what "auto"'s factored retry runs.
     assert diagnostics_module.lengthened(_nuts(draws=300, tune=200)) == {"draws": 600, "tune": 600}
@@ -687,10 +707,14 @@ def test_a_partial_chart_draws_its_scale_of_the_draws_and_its_smaller_chart_too(
     partial = geometry.Geometry(geometry.partial_frame(frame, issue_data, 1, 1.0), "charted", True,
                                 draws_scale=geometry.PARTIAL_DRAWS)
     monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: partial)
-    nuts = {"draws": 100, "tune": 100, "chains": 2, "rhat_max": 10.0, "ess_min": 0.0}
-    post = bb.fit_posterior(issue_data, 2, nuts=nuts, progressbar=False, predictive_draws=0)
+    nuts = {"draws": 100, "tune": 100, "chains": 2, "rhat_max": 10.0, "ess_min": 1e9}
+    with pytest.warns(bl.SamplerWarning, match=r"re-run with nuts=\{'draws': 200\}"):
+        post = bb.fit_posterior(issue_data, 2, nuts=nuts, progressbar=False, predictive_draws=0)
     assert post.tree["posterior"].sizes["draw"] == 150 and post.settings["nuts"]["draws"] == 150
     assert post.settings["nuts"]["tune"] == 100 and post.settings["nuts"]["chart_rank"] == 1
+    # ESS short of an unreachable bar: the advice is twice the draws asked, which this chart runs as 300,
+    # twice the 150 that ran (advised as 300 it would run 450).
+    assert post.advice == {"draws": 200}
     # The full chart's fall-back to a smaller chart (here at a gap: r' = 1) at N = 1,000.
     auto = geometry.Geometry(dataclasses.replace(frame, snr=np.array([9.0, 8.0])), "charted", True)
     smaller = [g for g in geometry.fallbacks(auto, issue_data, 1.0, AT_90, _ran(1)) if g.chart_rank == 1]
@@ -790,8 +814,9 @@ def test_the_kept_run_is_not_advised_a_setting_its_fall_back_ran(issue_data, mon
         return fit_module._Attempt(xr.DataTree(), _diagnostics(4 - len(ran) // 4), None, group,
                                    ("nutpie", 4, 1000, ""), advice)
 
-    def diagnose(tree, nuts, seconds, chart_target=None, tried=(), table=None):
-        return _diagnostics(1), diagnostics_module._advice(nuts, 1, False, False, chart_target, tried)
+    def diagnose(tree, nuts, seconds, chart_target=None, tried=(), table=None, draws_scale=1.0):
+        return _diagnostics(1), diagnostics_module._advice(nuts, 1, False, False, chart_target, tried,
+                                                           draws_scale)
 
     start = bl.fit_low_rank(issue_data, 2)
     chart = geometry.Geometry(chart_frame(issue_data, start.theta, 1), "charted", True)

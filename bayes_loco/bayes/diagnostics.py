@@ -73,7 +73,8 @@ def _unidentified_note(name: str, tree) -> str:
 
 
 def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool,
-            chart_target: float | None = None, tried: tuple[NUTS, ...] = ()) -> dict:
+            chart_target: float | None = None, tried: tuple[NUTS, ...] = (),
+            draws_scale: float = 1.0) -> dict:
     """The NUTS settings to re-run with, each a step that improves this fit (empty: none known).
 
     Divergences in the chart: ``chart_target`` where it is given and above the
@@ -86,7 +87,9 @@ def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool,
     twice the tuning too. Each suggestion is computed from the settings that ran, so a
     fit re-run as advised is never advised the same again; ``tried``, the runs of a
     fall-back (:func:`~.geometry.fallbacks`), are skipped too: a step that ran already
-    and was not kept is no advice.
+    and was not kept is no advice. Where the coordinates that ran draw ``draws_scale`` ×
+    the draws asked (a partial chart's :data:`~.geometry.PARTIAL_DRAWS`), the advised
+    draws are divided by it: a re-run in the same coordinates scales them again.
     """
     def key(n: NUTS) -> tuple:
         return n.parametrization, n.chart_rank, round(n.target_accept, 9), n.draws
@@ -111,6 +114,9 @@ def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool,
         advice["draws"] = 2 * nuts.draws
     if rhat_bad and not ran(advice | lengthened(nuts)):
         advice.update(lengthened(nuts))
+    if "draws" in advice and "parametrization" not in advice:
+        # Twice what ran once the re-run's scale applies (1,500 run of 1,000 asked: advised 2,000).
+        advice["draws"] = round(advice["draws"] / draws_scale)
     return advice
 
 
@@ -126,14 +132,15 @@ def diagnostic_table(tree) -> pd.DataFrame:
 
 
 def nuts_diagnostics(tree, nuts: NUTS, seconds: float, chart_target: float | None = None,
-                     tried: tuple[NUTS, ...] = (),
-                     table: pd.DataFrame | None = None) -> tuple[Diagnostics, dict]:
+                     tried: tuple[NUTS, ...] = (), table: pd.DataFrame | None = None,
+                     draws_scale: float = 1.0) -> tuple[Diagnostics, dict]:
     """Divergences, tree depth, and R-hat/ESS over Θ, θ_rtv and ν (:func:`diagnosed_variables`); messages.
 
     The messages name the worst quantity (its ArviZ label); the advice (:func:`_advice`,
     with ``chart_target`` and the fall-back's runs ``tried``) is returned beside the
     diagnostics and written into each message as the exact ``nuts={...}`` to pass.
-    ``table`` is the tree's :func:`diagnostic_table` where the caller has it already.
+    ``table`` is the tree's :func:`diagnostic_table` where the caller has it already; ``draws_scale``
+    the draws that ran over those asked, where the coordinates scale them (:func:`_advice`).
     """
     stats = tree[D.SAMPLE_STATS]
     div, depth, maxd = (_stat(stats, names) for names in (("diverging",), _DEPTH_STATS, _MAXDEPTH_STATS))
@@ -146,7 +153,7 @@ def nuts_diagnostics(tree, nuts: NUTS, seconds: float, chart_target: float | Non
     chains = tree[D.POSTERIOR].sizes.get("chain", 1)
     rhat_bad = chains > 1 and not max_rhat <= nuts.rhat_max
     ess_bad = not min(min_bulk, min_tail) >= nuts.ess_min
-    advice = _advice(nuts, divergences, rhat_bad, ess_bad, chart_target, tried)
+    advice = _advice(nuts, divergences, rhat_bad, ess_bad, chart_target, tried, draws_scale)
     rerun = f"; re-run with nuts={advice}" if advice else ""
     messages = []
     if divergences:

@@ -223,7 +223,8 @@ class _Attempt:
     ``group`` is the settings group that ran (NUTS with the parametrisation that ran),
     ``facts`` the tree's (sampler, chains, draws, representation), ``advice`` the
     NUTS settings to re-run with, ``table`` NUTS's R-hat and ESS per entry (kept for a
-    re-diagnosis after the fall-back). ``tree`` is None for a NUTS run stopped at its first divergence
+    re-diagnosis after the fall-back), ``draws_scale`` the geometry's scale of the draws
+    (:func:`~.diagnostics.nuts_diagnostics`). ``tree`` is None for a NUTS run stopped at its first divergence
     (:class:`~.watch.Diverged`), which is never kept.
     """
 
@@ -235,6 +236,7 @@ class _Attempt:
     advice: dict
     final_loss: float | None = None
     table: pd.DataFrame | None = None
+    draws_scale: float = 1.0
 
 
 def _resolve(data, rank, method, ties, prior, nuts, map_settings, vi, start, basis, ridge, random_seed,
@@ -322,7 +324,7 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
         # Advised before the runs after it: what the fall-back ran since is no advice.
         tried = tuple(attempt.group for attempt in runs)
         diagnostics, advice = nuts_diagnostics(kept.tree, kept.group, kept.diagnostics.seconds, tried=tried,
-                                               table=kept.table)
+                                               table=kept.table, draws_scale=kept.draws_scale)
         kept = dataclasses.replace(kept, diagnostics=diagnostics, advice=advice)
     record = {"geometry": geometry_record(geometry, kept.group, facts if len(runs) > 1 else [], start_note)}
     if stopped:
@@ -373,13 +375,14 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     tree = run.arrange(raw, "nuts")
     table = diagnostic_table(tree)
     diagnostics, advice = nuts_diagnostics(tree, nuts, seconds, advised_target(geometry, run.data.n),
-                                           table=table)
+                                           table=table, draws_scale=geometry.draws_scale)
     _LOG.info("NUTS run ends after %.0f s: %s divergences, max R-hat %.4f, min ESS %.0f", seconds,
               diagnostics.divergences, diagnostics.max_rhat, diagnostics.min_ess_bulk)
     if diagnostics.warnings and frame is not None and not geometry.automatic:
         diagnostics = note_loose(diagnostics, frame)
     facts = (nuts.sampler, nuts.chains, nuts.draws, "NUTS draws (MCMC)")
-    return _Attempt(tree, diagnostics, model, nuts, facts, advice, table=table)
+    return _Attempt(tree, diagnostics, model, nuts, facts, advice, table=table,
+                    draws_scale=geometry.draws_scale)
 
 
 def _sampled_models(run: _Run, frame, grouped: bool) -> tuple[pm.Model, pm.Model, Completion | None]:
