@@ -161,9 +161,9 @@ def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_p
     factored = bb.build_model(data, r)
     rw = r - r1
     gauged = rw > 1  # W's top block lower triangular: the weak block's rotation integrated out too
-    names = [D.CHART_Z, D.CHART_LOG_DIAG, D.CHART_LOWER, D.CHART_WEAK_LOG_DIAG, D.CHART_WEAK_LOWER,
-             D.CHART_WEAK_LEFT, D.CHART_WEAK_RIGHT, D.CHART_WEAK_TOP]
-    shapes = [(frame.dim,), (r1,), (r1 * (r1 - 1) // 2,), (rw if gauged else 0,),
+    names = [D.CHART_Z, D.CHART_LOG_DIAG, D.CHART_LOWER, D.CHART_WEAK_LOG_DIAG, D.CHART_WEAK_LAST,
+             D.CHART_WEAK_LOWER, D.CHART_WEAK_LEFT, D.CHART_WEAK_RIGHT, D.CHART_WEAK_TOP]
+    shapes = [(frame.dim,), (r1,), (r1 * (r1 - 1) // 2,), (rw - 1 if gauged else 0,), () if gauged else (0,),
               (rw * (rw - 1) // 2,), (d_x - r1 - (rw if gauged else 0), rw), (d_phi - r1, rw), (r1, rw)]
     names, shapes = zip(*[(n, sh) for n, sh in zip(names, shapes, strict=True) if np.prod(sh) > 0],
                         strict=True)

@@ -96,10 +96,11 @@ the density unchanged: for r_w ≥ 2 a circle (or sphere) of factors per Θ, who
 radius is the factors' scale while the data pin the directions across it to
 1/√N, so NUTS's trajectories run along it and the steps per draw grow like √N
 (the paper's q = 10 at N = 10,000: r₁ = 1, r_w = 2, about 40). It is integrated
-out as T's is: the top r_w rows of W are T_w, lower triangular with a positive
-diagonal (``chart_weak_log_diag``, ``chart_weak_lower``; the rows below are
-``chart_weak_U``), with Bartlett's factor ∏ T_w,ii^{r_w − i}. For r_w = 1 the
-only rotation is a sign, and W stays free.
+out as T's is: the top r_w rows of W are T_w, lower triangular (``chart_weak_log_diag``,
+``chart_weak_last``, ``chart_weak_lower``; the rows below are ``chart_weak_U``), with
+Bartlett's factor ∏ T_w,ii^{r_w − i}. The last diagonal entry, of power 0, is sampled as
+itself, either sign (a reflection, which leaves Θ): its log had a tail toward 0, where
+q = 10 at N = 100,000 diverged. For r_w = 1 the only rotation is a sign, and W stays free.
 """
 
 from __future__ import annotations
@@ -205,9 +206,8 @@ class ChartFrame:
 
     @property
     def leading_snr(self) -> float:
-        """σ̂₁ over its Gauss–Newton standard deviation: about the length of the factored
-        posterior's ridge over its width for the leading component, which sets the factored
-        sampler's leapfrog steps."""
+        """σ̂₁ over its Gauss–Newton standard deviation: about the factored posterior's ridge length
+        over its width for the leading component, which sets the factored sampler's leapfrog steps."""
         return float(self.snr[0])
 
     @property
@@ -224,11 +224,8 @@ class ChartFrame:
     def determined(self) -> bool:
         """Whether every component's column space is fixed to within :data:`ANGLE_MAX` radians.
 
-        Where it is not, the chart's coordinates of that column (a ratio of
-        Gaussians when its direction is barely constrained) have Cauchy-like
-        tails, and factored coordinates sample it better
-        (``nuts.parametrization="auto"`` then charts only :attr:`determined_rank` components).
-        """
+        Where not, that column's chart coordinates (a ratio of Gaussians) have Cauchy-like tails,
+        and ``nuts.parametrization="auto"`` charts only :attr:`determined_rank` components."""
         return bool(np.all(self.angles <= ANGLE_MAX))
 
     @property
@@ -257,10 +254,7 @@ class ChartFrame:
     def unpack(self, c):
         """(A, C, B) from the packed chart coordinates (NumPy or PyTensor)."""
         r, m, dx = self.chart_rank, self.right.shape[1], self.left.shape[1]
-        a = c[: r * r].reshape((r, r))
-        cc = c[r * r: r * m].reshape((r, m - r))
-        b = c[r * m:].reshape((dx - r, r))
-        return a, cc, b
+        return c[: r * r].reshape((r, r)), c[r * r: r * m].reshape((r, m - r)), c[r * m:].reshape((dx - r, r))
 
 
 def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale: float = 1.0,
@@ -317,9 +311,8 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
 def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scale: float = 1.0) -> ChartFrame:
     """``frame`` (of the full chart) charting only its leading ``chart_rank`` components.
 
-    The spans, singular values and angles are kept; only the whitening of the
-    charted (A, B, C) is computed, so a caller that has read the full frame's
-    angles does not build the frame again.
+    The spans, singular values and angles are kept; only the whitening of the charted
+    (A, B, C) is computed: a caller that has read the full frame's angles need not build it again.
     """
     chart_rank = check_int(chart_rank, "chart_rank", 1, frame.rank)
     r, sv = frame.rank, frame.singular_values
@@ -514,18 +507,21 @@ def _weak_left(rw: int, rest_rows: int):
 
     With r_w ≥ 2 the top r_w rows of W are lower triangular with a positive
     diagonal (log T_w,ii free): the rotation W → W R, Z → Z R, Y → Y R is integrated
-    out as the charted block's is, Bartlett's χ powers r_w − i plus 1 for the log.
+    out as the charted block's is, Bartlett's χ powers r_w − i plus 1 for the log (the last
+    entry, of power 0, as itself).
     """
     if rw == 1:
         return pm.Flat(D.CHART_WEAK_LEFT, dims=(D.CONTEXT_REST, D.WEAK_RANK)), 0.0
-    log_diag = pm.Flat(D.CHART_WEAK_LOG_DIAG, dims=D.WEAK_RANK)
+    log_diag = pm.Flat(D.CHART_WEAK_LOG_DIAG, dims=D.WEAK_LEAD)
+    last = pm.Flat(D.CHART_WEAK_LAST)
     rows, cols = np.tril_indices(rw, -1)
     lower = pm.Flat(D.CHART_WEAK_LOWER, dims=D.WEAK_PAIR)
-    top = pt.set_subtensor(pt.diag(pt.exp(log_diag))[rows, cols], lower)
+    diag = pt.concatenate([pt.exp(log_diag), last[None]])
+    top = pt.set_subtensor(pt.diag(diag)[rows, cols], lower)
     if rest_rows:
         rest = pm.Flat(D.CHART_WEAK_LEFT, dims=(D.CONTEXT_WEAK_REST, D.WEAK_RANK))
         top = pt.concatenate([top, rest], axis=0)
-    return top, pt.dot(rw - np.arange(rw), log_diag)
+    return top, pt.dot(rw - np.arange(rw - 1), log_diag)
 
 
 def chart_coords(frame: ChartFrame) -> dict:
@@ -536,7 +532,8 @@ def chart_coords(frame: ChartFrame) -> dict:
               D.CONTEXT_NULL: np.arange(frame.left_null.shape[1]),
               D.FEATURE_NULL: np.arange(frame.right_null.shape[1])}
     if rw:
-        coords |= {D.WEAK_RANK: np.arange(rw), D.CONTEXT_REST: np.arange(frame.left.shape[1] - r1),
+        coords |= {D.WEAK_RANK: np.arange(rw), D.WEAK_LEAD: np.arange(rw - 1),
+                   D.CONTEXT_REST: np.arange(frame.left.shape[1] - r1),
                    D.CONTEXT_WEAK_REST: np.arange(frame.left.shape[1] - r1 - rw),
                    D.WEAK_PAIR: np.arange(rw * (rw - 1) // 2),
                    D.FEATURE_REST: np.arange(frame.right.shape[1] - r1)}
@@ -587,7 +584,8 @@ def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scal
             [np_solve_triangular(m_k, z_k, lower=False) for m_k, z_k in columns], axis=1)
         start[D.CHART_WEAK_TOP] = jitter * scale * rng.standard_normal((r1, rw))
         if rw > 1:
-            start[D.CHART_WEAK_LOG_DIAG] = np.log(np.diag(w[:rw]))
+            start[D.CHART_WEAK_LOG_DIAG] = np.log(np.diag(w[:rw])[:-1])
+            start[D.CHART_WEAK_LAST] = w[rw - 1, rw - 1]
             start[D.CHART_WEAK_LOWER] = w[:rw][np.tril_indices(rw, -1)]
             w = w[rw:]
         if w.size:
