@@ -505,10 +505,9 @@ def _weak_block(inputs: dict, a, b, c, t, v_top, rw: int, rest_rows: int):
 def _weak_left(rw: int, rest_rows: int):
     """Inside a model context: W, and the log density its gauge adds (see the module docstring).
 
-    With r_w ≥ 2 the top r_w rows of W are lower triangular with a positive
-    diagonal (log T_w,ii free): the rotation W → W R, Z → Z R, Y → Y R is integrated
-    out as the charted block's is, Bartlett's χ powers r_w − i plus 1 for the log (the last
-    entry, of power 0, as itself).
+    With r_w ≥ 2 the top r_w rows of W are lower triangular, log T_w,ii free but for the last
+    entry, free itself (its sign a reflection): the rotation W → W R, Z → Z R, Y → Y R is integrated
+    out as the charted block's is, Bartlett's χ powers r_w − i plus 1 for each log.
     """
     if rw == 1:
         return pm.Flat(D.CHART_WEAK_LEFT, dims=(D.CONTEXT_REST, D.WEAK_RANK)), 0.0
