@@ -99,8 +99,8 @@ radius is the factors' scale while the data pin the directions across it to
 out as T's is: the top r_w rows of W are T_w, lower triangular (``chart_weak_log_diag``,
 ``chart_weak_last``, ``chart_weak_lower``; the rows below are ``chart_weak_U``), with
 Bartlett's factor ∏ T_w,ii^{r_w − i}. The last diagonal entry, of power 0, is sampled as
-itself, either sign (a reflection, which leaves Θ): its log had a tail toward 0, where
-q = 10 at N = 100,000 diverged. For r_w = 1 the only rotation is a sign, and W stays free.
+itself, either sign (a reflection, which leaves Θ): its log had a tail toward 0 (the q = 10
+chart drew 1.5–1.8× the ESS without it). For r_w = 1 the only rotation is a sign, W free.
 """
 
 from __future__ import annotations
@@ -254,7 +254,10 @@ class ChartFrame:
     def unpack(self, c):
         """(A, C, B) from the packed chart coordinates (NumPy or PyTensor)."""
         r, m, dx = self.chart_rank, self.right.shape[1], self.left.shape[1]
-        return c[: r * r].reshape((r, r)), c[r * r: r * m].reshape((r, m - r)), c[r * m:].reshape((dx - r, r))
+        a = c[: r * r].reshape((r, r))
+        cc = c[r * r: r * m].reshape((r, m - r))
+        b = c[r * m:].reshape((dx - r, r))
+        return a, cc, b
 
 
 def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale: float = 1.0,
