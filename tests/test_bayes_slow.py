@@ -97,18 +97,21 @@ def sbc_ranks(reps: int, *, d_x: int = 4, d_phi: int = 5, rank: int = 2, n: int 
     return ranks
 
 
-@pytest.mark.parametrize(("n", "parametrization", "chart_rank"),
-                         [(300, "factored", None), (3000, "auto", None), (3000, "chart", 1)])
-def test_sbc_rank_statistics_are_uniform(n, parametrization, chart_rank):
+@pytest.mark.parametrize(("n", "parametrization", "chart_rank", "rank"),
+                         [(300, "factored", None, 2), (3000, "auto", None, 2), (3000, "chart", 1, 2),
+                          (3000, "chart", 1, 3)])
+def test_sbc_rank_statistics_are_uniform(n, parametrization, chart_rank, rank):
     """The factored model at N = 300; the default ("auto": the chart for the components the data
     determine, the rest factored) at N = 3000; and the partial chart forced to r₁ = 1 < r at
-    N = 3000, so that the charted-and-factored model is calibrated on every replication."""
+    N = 3000, so that the charted-and-factored model is calibrated on every replication: at r = 2
+    with one weak component, at r = 3 with two (the weak gauge's last diagonal entry sampled as
+    itself, either sign)."""
     reps, bins, thin_to = 100, 10, 99
     start = time.perf_counter()
     used = []
-    ranks = sbc_ranks(reps, thin_to=thin_to, n=n, parametrization=parametrization, chart_rank=chart_rank,
-                      used=used)
-    print(f"\nSBC: {reps} replications, d_x=4, d_phi=5, r=2, N={n}, {thin_to} thinned draws of 2x500 "
+    ranks = sbc_ranks(reps, thin_to=thin_to, n=n, rank=rank, parametrization=parametrization,
+                      chart_rank=chart_rank, used=used)
+    print(f"\nSBC: {reps} replications, d_x=4, d_phi=5, r={rank}, N={n}, {thin_to} thinned draws of 2x500 "
           f"({time.perf_counter() - start:.0f} s); ran: {pd.Series(used).value_counts().to_dict()}")
     pvalues = []
     for e, entry in enumerate(SBC_ENTRIES):
