@@ -224,8 +224,8 @@ class ChartFrame:
     def determined(self) -> bool:
         """Whether every component's column space is fixed to within :data:`ANGLE_MAX` radians.
 
-        Where not, that column's chart coordinates (a ratio of Gaussians) have Cauchy-like tails,
-        and ``nuts.parametrization="auto"`` charts only :attr:`determined_rank` components."""
+        Where not, that column's chart coordinates (ratios of Gaussians) have Cauchy-like tails, which
+        factored coordinates sample better: ``parametrization="auto"`` charts only :attr:`determined_rank`."""
         return bool(np.all(self.angles <= ANGLE_MAX))
 
     @property
@@ -405,13 +405,13 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
                       group_rows: bool = False, span_only: bool = False) -> pm.Model:
     """The factored model of :func:`~bayes_loco.bayes.build_model` in (partial) chart coordinates.
 
-    Same prior on Θ, same likelihood, same data containers and Deterministics (``U``, ``V``,
-    ``theta``); the free variables are ``chart_z`` (z, k_c), ``chart_log_diag`` (log T_ii),
-    ``chart_lower`` (T below its diagonal, when r₁ > 1), ``U_null`` and ``V_null`` (U_⊥, V_⊥,
-    when a span is not the whole space), with a partial chart (``frame.chart_rank`` r₁ < r)
-    ``chart_weak_U`` (W), ``chart_weak_V`` (Z) and ``chart_weak_top`` (Y), and, with
-    ``prior.hyper``, ``sigma_U`` and ``sigma_V``. U and V are one representative of each Θ's
-    orbit (the rotation R integrated out).
+    Same prior on Θ, same likelihood, same data containers and Deterministics (``U``, ``V``, ``theta``); the
+    free variables are ``chart_z`` (z, k_c), ``chart_log_diag`` (log T_ii), ``chart_lower`` (T below its
+    diagonal, when r₁ > 1), ``U_null`` and ``V_null`` (U_⊥, V_⊥, when a span is not the whole space), with a
+    partial chart (``frame.chart_rank`` r₁ < r) ``chart_weak_U`` (W), ``chart_weak_V`` (Z), ``chart_weak_top``
+    (Y) and, for r_w ≥ 2, W's top block T_w (``chart_weak_log_diag``, ``chart_weak_last``,
+    ``chart_weak_lower``), and, with ``prior.hyper``, ``sigma_U`` and ``sigma_V``. U and V are one
+    representative of each Θ's orbit (the rotation R integrated out).
 
     Parameters
     ----------
