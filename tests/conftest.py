@@ -148,3 +148,47 @@ def bayes_nuts(bayes_problem):
     return bayes_short_fit(bayes_problem, nuts={"draws": 300, "tune": 300, "chains": 2, "cores": 1,
                                                 "sampler": "pymc", "parametrization": "chart",
                                                 "chart_rank": 1}, random_seed=3)
+
+
+# ---------------------------------------------------------------------------- a sampler's luck
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--sampler-seed-offset", type=int, default=0,
+        help="add this to every seed that reaches a sampler (pm.sample, nutpie.sample, ADVI), so that the "
+             "Bayesian tests can be run on other trajectories than their own: a test that fails under "
+             "another offset asserts one run's luck, not a property")
+
+
+def pytest_configure(config):
+    offset = config.getoption("--sampler-seed-offset")
+    if offset:
+        _shift_sampler_seeds(offset)
+
+
+def _shift_sampler_seeds(offset: int) -> None:
+    """Wrap the samplers' entry points so that each seed they are given is moved by ``offset``."""
+    import functools
+
+    import nutpie
+    import pymc as pm
+
+    def shifted(seed):
+        if seed is None:
+            return None
+        if isinstance(seed, (list, tuple)):
+            return type(seed)(shifted(s) for s in seed)
+        return int(seed) + offset
+
+    def wrap(func, name):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            if name in kwargs:
+                kwargs[name] = shifted(kwargs[name])
+            return func(*args, **kwargs)
+        return wrapper
+
+    pm.sample = wrap(pm.sample, "random_seed")
+    nutpie.sample = wrap(nutpie.sample, "seed")
+    for name in ("ADVI", "FullRankADVI"):
+        setattr(pm, name, wrap(getattr(pm, name), "random_seed"))

@@ -72,6 +72,7 @@ from .posterior import Posterior
 from .samplers import (
     Completion,
     available_samplers,
+    exact_arithmetic,
     factor_start,
     final_loss,
     fit_vi,
@@ -95,6 +96,7 @@ __all__ = ["MAP", "METHODS", "NUTS", "NUTS_SAMPLERS", "VI", "VI_METHODS", "Poste
 
 
 @checks_data
+@exact_arithmetic
 def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", ties: str = "half",
                   prior: Prior | dict | None = None,
                   nuts: NUTS | dict | None = None, map: MAP | dict | None = None,

@@ -14,13 +14,14 @@ import pytensor.tensor as pt
 import xarray as xr
 
 from . import dims as D
-from .samplers import rms
+from .samplers import exact_arithmetic, rms
 
 # Eigenvalues of the MAP's negative Hessian at or below this fraction of the largest are its null space
 # (the rotations U R, V R): the Laplace approximation puts no mass along them.
 LAPLACE_RTOL = 1e-10
 
 
+@exact_arithmetic
 def find_map(model, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
     """``pm.find_MAP`` (L-BFGS-B) from the balanced factors; the DataTree keeps its ``optimizer_result``."""
     return pm.find_MAP(initvals={D.LEFT: u0, D.RIGHT: v0}, jitter=False, return_inferencedata=True,
