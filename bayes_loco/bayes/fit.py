@@ -96,7 +96,6 @@ __all__ = ["MAP", "METHODS", "NUTS", "NUTS_SAMPLERS", "VI", "VI_METHODS", "Poste
 
 
 @checks_data
-@exact_arithmetic
 def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", ties: str = "half",
                   prior: Prior | dict | None = None,
                   nuts: NUTS | dict | None = None, map: MAP | dict | None = None,
@@ -172,13 +171,14 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", ties
         NUTS diverged or mixed poorly (see :class:`NUTS`); the message names the
         worst quantity. ConvergenceWarning: the MAP search did not converge.
     """
-    run, group, start_note = _resolve(data, rank, method, ties, prior, nuts, map, vi, start, basis, ridge,
-                                      random_seed, predictive_draws, progressbar)
-    if method == "nuts":
-        attempt, record = _nuts(run, group, start_note)
-    else:
-        attempt, record = _optimise(run, method, group), ({"start": start_note} if start_note else {})
-    post = _record(run, method, attempt, record)
+    with exact_arithmetic():  # every model of the fit, so that a seed draws the same on any run (.samplers)
+        run, group, start_note = _resolve(data, rank, method, ties, prior, nuts, map, vi, start, basis, ridge,
+                                          random_seed, predictive_draws, progressbar)
+        if method == "nuts":
+            attempt, record = _nuts(run, group, start_note)
+        else:
+            attempt, record = _optimise(run, method, group), ({"start": start_note} if start_note else {})
+        post = _record(run, method, attempt, record)
     category = ConvergenceWarning if method == "map" else SamplerWarning
     for message in post.diagnostics.warnings:
         warnings.warn(f"fit_posterior: {message}", category, stacklevel=3)

@@ -21,11 +21,11 @@ from .samplers import exact_arithmetic, rms
 LAPLACE_RTOL = 1e-10
 
 
-@exact_arithmetic
 def find_map(model, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
     """``pm.find_MAP`` (L-BFGS-B) from the balanced factors; the DataTree keeps its ``optimizer_result``."""
-    return pm.find_MAP(initvals={D.LEFT: u0, D.RIGHT: v0}, jitter=False, return_inferencedata=True,
-                       progressbar=progressbar, random_seed=seed, model=model)
+    with exact_arithmetic():
+        return pm.find_MAP(initvals={D.LEFT: u0, D.RIGHT: v0}, jitter=False, return_inferencedata=True,
+                           progressbar=progressbar, random_seed=seed, model=model)
 
 
 
