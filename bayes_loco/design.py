@@ -107,13 +107,17 @@ def _vec_information(coordinates: VecCoordinates, data: PreferenceData, weights:
     full = np.zeros((k, k))
     if not (rows.size and cols.size):
         return full
+    index = (rows[:, None] * data.d_phi + cols).ravel()
+    if data.indexed:  # per pair of context columns a Laplacian of the compared items, then ΦᵀLΦ
+        c = np.ones(data.n) if weights is None else weights
+        full[np.ix_(index, index)] = data.delta.columns(cols).vec_gram(c, data.contexts[:, rows])
+        return full
     inner = None
     for lo in range(0, data.n, block):
         x, dphi = data.contexts[lo: lo + block], data.differences[lo: lo + block]
         z = support.transform(x[:, rows], dphi[:, cols])
         part = gram_rows(z, None if weights is None else weights[lo: lo + block])
         inner = part if inner is None else inner + part
-    index = (rows[:, None] * data.d_phi + cols).ravel()
     full[np.ix_(index, index)] = inner
     return full
 

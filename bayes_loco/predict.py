@@ -160,7 +160,7 @@ def predict_proba(fit, data: PreferenceData) -> np.ndarray:
     theta = _check_sizes(fit, data.d_x, data.d_phi, "data")
     if _is_posterior(fit):
         return _posterior_probabilities(fit, data, None)[0]
-    return expected_label(margins(theta, data.contexts, data.differences), getattr(fit, "nu", None))
+    return expected_label(margins(theta, data.contexts, data.delta), getattr(fit, "nu", None))
 
 
 def _wald_widths(fit, rows_of, n: int, level: float) -> np.ndarray:
@@ -210,7 +210,7 @@ def predict_interval(fit, data: PreferenceData, level: float = 0.9) -> Predictio
         mean, lower, upper = _posterior_probabilities(fit, data, level)
         return Prediction(mean, lower, upper, level, "probability", "posterior quantiles")
     nu = getattr(fit, "nu", None)
-    eta = margins(theta, data.contexts, data.differences)
+    eta = margins(theta, data.contexts, data.delta)
     coordinates = fit.coordinates
     sd = _wald_widths(fit, lambda lo, hi: coordinates.transform(data.contexts[lo:hi],
                                                                 data.differences[lo:hi]), data.n, level)

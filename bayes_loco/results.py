@@ -171,7 +171,7 @@ class WaldFit(Predictive, SummaryHTML):
         likelihood = Likelihood.of(data, "half" if nu == 0 else self.ties)
 
         def score(g):
-            return self.coordinates.to_coordinates(score_matrix(g, data.contexts, data.differences))
+            return self.coordinates.to_coordinates(score_matrix(g, data.contexts, data.delta))
 
         return wald_precision(likelihood, eta, None if not nu else float(np.log(nu)), gram, score)
 

@@ -68,7 +68,7 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
     """
     n = likelihood.labels.shape[0]
     # The mean loss per unit weight: the tolerance means the same with and without weights.
-    scale = n if likelihood.weights is None else float(likelihood.weights.sum())
+    scale = likelihood.total_weight
     extra = likelihood.n_extra
 
     def split(x):
@@ -167,7 +167,7 @@ def tie_likelihood(data: PreferenceData, ties: str,
     if tied.all():
         raise ValueError(f"{what}: every comparison is a tie, so Davidson's ν̂ is infinite and Θ is not "
                          "identified; use ties='half' (which fits Θ = 0 to them) or data with decisions")
-    weights = data.sample_weights
+    weights = data.loss_weights
     share = float(weights[tied].sum() / weights.sum())
     return likelihood, float(np.log(2 * share / (1 - share))), ()
 

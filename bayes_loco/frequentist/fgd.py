@@ -165,7 +165,7 @@ class LowRankResult(WaldFit):
 
     def _fitted(self):
         """The data, Θ̂'s own margins (not the reduced ones) and Σ_t c_t z_t z_tᵀ in its RTV coordinates."""
-        eta = margins(self.theta, self.data.contexts, self.data.differences)
+        eta = margins(self.theta, self.data.contexts, self.data.delta)
         return self.data, eta, lambda c: information(self.coordinates, self.data, c)
 
     def summary(self, level: float = 0.95) -> Summary:
@@ -270,20 +270,20 @@ def spectral_start(data: PreferenceData, rank: int, *, ridge: float = 0.0) -> np
     ridge = check_real(ridge, "ridge", 0.0)
     likelihood = Likelihood.of(data)
     centred = data.labels - 0.5
-    score = score_matrix(centred if likelihood.weights is None else likelihood.weights * centred,
-                         data.contexts, data.differences)
+    score = score_matrix(centred if likelihood.multiplier is None else likelihood.multiplier * centred,
+                         data.contexts, data.delta)
     p, s, qt = np.linalg.svd(score, full_matrices=False)
     direction = (p[:, :rank] * s[:rank]) @ qt[:rank]
     size = float(np.sum(s[:rank] ** 2))
     if size == 0.0:
         return direction
-    eta = margins(direction, data.contexts, data.differences)
+    eta = margins(direction, data.contexts, data.delta)
 
     def along(alpha):
         return likelihood.value(alpha * eta) + 0.5 * ridge * alpha**2 * size
 
     # The Newton step from α = 0 (slope −‖S_r‖², curvature Σ w η²/4 + λ‖S_r‖²) brackets the minimum.
-    curvature = eta @ eta if likelihood.weights is None else eta @ (likelihood.weights * eta)
+    curvature = eta @ eta if likelihood.multiplier is None else eta @ (likelihood.multiplier * eta)
     newton = size / (0.25 * float(curvature) + ridge * size)
     alpha = minimize_scalar(along, bracket=(0.0, newton)).x
     return max(float(alpha), 0.0) * direction
@@ -396,7 +396,7 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
 
 def _converged(grad_norm, u, v, likelihood, tol):
     """‖∇F‖ per comparison (per unit of weight) below tol·max(1, ‖Θ̂‖_F)."""
-    scale = likelihood.labels.shape[0] if likelihood.weights is None else float(likelihood.weights.sum())
+    scale = likelihood.labels.shape[0] if likelihood.multiplier is None else likelihood.total_weight
     return grad_norm / scale <= tol * max(1.0, float(np.linalg.norm(u @ v.T)))
 
 

@@ -116,7 +116,7 @@ class MLEResult(WaldFit):
 
     def _fitted(self):
         """The data, the margins at Θ̂ and Σ_t c_t z_t z_tᵀ in vec(Θ) (refused above 2 GiB, as W)."""
-        return self.data, margins(self.theta, self.data.contexts, self.data.differences), self._gram
+        return self.data, margins(self.theta, self.data.contexts, self.data.delta), self._gram
 
     def summary(self, level: float = 0.95) -> Summary:
         """Estimates of vec(Θ) with ``level`` Wald intervals, log-likelihood, ridge and warnings.
@@ -173,7 +173,10 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
     # Entries of Θ outside the support never enter a margin: fitting them would leave them at 0.
     rows, cols = data.support
     x = data.contexts if rows.size == data.d_x else data.contexts[:, rows]
-    dphi = data.differences if cols.size == data.d_phi else data.differences[:, cols]
+    delta = data.delta  # item-indexed data: gathers and segment sums, ΔΦ never formed
+    if cols.size != data.d_phi:
+        delta = delta.columns(cols) if data.indexed else delta[:, cols]
+    dphi = delta
     shape = (rows.size, cols.size)
 
     def forward(flat):
