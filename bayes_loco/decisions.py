@@ -23,7 +23,7 @@ import pandas as pd
 from ._validation import check_option
 from .data import SCOPES, Population
 from .design import population_coordinates
-from .policy import FEATURE_BLOCK_BYTES, _check_set, _feature_blocks
+from .policy import FEATURE_BLOCK_BYTES, _check_set, _feature_blocks, read_population
 from .results import Fit
 from .sets.base import UncertaintySet, check_set_level, guarantee
 
@@ -167,6 +167,7 @@ def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, 
     if level is not None:
         level = check_set_level(level, allow_none=False)
     if isinstance(uncertainty_set, Fit) and not isinstance(uncertainty_set, UncertaintySet):
+        population = read_population(uncertainty_set, population)
         uncertainty_set = uncertainty_set.calibrated_set(0.9 if level is None else level)
     _check_set(uncertainty_set)
     population_coordinates(uncertainty_set, population)

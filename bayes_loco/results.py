@@ -39,10 +39,10 @@ from ._validation import (
     check_real,
     check_shape,
 )
-from .coordinates import Coordinates, RTVBasis
+from .coordinates import Coordinates, RTVBasis, VecCoordinates
 from .data import PreferenceData
 from .design import reached_coordinates
-from .model import TIE_MODELS, Likelihood, score_matrix, wald_precision
+from .model import COV_TYPES, TIE_MODELS, Likelihood, resolve_cov_type, score_matrix, wald_precision
 from .predict import Predictive
 from .sets import EllipsoidSet, UncertaintySet
 from .sets.ellipsoid import penalty_ellipsoid  # noqa: F401 - re-exported: it was defined here
@@ -158,12 +158,13 @@ class WaldFit(Predictive, SummaryHTML):
 
     calibrated_kinds = ("wald",)
 
-    def _information(self) -> np.ndarray:
+    def _information(self, cov_type: str | None = None) -> np.ndarray:
         """The Wald set's precision at the estimate (:func:`~bayes_loco.model.wald_precision`).
 
         The Fisher information Σ_t p̂_t(1 − p̂_t) z_t z_tᵀ without ties and weights; with them
         under ``ties="half"`` the inverse of the sandwich covariance H⁻¹ J H⁻¹; under
-        ``ties="davidson"`` the information of (θ, log ν) with ν profiled out.
+        ``ties="davidson"`` the information of (θ, log ν) with ν profiled out. ``cov_type``
+        (else the fit's own, else that default) picks ``"model"`` or ``"sandwich"``.
         """
         data, eta, gram = self._fitted()
         nu = self.nu
@@ -173,23 +174,36 @@ class WaldFit(Predictive, SummaryHTML):
         def score(g):
             return self.coordinates.to_coordinates(score_matrix(g, data.contexts, data.delta))
 
-        return wald_precision(likelihood, eta, None if not nu else float(np.log(nu)), gram, score)
+        cov_type = getattr(self, "cov_type", None) if cov_type is None else cov_type
+        return wald_precision(likelihood, eta, None if not nu else float(np.log(nu)), gram, score, cov_type)
 
-    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> EllipsoidSet:
+    @property
+    def covariance(self) -> str:
+        """The covariance the fit's Wald set uses: ``"model"`` (the information) or ``"sandwich"`` (HC0)."""
+        data = self._fitted()[0] if not hasattr(self, "data") else self.data
+        likelihood = Likelihood.of(data, "half" if self.nu == 0 else self.ties)
+        return resolve_cov_type(likelihood, getattr(self, "cov_type", None))
+
+    def calibrated_set(self, level: float = 0.9, kind: str | None = None, *,
+                       cov_type: str | None = None) -> EllipsoidSet:
         """Asymptotic Wald set: precision I at the estimate, radius² = χ²_{k_eff}(level).
 
         I is the Fisher information, or with ties or weights under ``ties="half"`` the inverse
         of the sandwich covariance, or under ``ties="davidson"`` the information with ν
         profiled out (:meth:`_information`). k_eff = rank I: directions no comparison reaches
         are not identified and the set is a cylinder along them. ``kind`` None means
-        ``"wald"``, the only kind.
+        ``"wald"``, the only kind. ``cov_type`` (``"model"`` or ``"sandwich"``) overrides the
+        fit's covariance (:attr:`covariance`) for this set.
         From ``sets.ellipsoid.FACTORED_MIN`` coordinates on the set holds I's Cholesky factor
         and not I (its ``precision`` is None; :meth:`EllipsoidSet.factored`).
         """
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
         check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
         # The information is this call's own: at LLM width the set factorises it in place (one k × k matrix).
-        return EllipsoidSet.wald(self.estimate, self._information(), level, self.coordinates, overwrite=True)
+        if cov_type is not None:
+            check_option(cov_type, "cov_type", COV_TYPES)
+        return EllipsoidSet.wald(self.estimate, self._information(cov_type), level, self.coordinates,
+                                 overwrite=True)
 
     def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0) -> xr.DataTree:
         """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
@@ -220,12 +234,21 @@ def check_fit_ties(fit) -> None:
         object.__setattr__(fit, "nu", check_real(fit.nu, "nu", 0.0))
 
 
+# How a summary's header names each covariance type.
+COVARIANCE_LABELS = {"model": "model (information)", "sandwich": "sandwich (HC0)"}
+
+
 def tie_header(fit, data: PreferenceData) -> dict:
-    """How a fit read ties and whether its intervals are the sandwich's, for its summary; {} on plain data."""
+    """How a fit read ties, its counts and weights, and the covariance of its intervals, for its summary."""
     header = {} if fit.ties == "half" else {"ties": fit.ties, "nu": fit.nu}
-    if Likelihood.of(data, "half" if fit.nu == 0 else fit.ties).quasi:
-        header = {"ties": fit.ties} | header | {"covariance": "sandwich (HC0)"}
-    return header
+    likelihood = Likelihood.of(data, "half" if fit.nu == 0 else fit.ties)
+    if likelihood.quasi:
+        header = {"ties": fit.ties} | header
+    if data.counts is not None:
+        header |= {"rows": data.n}
+    if data.weights is not None:
+        header |= {"weights": "sampling"}
+    return header | {"covariance": COVARIANCE_LABELS[resolve_cov_type(likelihood, getattr(fit, "cov_type", None))]}
 
 
 def check_fit_common(fit, data_field: str = "data") -> PreferenceData:
@@ -395,7 +418,8 @@ def _format(value) -> str:
 def data_header(data: PreferenceData, coordinates: Coordinates, rank, k_eff,
                 interval: str | None = None) -> dict:
     """The header every summary starts with: N, d_x, d_φ, rank, k, k_eff and the interval it prints."""
-    header = {"N": data.n, "d_x": data.d_x, "d_phi": data.d_phi, "rank": rank, "k": coordinates.dim,
+    n = data.n if data.counts is None else int(data.n_comparisons)
+    header = {"N": n, "d_x": data.d_x, "d_phi": data.d_phi, "rank": rank, "k": coordinates.dim,
               "k_eff": k_eff}
     return header | ({"interval": interval} if interval else {})
 
@@ -485,8 +509,53 @@ def feature_contrasts(coordinates: Coordinates, data: PreferenceData, n_identifi
     features = np.zeros((m, data.d_phi))
     features[np.arange(m), np.tile(others, rows.size)] = 1.0
     features[:, ref] = -1.0
-    labels = [f"[{c},{j}] − [{c},{ref}]" for c in rows for j in others]
+    if has_names(data):
+        name = entry_namer(data)
+        labels = [f"{name(c, j)} − {name(c, ref)}" for c in rows for j in others]
+    else:
+        labels = [f"[{c},{j}] − [{c},{ref}]" for c in rows for j in others]
     return labels, coordinates.transform(contexts, features)
+
+
+def has_names(data: PreferenceData) -> bool:
+    """True when the data carry the user's names of contexts or features."""
+    return data.context_names is not None or data.feature_names is not None
+
+
+def entry_namer(data: PreferenceData):
+    """(c, j) ↦ the name of the entry Θ[c, j]: ``"feature"`` with one context, else ``"context:feature"``."""
+    contexts = data.context_names or tuple(f"x{c}" for c in range(data.d_x))
+    features = data.feature_names or tuple(f"phi{j}" for j in range(data.d_phi))
+    if data.d_x == 1:
+        return lambda c, j: features[j]
+    return lambda c, j: f"{contexts[c]}:{features[j]}"
+
+
+def coordinate_names(coordinates: Coordinates, data: PreferenceData) -> list[str]:
+    """The summary's row labels: the data's names of Θ's entries in vec(Θ) coordinates, else the
+    coordinates' own labels (RTV coordinates are rotations: they have no names of their own)."""
+    if has_names(data) and isinstance(coordinates, VecCoordinates):
+        name = entry_namer(data)
+        return [name(c, j) for c in range(data.d_x) for j in range(data.d_phi)]
+    return coordinates.labels()
+
+
+def named_theta_table(fit, data: PreferenceData, wald: EllipsoidSet, level: float) -> pd.DataFrame:
+    """Θ̂ by the data's names beside RTV coordinates: each identified entry e_cᵀΘe_j (a linear functional of
+    θ_rtv) with its Wald interval, or where the features are identified only up to a shift, each entry minus
+    the first feature's. Empty when the data have no names or the rows would take :data:`CONTRAST_BYTES`."""
+    coordinates = fit.coordinates
+    m = data.d_x * data.d_phi
+    if not has_names(data) or m * coordinates.dim * 8 > CONTRAST_BYTES:
+        return pd.DataFrame()
+    contexts = np.repeat(np.eye(data.d_x), data.d_phi, axis=0)
+    features = np.tile(np.eye(data.d_phi), (data.d_x, 1))
+    labels = coordinate_names(VecCoordinates(data.d_x, data.d_phi), data)
+    table = contrast_wald_table(fit.estimate, wald, coordinates.transform(contexts, features), labels, level)
+    names, contrasts = feature_contrasts(coordinates, data, len(table), wald.effective_dim)
+    if names:
+        table = pd.concat([table, contrast_wald_table(fit.estimate, wald, contrasts, names, level)])
+    return table
 
 
 def unidentified_note(left_out: int, k: int, reached: int = 0) -> tuple[str, ...]:
@@ -534,7 +603,7 @@ def wald_summary(title: str, fit, data: PreferenceData, level: float, extra: Map
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     coordinates, estimate = fit.coordinates, fit.estimate
-    labels = coordinates.labels()
+    labels = coordinate_names(coordinates, data)
     facts = diagnostics_header(fit.diagnostics, iterations) | dict(extra)
     try:
         wald = fit.calibrated_set(level)
@@ -554,6 +623,13 @@ def wald_summary(title: str, fit, data: PreferenceData, level: float, extra: Map
         if names:
             table = pd.concat([table, contrast_wald_table(estimate, wald, contrasts, names, level)])
         notes += (*unidentified_note(left_out, coordinates.dim, reached), *contrast_note(names))
+    if isinstance(coordinates, RTVBasis):
+        named = named_theta_table(fit, data, wald, level)
+        named = named[~named.index.isin(table.index)] if len(named) else named
+        if len(named):
+            table = pd.concat([table, named])
+            notes += ("Rows named by the data's contexts and features are entries of Θ̂ = Û Θ' V̂ᵀ (linear in "
+                      "the RTV coordinates above), with their Wald intervals.",)
     notes += tuple(extra_notes)
     if wald.condition_number > ILL_CONDITIONED:
         notes += (f"The Fisher information is ill-conditioned (condition number {wald.condition_number:.2g} "

@@ -8,11 +8,11 @@ from functools import cached_property
 
 import numpy as np
 
-from .._validation import check_finite, check_int, check_real
+from .._validation import check_finite, check_int, check_option, check_real
 from ..coordinates import VecCoordinates
 from ..data import PreferenceData, checks_data
 from ..design import information
-from ..model import margins, score_matrix
+from ..model import COV_TYPES, margins, score_matrix
 from ..results import (
     Diagnostics,
     Summary,
@@ -58,6 +58,10 @@ class MLEResult(WaldFit):
         How ties were read (:func:`fit_mle`).
     nu : float or None
         Davidson's ν̂ (``ties="davidson"``; 0 when the data have no tie); None for "half".
+    cov_type : {"model", "sandwich"} or None
+        The covariance of the Wald set and the summary's errors; None: the default,
+        ``"sandwich"`` with half ties or sampling weights, ``"model"`` otherwise
+        (:attr:`covariance` says which).
     """
 
     theta: np.ndarray
@@ -69,6 +73,7 @@ class MLEResult(WaldFit):
     diagnostics: Diagnostics
     ties: str = "half"
     nu: float | None = None
+    cov_type: str | None = None
 
     rank = None
 
@@ -78,6 +83,8 @@ class MLEResult(WaldFit):
         check_finite(self.max_abs_margin, "max_abs_margin")
         check_real(self.ridge, "ridge", 0.0)
         check_fit_ties(self)
+        if self.cov_type is not None:
+            check_option(self.cov_type, "cov_type", COV_TYPES)
 
     @property
     def loglik(self) -> float:
@@ -112,7 +119,9 @@ class MLEResult(WaldFit):
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """MLE-Pessimistic's set: ‖vec Θ − vec Θ̂‖_W ≤ C₂ sqrt(d_x d_φ / N), W = Σ z zᵀ (Gram)."""
-        return EllipsoidSet.penalty(self.estimate, self._gram(), self.data.n, self.coordinates, c2)
+        counts = self.data.counts  # W and N of the expanded rows
+        return EllipsoidSet.penalty(self.estimate, self._gram(counts), self.data.n if counts is None else
+                                    self.data.n_comparisons, self.coordinates, c2)
 
     def _fitted(self):
         """The data, the margins at Θ̂ and Σ_t c_t z_t z_tᵀ in vec(Θ) (refused above 2 GiB, as W)."""
@@ -135,7 +144,7 @@ class MLEResult(WaldFit):
 
 @checks_data
 def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
-            tol: float = 1e-8, ties: str = "half") -> MLEResult:
+            tol: float = 1e-8, ties: str = "half", cov_type: str | None = None) -> MLEResult:
     """Unconstrained MLE Θ̂ (d_x × d_φ) by trust-region Newton-CG.
 
     Gradient and Hessian-vector products are two GEMMs each (Xᵀ diag(w) ΔΦ), so
@@ -163,12 +172,20 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
         jointly (log ν) and stored as ``nu``; the Wald set profiles ν out. Without ties
         ν̂ = 0 (the boundary): a ``DataWarning``, and the Bradley–Terry fit with ν = 0.
 
+    cov_type : {"model", "sandwich"} or None
+        The covariance of the Wald set and the summary (statsmodels' ``nonrobust`` and
+        ``HC0``); None: ``"sandwich"`` where the loss is a quasi-likelihood (half ties,
+        sampling weights), ``"model"`` otherwise. Printed in the summary's header.
+
     Weights ``data.weights`` multiply each comparison's term; the Wald set reads them as
-    sampling weights (its sandwich), not as counts.
+    sampling weights (statsmodels' ``var_weights``). Counts ``data.counts`` are frequency
+    weights (``freq_weights``): the fit and both covariances equal those on the expanded rows.
     """
     ridge = check_real(ridge, "ridge", 0.0)
     max_iter = check_int(max_iter, "max_iter", 1)
     tol = check_real(tol, "tol", 0.0, low_open=True)
+    if cov_type is not None:
+        check_option(cov_type, "cov_type", COV_TYPES)
     likelihood, log_nu, notes = tie_likelihood(data, ties, "fit_mle")
     # Entries of Θ outside the support never enter a margin: fitting them would leave them at 0.
     rows, cols = data.support
@@ -192,4 +209,4 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
     theta[np.ix_(rows, cols)] = fit.params.reshape(shape)
     return MLEResult(theta, data, fit.nll, fit.max_abs_margin, fit.separated, ridge,
                      fit.diagnostics("newton-cg", time.perf_counter() - start, notes), ties,
-                     fitted_nu(ties, fit))
+                     fitted_nu(ties, fit), cov_type)
