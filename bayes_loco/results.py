@@ -495,11 +495,21 @@ def feature_contrasts(coordinates: Coordinates, data: PreferenceData, n_identifi
         when they would take more than :data:`CONTRAST_BYTES`).
     """
     none = [], np.empty((0, coordinates.dim))
-    diffs = data.differences
-    scale = float(np.abs(diffs).max(initial=0.0))
-    if n_identified >= k_eff or not np.allclose(diffs.sum(axis=1), 0.0, atol=1e-12 * max(scale, 1.0)):
+    if n_identified >= k_eff:
         return none
     rows, cols = data.support
+    if data.indexed:
+        # The item block: its differences sum to 0 when every item's features sum to one constant.
+        phi = data.item_features
+        sums = np.asarray(phi.sum(axis=1)).ravel()
+        if not np.allclose(sums, sums[0], atol=1e-12 * max(float(np.abs(sums).max()), 1.0)):
+            return none
+        cols = cols[cols < phi.shape[1]]
+    else:
+        diffs = data.differences
+        scale = float(np.abs(diffs).max(initial=0.0))
+        if not np.allclose(diffs.sum(axis=1), 0.0, atol=1e-12 * max(scale, 1.0)):
+            return none
     ref, others = (cols[0], cols[1:]) if cols.size else (None, cols)
     m = rows.size * others.size
     if not m or m * coordinates.dim * 8 > CONTRAST_BYTES:
