@@ -464,6 +464,51 @@ class PreferenceData:
         return PreferenceData(self.contexts[idx], None, self.labels[idx], actions, **pick, **names,
                               item_features=self.item_features, winner_first=self.winner_first)
 
+    def difference_rows(self, lo: int, hi: int) -> np.ndarray:
+        """Dense Δφ_t of rows lo … hi − 1, without forming the whole N × d_φ array of indexed data."""
+        if self.indexed and "differences" not in self.__dict__:
+            return self.delta.rows(slice(lo, hi)).toarray()
+        return self.differences[lo:hi]
+
+    def on_items(self, reference: PreferenceData) -> PreferenceData:
+        """These comparisons re-expressed on ``reference``'s item table, items matched by name.
+
+        Two files read apart may order (or drop the reference column of) their items
+        differently; a fit on one predicts the other only after this. Returns ``self`` when
+        there is nothing to match (either side without item names, or the same table).
+
+        Raises
+        ------
+        ValueError
+            Items of these data that ``reference`` does not know, or per-comparison columns
+            that differ by name.
+        """
+        if not (self.indexed and reference.indexed and self.item_names and reference.item_names):
+            return self
+        same = self.item_names == reference.item_names and self.feature_names == reference.feature_names
+        if same and _same_table(self.item_features, reference.item_features):
+            return self
+        index = pd.Index(reference.item_names)
+        codes = index.get_indexer(list(self.item_names))
+        used = np.unique(self.actions)
+        unknown = [self.item_names[i] for i in used if codes[i] < 0]
+        if unknown:
+            raise ValueError(f"data compare items {unknown[:5]} that the fit never saw (it knows "
+                             f"{len(index)} items): a fit predicts only items of its own table; drop those "
+                             "comparisons or refit with them")
+        d_item = reference.item_features.shape[1]
+        mine, theirs = (tuple(d.feature_names[d.item_features.shape[1]:]) if d.feature_names else None
+                        for d in (self, reference))
+        if mine != theirs:
+            raise ValueError(f"data have per-comparison columns {mine}, the fit {theirs}: they must match by "
+                             "name and order")
+        return PreferenceData(self.contexts, None, self.labels, codes[self.actions], weights=self.weights,
+                              counts=self.counts, item_features=reference.item_features,
+                              comparison_features=self.comparison_features, item_names=reference.item_names,
+                              context_names=self.context_names, winner_first=self.winner_first,
+                              feature_names=None if reference.feature_names is None else
+                              reference.feature_names[: d_item] + (mine or ()))
+
     def split(self, n_initial: int | None) -> tuple[PreferenceData, PreferenceData]:
         """Split into the first N₀ rows and the rest (the paper's data split).
 
@@ -521,6 +566,14 @@ def _span_dimensions(data: PreferenceData, at_most: int) -> dict[str, int]:
     """The dimensions of the spans of the contexts and of the differences, each capped at ``at_most``."""
     return {"contexts": span_dimension(data.contexts, at_most),
             "differences": span_dimension(data.distinct_differences(), at_most)}
+
+
+def _same_table(a, b) -> bool:
+    """Whether two item tables (dense or sparse) are equal."""
+    if a.shape != b.shape:
+        return False
+    dense = [m.toarray() if sparse.issparse(m) else np.asarray(m) for m in (a, b)]
+    return bool(np.array_equal(*dense))
 
 
 def _aggregate(data: PreferenceData) -> PreferenceData:

@@ -114,7 +114,7 @@ def _vec_information(coordinates: VecCoordinates, data: PreferenceData, weights:
         return full
     inner = None
     for lo in range(0, data.n, block):
-        x, dphi = data.contexts[lo: lo + block], data.differences[lo: lo + block]
+        x, dphi = data.contexts[lo: lo + block], data.difference_rows(lo, lo + block)
         z = support.transform(x[:, rows], dphi[:, cols])
         part = gram_rows(z, None if weights is None else weights[lo: lo + block])
         inner = part if inner is None else inner + part
@@ -133,7 +133,7 @@ def _blocked_gram(coordinates: Coordinates, data: PreferenceData, weights: np.nd
     spans = [(lo, min(lo + GRAM_PANEL, k)) for lo in range(0, k, GRAM_PANEL)]
     panels = [np.zeros((hi, hi - lo), order="F") for lo, hi in spans] if out is None else []
     for lo in range(0, data.n, block):
-        z = coordinates.transform(data.contexts[lo: lo + block], data.differences[lo: lo + block])
+        z = coordinates.transform(data.contexts[lo: lo + block], data.difference_rows(lo, lo + block))
         if weights is not None:
             z *= np.sqrt(weights[lo: lo + block])[:, None]
         if out is not None:
@@ -189,7 +189,7 @@ def _rtv_gram(basis: RTVBasis, data: PreferenceData, weights: np.ndarray | None)
     scaled = np.empty((min(rows, data.n), dp), order="F")
     for lo in range(0, data.n, rows):
         xt = data.contexts[lo: lo + rows] @ basis.left
-        ft = (basis.right.T @ data.differences[lo: lo + rows].T).T  # f̃ of the block, Fortran-ordered
+        ft = (basis.right.T @ data.difference_rows(lo, lo + rows).T).T  # f̃ of the block, Fortran-ordered
         w = np.ones(xt.shape[0]) if weights is None else weights[lo: lo + rows]
         block21 = (xt[:, r:, None] * ft[:, None, :r]).reshape(xt.shape[0], -1)
         rooted = np.sqrt(w)[:, None] * block21
@@ -285,7 +285,7 @@ def reached_coordinates(coordinates: Coordinates, data: PreferenceData) -> np.nd
     total = np.zeros(coordinates.dim)
     rows = max(1, DESIGN_BLOCK_BYTES // (8 * coordinates.dim))
     for lo in range(0, data.n, rows):
-        z = coordinates.transform(data.contexts[lo:lo + rows], data.differences[lo:lo + rows])
+        z = coordinates.transform(data.contexts[lo:lo + rows], data.difference_rows(lo, lo + rows))
         total += np.einsum("ti,ti->i", z, z)
     return total > REACH_RTOL * total.max() if total.max() > 0 else np.zeros(coordinates.dim, dtype=bool)
 

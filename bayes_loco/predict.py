@@ -100,6 +100,13 @@ def _check_sizes(fit, d_x: int, d_phi: int, what: str) -> np.ndarray:
     return theta
 
 
+def on_fit_items(fit, data: PreferenceData) -> PreferenceData:
+    """``data`` on the item table of the data ``fit`` was made on, items matched by name
+    (:meth:`~bayes_loco.PreferenceData.on_items`); as given where either has no item names."""
+    fitted = getattr(fit, "data", None)
+    return data.on_items(fitted) if isinstance(fitted, PreferenceData) else data
+
+
 def _check_level(level) -> float:
     return check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
 
@@ -134,7 +141,7 @@ def _posterior_probabilities(fit, data: PreferenceData, level: float | None):
     if level is not None:
         lower, upper = np.empty(data.n), np.empty(data.n)
     for lo, hi in _draw_blocks(draws, data.n, data.d_phi):
-        eta = np.einsum("jtb,tb->jt", np.matmul(data.contexts[lo:hi], draws), data.differences[lo:hi])
+        eta = np.einsum("jtb,tb->jt", np.matmul(data.contexts[lo:hi], draws), data.difference_rows(lo, hi))
         p = expected_label(eta, nu)
         mean[lo:hi] = p.mean(axis=0)
         if level is not None:
@@ -157,6 +164,7 @@ def predict_proba(fit, data: PreferenceData) -> np.ndarray:
     ndarray, shape (N,)
     """
     check_instance(data, "data", PreferenceData)
+    data = on_fit_items(fit, data)
     theta = _check_sizes(fit, data.d_x, data.d_phi, "data")
     if _is_posterior(fit):
         return _posterior_probabilities(fit, data, None)[0]
@@ -205,6 +213,7 @@ def predict_interval(fit, data: PreferenceData, level: float = 0.9) -> Predictio
     """
     check_instance(data, "data", PreferenceData)
     level = _check_level(level)
+    data = on_fit_items(fit, data)
     theta = _check_sizes(fit, data.d_x, data.d_phi, "data")
     if _is_posterior(fit):
         mean, lower, upper = _posterior_probabilities(fit, data, level)
@@ -213,7 +222,7 @@ def predict_interval(fit, data: PreferenceData, level: float = 0.9) -> Predictio
     eta = margins(theta, data.contexts, data.delta)
     coordinates = fit.coordinates
     sd = _wald_widths(fit, lambda lo, hi: coordinates.transform(data.contexts[lo:hi],
-                                                                data.differences[lo:hi]), data.n, level)
+                                                                data.difference_rows(lo, hi)), data.n, level)
     half = stats.norm.ppf(0.5 + level / 2) * sd
     known = np.isfinite(half)
     # E[y | η] runs from 0 to 1 as η does (Davidson's too): the limits where η is not identified

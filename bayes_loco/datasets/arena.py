@@ -7,12 +7,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..data import PreferenceData
 from ._common import (
     Dataset,
     encode_actions,
+    id_strings,
+    indexed_data,
     one_hot,
-    one_hot_differences,
     parse_nested,
     read_table,
     schema_error,
@@ -174,24 +174,29 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
     if missing:
         raise schema_error(where, "an Arena file with these contexts", missing,
                            f"contexts names columns that {where} lacks")
+    names = {}
     for column in ("model_a", "model_b"):
-        absent = frame[column].isna() | (frame[column].astype(str).str.strip() == "")
+        values = id_strings(frame[column])
+        absent = np.array([v is None or not v.strip() for v in values])
         if absent.any():
             raise ValueError(f"{where}: {column} of row {int(np.flatnonzero(absent)[0])} is missing")
+        names[column] = pd.Series(values, dtype=object)
+    same = (names["model_a"] == names["model_b"]).to_numpy()
+    if same.any():
+        i = int(np.flatnonzero(same)[0])
+        raise ValueError(f"{where}: row {i} is a battle of {names['model_a'].iloc[i]!r} against itself "
+                         f"({int(same.sum())} such rows): a model cannot be compared with itself; drop them")
     y = _labels(frame, schema, where)
-    name_1, name_0 = frame["model_a"].astype(str), frame["model_b"].astype(str)
+    name_1, name_0 = names["model_a"], names["model_b"]
     actions, a0, a1 = encode_actions(name_0, name_1, reference_model, "reference_model")
-    differences = one_hot_differences(a0, a1, len(actions))
     feature_names = [f"model={v}" for v in actions["name"].iloc[1:]]
+    extra = None
     if style:
-        extra, names = style_differences(_style_counts(frame, where))
-        differences = np.hstack([differences, extra])
-        feature_names += names
+        extra, style_names = style_differences(_style_counts(frame, where))
+        feature_names += style_names
     x, context_names = one_hot(frame, list(contexts), min_count=min_count)
-    user_column = next((c for c in USER_COLUMNS if c in frame), None)
-    users = (frame[user_column].astype(str) if user_column else
-             pd.Series([f"battle{i}" for i in range(len(frame))]))
-    groups = users.to_numpy(dtype=str)
+    groups, notes = _users(frame, where)
+    users = pd.Series(groups, dtype=object)
     id_column = next((c for c in ("question_id", "id") if c in frame), None)
     comparisons = pd.DataFrame({"row": np.arange(len(frame)), "user_id": groups,
                                 "action_0": name_0.to_numpy(), "action_1": name_1.to_numpy(), "y": y})
@@ -200,8 +205,23 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
     for column in contexts:
         comparisons[column] = frame[column].to_numpy()
     user_table = users.value_counts(sort=False).rename("n_comparisons").rename_axis("user_id").reset_index()
-    data = PreferenceData(x, differences, y, np.column_stack([a0, a1]))
+    data = indexed_data(x, y, a0, a1, actions, extra, context_names, feature_names)
     release = "conversations / 100k / 140k" if schema == "winner" else "55k"
-    notes = () if user_column else ("no judge column: each battle is its own user",)
     return Dataset(data, comparisons, user_table, actions, tuple(context_names), tuple(feature_names),
                    groups, f"Arena ({release} schema) {where}", notes)
+
+
+def _users(frame: pd.DataFrame, where: str) -> tuple[np.ndarray, tuple[str, ...]]:
+    """The user of each battle (``judge``, else ``evaluation_session_id``, else the battle itself), as
+    Python strings, and the notes: a battle without a user id is its own user, said in a note."""
+    user_column = next((c for c in USER_COLUMNS if c in frame), None)
+    battles = np.array([f"battle{i}" for i in range(len(frame))], dtype=object)
+    if user_column is None:
+        return battles, ("no judge column: each battle is its own user",)
+    ids = id_strings(frame[user_column])
+    missing = np.array([v is None or not v.strip() for v in ids])
+    if not missing.any():
+        return ids, ()
+    ids[missing] = battles[missing]
+    return ids, (f"{int(missing.sum())} battles without a {user_column} (first: row "
+                              f"{int(np.flatnonzero(missing)[0])}): each is its own user 'battle<row>'",)
