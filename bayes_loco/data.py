@@ -406,9 +406,13 @@ class PreferenceData:
         features cancel in every difference φ(s, a₁) − φ(s, a₀)), so the MLE and its
         Gram matrix are computed on the support alone.
         """
-        reached = self.distinct_differences()
-        return (np.flatnonzero(np.any(self.contexts != 0, axis=0)),
-                np.flatnonzero(np.any(reached != 0, axis=0)))
+        rows = np.flatnonzero(np.any(self.contexts != 0, axis=0))
+        if not self.indexed:
+            return rows, np.flatnonzero(np.any(self.differences != 0, axis=0))
+        inner = np.flatnonzero(np.any(self.delta.pair_rows()[0] != 0, axis=0))
+        extra = self.comparison_features
+        outer = [] if extra is None else np.flatnonzero(np.any(extra != 0, axis=0)) + self.delta.d_item
+        return rows, np.concatenate([inner, outer]).astype(np.intp)
 
     def distinct_differences(self) -> np.ndarray:
         """Rows spanning the same space as the Δφ_t, with the same nonzero columns: the Δφ of each

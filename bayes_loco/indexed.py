@@ -138,10 +138,15 @@ class ItemDifferences:
         """L = Σ_t w_t (e_{a_t1} − e_{a_t0})(e_{a_t1} − e_{a_t0})ᵀ (A × A; sparse above
         :data:`DENSE_LAPLACIAN_ITEMS` items)."""
         a = self.n_items
-        cross = sparse.coo_array((weights, (self.item_1, self.item_0)), shape=(a, a))
         degree = np.bincount(self.item_1, weights, a) + np.bincount(self.item_0, weights, a)
-        lap = sparse.diags_array(degree) - cross - cross.T
-        return lap.tocsr() if a > DENSE_LAPLACIAN_ITEMS else lap.toarray()
+        if a > DENSE_LAPLACIAN_ITEMS:
+            cross = sparse.coo_array((weights, (self.item_1, self.item_0)), shape=(a, a))
+            return (sparse.diags_array(degree) - cross - cross.T).tocsr()
+        # one segment sum over the a² pair keys: O(N + A²)
+        cross = np.bincount(self.item_1.astype(np.int64) * a + self.item_0, weights, a * a).reshape(a, a)
+        lap = -(cross + cross.T)
+        lap[np.diag_indices(a)] += degree
+        return lap
 
     def gram(self, weights: np.ndarray) -> np.ndarray:
         """Σ_t w_t Δφ_t Δφ_tᵀ (d_φ × d_φ): [[ΦᵀLΦ, ΦᵀB], [BᵀΦ, Eᵀ diag(w) E]], B = Σ_t w_t (e₁ − e₀) E_tᵀ."""

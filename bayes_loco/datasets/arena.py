@@ -10,6 +10,7 @@ import pandas as pd
 from ._common import (
     Dataset,
     encode_actions,
+    id_series,
     id_strings,
     indexed_data,
     one_hot,
@@ -67,7 +68,9 @@ def _style_counts(frame: pd.DataFrame, path) -> dict[str, np.ndarray]:
                            "arena-human-preference-100k/140k; this release has none: use style=False")
     counts = {}
     for key in keys:
-        values = table[key].map(lambda v: sum(v.values()) if isinstance(v, dict) else v)
+        values = table[key]
+        if values.dtype == object:  # counts per heading level (h1..h6) come as a dict: summed
+            values = values.map(lambda v: sum(v.values()) if isinstance(v, dict) else v)
         numeric = pd.to_numeric(values, errors="coerce").to_numpy(float)
         if not (np.isfinite(numeric) & (numeric >= 0)).all():
             i = int(np.flatnonzero(~(np.isfinite(numeric) & (numeric >= 0)))[0])
@@ -176,12 +179,11 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
                            f"contexts names columns that {where} lacks")
     names = {}
     for column in ("model_a", "model_b"):
-        values = id_strings(frame[column])
-        absent = np.array([v is None or not v.strip() for v in values])
+        names[column] = id_series(frame[column])
+        absent = names[column].isna().to_numpy()
         if absent.any():
             raise ValueError(f"{where}: {column} of row {int(np.flatnonzero(absent)[0])} is missing")
-        names[column] = pd.Series(values, dtype=object)
-    same = (names["model_a"] == names["model_b"]).to_numpy()
+    same = (names["model_a"] == names["model_b"]).to_numpy(dtype=bool)
     if same.any():
         i = int(np.flatnonzero(same)[0])
         raise ValueError(f"{where}: row {i} is a battle of {names['model_a'].iloc[i]!r} against itself "
@@ -219,7 +221,7 @@ def _users(frame: pd.DataFrame, where: str) -> tuple[np.ndarray, tuple[str, ...]
     if user_column is None:
         return battles, ("no judge column: each battle is its own user",)
     ids = id_strings(frame[user_column])
-    missing = np.array([v is None or not v.strip() for v in ids])
+    missing = np.equal(ids, None)
     if not missing.any():
         return ids, ()
     ids[missing] = battles[missing]

@@ -52,7 +52,7 @@ def _ids(values: pd.Series, path: Path, field: str, what: str) -> np.ndarray:
     """Ids as Python strings, or one error naming the file and the first row whose ``field`` is missing
     (a missing model name would otherwise become the model "None", a missing user the user "nan")."""
     ids = id_strings(values)
-    missing = np.array([v is None or not v.strip() for v in ids])
+    missing = np.equal(ids, None)
     if missing.any():
         i = int(np.flatnonzero(missing)[0])
         raise ValueError(f"{path}: {field} of {what} {i} is missing ({int(missing.sum())} such rows); every "

@@ -28,6 +28,9 @@ from ._logistic import fit_logistic, fitted_nu, tie_likelihood
 
 # The d_x·d_φ × d_x·d_φ information matrix of the MLE baselines is refused above this.
 MAX_FULL_W_BYTES = 2 * 1024**3
+# Item-indexed data with at most this many free entries of Θ are fitted by exact trust-region Newton
+# on the whole Hessian (summed from Laplacians of the compared items); above it by Newton-CG.
+EXACT_NEWTON_MAX = 1500
 
 
 @dataclass(frozen=True, eq=False)
@@ -202,9 +205,17 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
     def adjoint(w):
         return score_matrix(w, x, dphi).ravel()
 
+    gram = None
+    if data.indexed and shape[0] * shape[1] <= EXACT_NEWTON_MAX:
+        # Σ_t c_t z_t z_tᵀ by Laplacians of the compared items: the whole Hessian costs a pass over N
+        x_support = x
+
+        def gram(c):
+            return dphi.vec_gram(c, x_support)
+
     start = time.perf_counter()
     fit = fit_logistic(forward, adjoint, likelihood, shape[0] * shape[1], ridge=ridge,
-                       max_iter=max_iter, tol=tol, what="fit_mle", log_nu=log_nu)
+                       max_iter=max_iter, tol=tol, what="fit_mle", log_nu=log_nu, gram=gram)
     theta = np.zeros((data.d_x, data.d_phi))
     theta[np.ix_(rows, cols)] = fit.params.reshape(shape)
     return MLEResult(theta, data, fit.nll, fit.max_abs_margin, fit.separated, ridge,
