@@ -86,8 +86,9 @@ def _items(frame: pd.DataFrame, item_columns: list[str], item_features):
 
 def frame_arguments(frame: pd.DataFrame, *, context_columns, difference_columns, label_column,
                     weight_column, count_column, item_columns, item_features, tie_values) -> dict:
-    """The keyword arguments of :class:`~bayes_loco.PreferenceData` that :meth:`~bayes_loco.PreferenceData.from_frame`
-    reads from ``frame`` (see its docstring), or one error naming the argument."""
+    """The keyword arguments of :class:`~bayes_loco.PreferenceData` that
+    :meth:`~bayes_loco.PreferenceData.from_frame` reads from ``frame`` (see its docstring), or one error
+    naming the argument."""
     if not isinstance(frame, pd.DataFrame):
         raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
     duplicated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
@@ -96,7 +97,8 @@ def frame_arguments(frame: pd.DataFrame, *, context_columns, difference_columns,
                          "rename them (e.g. frame.columns = [...])")
     items = _columns(item_columns, "item_columns", False)
     if item_columns is not None and len(items) != 2:
-        raise ValueError(f"item_columns must name two columns (the item of y = 1, then the other), got {items}")
+        raise ValueError(f"item_columns must name two columns (the item of y = 1, then the other), "
+                         f"got {items}")
     contexts = _columns(context_columns, "context_columns", not items)
     differences = _columns(difference_columns, "difference_columns", not items)
     singles = {"label_column": label_column, "weight_column": weight_column, "count_column": count_column}

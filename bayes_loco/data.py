@@ -30,7 +30,6 @@ from .linalg import span_dimension
 from .population import SCOPES, Population, Units  # noqa: F401 - re-exported: defined here before
 
 
-
 @dataclass(frozen=True, eq=False)
 class PreferenceData:
     """Validated pairwise feedback.
@@ -98,7 +97,8 @@ class PreferenceData:
         if labels.shape[0] != n:
             raise ValueError(f"contexts has {n} rows, labels has {labels.shape[0]}")
         if indexed:
-            delta = check_items(self.item_features, self.actions, self.comparison_features, self.differences, n)
+            delta = check_items(self.item_features, self.actions, self.comparison_features, self.differences,
+                                n)
             object.__setattr__(self, "item_features", delta.items)
             object.__setattr__(self, "comparison_features", delta.extra)
             object.__delattr__(self, "differences")  # formed on first use (__getattr__)
@@ -245,7 +245,8 @@ class PreferenceData:
         """
         item_1, item_0 = np.asarray(item_1), np.asarray(item_0)
         if item_1.ndim != 1 or item_1.shape != item_0.shape:
-            raise ValueError(f"item_1 and item_0 must be 1-dimensional of one length, got shapes {item_1.shape} "
+            raise ValueError(f"item_1 and item_0 must be 1-dimensional of one length, got shapes "
+                             f"{item_1.shape} "
                              f"and {item_0.shape}")
         if item_features is None:
             if n_items is None:
@@ -254,13 +255,14 @@ class PreferenceData:
             n_items = check_int(n_items, "n_items", 1)
             item_features = sparse.identity(n_items, format="csr")
             if feature_names is None and item_names is not None:
-                feature_names = tuple(item_names) + tuple(
-                    f"e{j}" for j in range(0 if comparison_features is None else np.shape(comparison_features)[1]))
+                d_e = 0 if comparison_features is None else np.shape(comparison_features)[1]
+                feature_names = tuple(item_names) + tuple(f"e{j}" for j in range(d_e))
         if contexts is None:
             contexts = np.ones((item_1.shape[0], 1))
             context_names = ("intercept",) if context_names is None else context_names
         return cls(contexts, None, labels, np.column_stack([item_0, item_1]), weights=weights, counts=counts,
-                   item_features=item_features, comparison_features=comparison_features, item_names=item_names,
+                   item_features=item_features, comparison_features=comparison_features,
+                   item_names=item_names,
                    context_names=context_names, feature_names=feature_names)
 
     @classmethod
@@ -316,7 +318,8 @@ class PreferenceData:
         >>> data.item_names, data.n_comparisons
         (('A', 'B', 'C'), 9)
         """
-        return cls(**frame_arguments(frame, context_columns=context_columns, difference_columns=difference_columns,
+        return cls(**frame_arguments(frame, context_columns=context_columns,
+                                     difference_columns=difference_columns,
                                      label_column=label_column, weight_column=weight_column,
                                      count_column=count_column, item_columns=item_columns,
                                      item_features=item_features, tie_values=tie_values))
@@ -551,7 +554,8 @@ def check_data(data, name: str = "data") -> PreferenceData:
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"{name} must be a PreferenceData, got {type(data).__name__}")
-    if not _DATA_CHECKED.get() and data.n > 1 and not data.winner_first and np.all(data.labels == data.labels[0]):
+    varies = data.n <= 1 or data.winner_first or not np.all(data.labels == data.labels[0])
+    if not _DATA_CHECKED.get() and not varies:
         if data.labels[0] == 0.5:
             warnings.warn(f"{name}.labels: all {data.n} comparisons are ties (y = 0.5): they say nothing "
                           "about which answer is preferred. Check the label column (ties='davidson' refuses "

@@ -156,7 +156,8 @@ class ItemDifferences:
         if self.extra is None:
             return inner
         ones = np.ones((weights.shape[0], 1))
-        b = np.column_stack([self.item_scores(weights * self.extra[:, j], ones)[0] for j in range(self.d_extra)])
+        b = np.column_stack([self.item_scores(weights * self.extra[:, j], ones)[0]
+                             for j in range(self.d_extra)])
         cross = np.asarray(phi.T @ b)
         corner = self.extra.T @ (weights[:, None] * self.extra)
         return np.block([[inner, cross], [cross.T, corner]])
@@ -178,11 +179,13 @@ def check_items(item_features, actions, comparison_features, differences, n: int
     """The indexed parts of a :class:`~bayes_loco.PreferenceData` as :class:`ItemDifferences`, or one error
     naming the argument (``item_features``, ``actions``, ``comparison_features``)."""
     if differences is not None:
-        raise ValueError("give either differences or item_features (with actions indexing its rows), not both")
+        raise ValueError("give either differences or item_features (with actions indexing its rows), "
+                         "not both")
     if sparse.issparse(item_features):
         items = sparse.csr_array(item_features, dtype=float)
         if items.ndim != 2:
-            raise ValueError(f"item_features must be 2-dimensional (items x features), got shape {items.shape}")
+            raise ValueError(f"item_features must be 2-dimensional (items x features), got shape "
+                             f"{items.shape}")
         if items.nnz:
             check_magnitude(items.data, "item_features")
     else:
@@ -190,7 +193,8 @@ def check_items(item_features, actions, comparison_features, differences, n: int
         items.setflags(write=False)
     n_items = items.shape[0]
     if actions is None:
-        raise ValueError("item_features needs actions: the (a_t0, a_t1) indices of its rows for each comparison")
+        raise ValueError("item_features needs actions: the (a_t0, a_t1) indices of its rows for each "
+                         "comparison")
     raw = np.asarray(actions)
     if raw.shape != (n, 2) or not np.issubdtype(raw.dtype, np.integer):
         raise ValueError(f"actions must be an integer array of shape ({n}, 2): the rows of item_features "

@@ -303,8 +303,10 @@ def wald_precision(likelihood: Likelihood, eta: np.ndarray, log_nu: float | None
     joint = _bordered(gram(c_eta), score(c_cross), c_nu)
     if robust:
         _, d_eta, d_nu = likelihood.derivatives(eta, log_nu)
-        per_row = 1.0 if likelihood.counts is None else np.where(likelihood.counts > 0, likelihood.counts, 1.0)
-        meat = _bordered(gram(d_eta**2 / per_row), score(d_eta * d_nu / per_row), float(d_nu @ (d_nu / per_row)))
+        counts = likelihood.counts
+        per_row = 1.0 if counts is None else np.where(counts > 0, counts, 1.0)
+        meat = _bordered(gram(d_eta**2 / per_row), score(d_eta * d_nu / per_row),
+                         float(d_nu @ (d_nu / per_row)))
         joint = sandwich_precision(joint, meat)
     cross, corner = joint[:-1, -1], joint[-1, -1]
     return joint[:-1, :-1] - np.outer(cross, cross) / corner

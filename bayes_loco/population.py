@@ -10,7 +10,6 @@ from scipy import sparse
 
 from ._validation import as_float_array, check_option, fingerprint
 
-
 SCOPES = ("personalised", "global")
 
 

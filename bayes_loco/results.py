@@ -66,9 +66,9 @@ class Diagnostics:
     Attributes
     ----------
     method : str
-        The algorithm: ``"newton-cg"`` (MLE), ``"fgd-lbfgs"``/``"fgd-alternating"``
-        (low rank), ``"prs"``, ``"nuts-pymc"``/``"nuts-nutpie"``/``"nuts-numpyro"``,
-        ``"map"``, ``"vi-advi"``/``"vi-fullrank_advi"``.
+        The algorithm: ``"newton-cg"`` (MLE; ``"newton-exact"`` on item-indexed data),
+        ``"fgd-lbfgs"``/``"fgd-alternating"`` (low rank), ``"prs"``,
+        ``"nuts-pymc"``/``"nuts-nutpie"``/``"nuts-numpyro"``, ``"map"``, ``"vi-advi"``/``"vi-fullrank_advi"``.
     converged : bool
         The optimiser met its criterion, or the sampler raised no warning. ADVI has
         no criterion: for VI it only says the iterations ran (judge the fit by its
@@ -248,7 +248,8 @@ def tie_header(fit, data: PreferenceData) -> dict:
         header |= {"rows": data.n}
     if data.weights is not None:
         header |= {"weights": "sampling"}
-    return header | {"covariance": COVARIANCE_LABELS[resolve_cov_type(likelihood, getattr(fit, "cov_type", None))]}
+    cov_type = resolve_cov_type(likelihood, getattr(fit, "cov_type", None))
+    return header | {"covariance": COVARIANCE_LABELS[cov_type]}
 
 
 def check_fit_common(fit, data_field: str = "data") -> PreferenceData:

@@ -120,8 +120,8 @@ def run_arena(path: str, style: bool) -> dict:
     ratings = (np.asarray(out["ratings"]) - model.init_rating) / model.alpha
     total = time.perf_counter() - start
     coeffs = list(np.asarray(out["coeffs"])) if style else []
-    return {"read_s": read, "total_s": total, "ratings": dict(zip(dataset.competitors, ratings - ratings.mean(),
-                                                                  strict=True)),
+    centred = dict(zip(dataset.competitors, ratings - ratings.mean(), strict=True))
+    return {"read_s": read, "total_s": total, "ratings": centred,
             "coeffs": coeffs, "peak_mb": _peak_mb()}
 
 
@@ -139,7 +139,8 @@ def run_choix(path: str, style: bool) -> dict:
     read = time.perf_counter() - start
     params = choix.opt_pairwise(len(names), pairs)
     total = time.perf_counter() - start
-    return {"read_s": read, "total_s": total, "ratings": dict(zip(names, params - params.mean(), strict=True)),
+    centred = dict(zip(names, params - params.mean(), strict=True))
+    return {"read_s": read, "total_s": total, "ratings": centred,
             "coeffs": [], "peak_mb": _peak_mb()}
 
 
@@ -196,8 +197,8 @@ def main(argv=None) -> None:
                        "grad_per_battle": res.get("grad_per_battle", math.nan),
                        "rows_fitted": res.get("rows_fitted", math.nan)}
                 rows.append(row)
-                print(", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
-                      flush=True)
+                cells = (f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items())
+                print(", ".join(cells), flush=True)
     table = pd.DataFrame(rows)
     table.to_csv(args.out, index=False)
     print(table.to_string(index=False))

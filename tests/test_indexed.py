@@ -65,10 +65,11 @@ def test_indexed_fits_and_sets_equal_the_dense_ones(kw):
 
 
 def test_a_dense_item_table_equals_the_sparse_one():
-    x, first, second, labels, _ = _battles(600, 4)
+    _, first, second, labels, _ = _battles(600, 4)
     phi = np.random.default_rng(0).standard_normal((ITEMS, 3))
     one = bl.PreferenceData.from_items(labels, item_1=first, item_0=second, item_features=phi)
-    two = bl.PreferenceData.from_items(labels, item_1=first, item_0=second, item_features=sparse.csr_array(phi))
+    two = bl.PreferenceData.from_items(labels, item_1=first, item_0=second,
+                                       item_features=sparse.csr_array(phi))
     np.testing.assert_allclose(bl.fit_mle(one).theta, bl.fit_mle(two).theta, atol=1e-10)
     np.testing.assert_allclose(one.differences, phi[first] - phi[second])
 
@@ -151,7 +152,8 @@ def test_ties_match_statsmodels_glm_on_fractional_outcomes(cov_type):
     assert fit.summary().header["covariance"].startswith(cov_type)
     # The set takes the fit's cov_type, and the other on request.
     other = "sandwich" if cov_type == "model" else "model"
-    assert not np.allclose(fit.calibrated_set(0.9).precision, fit.calibrated_set(0.9, cov_type=other).precision)
+    own, asked = fit.calibrated_set(0.9), fit.calibrated_set(0.9, cov_type=other)
+    assert not np.allclose(own.precision, asked.precision)
 
 
 def test_names_travel_from_the_frame_to_every_table():
@@ -165,7 +167,8 @@ def test_names_travel_from_the_frame_to_every_table():
     assert (board["lower"] < board["rating"]).all() and board["rank"].tolist() == list(range(1, ITEMS + 1))
     assert (board["rank_upper"] <= board["rank"]).all() and (board["rank"] <= board["rank_lower"]).all()
     assert board["comparisons"].sum() == 2 * data.n
-    contextual = bl.PreferenceData.from_frame(frame.assign(intercept=1.0), context_columns=["intercept", "expert"],
+    contextual = bl.PreferenceData.from_frame(frame.assign(intercept=1.0),
+                                              context_columns=["intercept", "expert"],
                                               item_columns=("model_a", "model_b"))
     mle = bl.fit_mle(contextual).summary().to_frame()
     assert "expert:llama − expert:claude" in mle.index
@@ -186,7 +189,8 @@ def test_winner_loser_layout_is_not_warned_about(recwarn):
     ({"item_1": [0, 1], "item_0": [1, -1]}, r"actions\[1, 0\] = -1"),
     ({"item_1": [0, 1], "item_0": [1, 2], "counts": [1, -2]}, r"counts\[1\] = -2.0"),
     ({"item_1": [0, 1], "item_0": [1, 2], "counts": [1, 0.5]}, r"counts\[1\] = 0.5; counts \(frequency"),
-    ({"item_1": [0, 1], "item_0": [1, 2], "item_names": list("abcdea")}, "item_names names 'a' more than once"),
+    ({"item_1": [0, 1], "item_0": [1, 2], "item_names": list("abcdea")},
+     "item_names names 'a' more than once"),
     ({"item_1": [0, 1], "item_0": [1, 2], "item_names": list("abc")}, "item_names has 3 names, expected 6"),
 ])
 def test_bad_input_gets_one_error_naming_the_argument(kwargs, match):
@@ -195,7 +199,7 @@ def test_bad_input_gets_one_error_naming_the_argument(kwargs, match):
 
 
 def test_an_item_table_of_the_wrong_shape_is_refused():
-    with pytest.raises(ValueError, match="item_features must be 2-dimensional|item_features"):
+    with pytest.raises(ValueError, match=r"item_features must be 2-dimensional"):
         bl.PreferenceData.from_items([1, 0], item_1=[0, 1], item_0=[1, 0], item_features=np.ones(3))
     with pytest.raises(ValueError, match="feature_names has 2 names, expected 6"):
         bl.PreferenceData.from_items([1, 0], item_1=[0, 1], item_0=[1, 0], item_features=np.eye(ITEMS),

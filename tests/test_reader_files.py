@@ -1,4 +1,4 @@
-"""Files that are slightly off, read as a new user would: never a silent corruption, one error naming the file.
+"""Files that are slightly off, read as a new user would: never silently corrupted, one error naming the file.
 
 Each case starts from a committed fixture (tests/fixtures/arena, tests/fixtures/prism) and
 changes one thing, as a downloaded or hand-edited file does.
@@ -48,7 +48,7 @@ def test_a_judge_column_of_numbers_and_gaps_keeps_its_ids(tmp_path):
     frame = pd.DataFrame(_records(ARENA))
     frame["judge"] = [1234567, None] + [7654321] * (len(frame) - 2)
     dataset = read_arena(frame)
-    assert dataset.groups[0] == "1234567" and dataset.groups[2] == "7654321" and dataset.groups[1] == "battle1"
+    assert (dataset.groups[0], dataset.groups[1], dataset.groups[2]) == ("1234567", "battle1", "7654321")
 
 
 def _prism_copy(tmp_path: Path) -> Path:

@@ -131,8 +131,8 @@ def read_records(path: Path) -> list[dict]:
 
 
 # The first bytes of files that are not what their name says, and what each is.
-MAGIC = ((b"\x1f\x8b", "gzip-compressed: decompress it first (gunzip), or give the .gz file to pandas and pass "
-                       "the frame"),
+MAGIC = ((b"\x1f\x8b", "gzip-compressed: decompress it first (gunzip), or give the .gz file to pandas and "
+                       "pass the frame"),
          (b"PK\x03\x04", "a zip archive (or an Excel workbook): extract it, or save the sheet as CSV"),
          (b"PAR1", "a Parquet file: name it .parquet"))
 
@@ -156,7 +156,8 @@ def read_text(path: Path, what: str = "the") -> str:
     try:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ValueError(f"{what} file {path} is not UTF-8 text: byte {raw[exc.start]:#04x} at offset {exc.start} "
+        raise ValueError(f"{what} file {path} is not UTF-8 text: byte {raw[exc.start]:#04x} at offset "
+                         f"{exc.start} "
                          "(latin-1 or Windows-1252?); re-save it as UTF-8, e.g. "
                          "pd.read_csv(path, encoding='latin-1').to_csv(new_path, index=False)") from None
 
@@ -187,7 +188,8 @@ def read_table(path, what: str) -> pd.DataFrame:
         try:
             frame = pd.read_parquet(path)
         except (OSError, ValueError) as exc:  # a truncated or damaged file: Arrow's own message, once
-            raise ValueError(f"{what} file {path} cannot be read as Parquet: {str(exc).splitlines()[0]}") from None
+            first = str(exc).splitlines()[0]
+            raise ValueError(f"{what} file {path} cannot be read as Parquet: {first}") from None
     elif suffix == ".csv":
         text = read_text(path, what)
         try:
@@ -316,7 +318,7 @@ def encode_actions(name_0: pd.Series, name_1: pd.Series, reference: str | None, 
 
 
 def reference_one_hot(n_actions: int) -> np.ndarray:
-    """φ(a) of each action: its one-hot row without the reference's column (action 0's row is 0), A × (A − 1)."""
+    """φ(a) of each action, A × (A − 1): its one-hot row without the reference's column (action 0's is 0)."""
     out = np.zeros((n_actions, n_actions - 1))
     out[np.arange(1, n_actions), np.arange(n_actions - 1)] = 1.0
     return out
@@ -326,6 +328,7 @@ def indexed_data(x: np.ndarray, y: np.ndarray, a0: np.ndarray, a1: np.ndarray, a
                  extra: np.ndarray | None, context_names, feature_names) -> PreferenceData:
     """A reader's comparisons as indices into the actions' one-hot table (reference dropped) with names:
     Δφ_t = e(a_t1) − e(a_t0) (and the per-comparison columns ``extra``), never formed N × d_φ."""
-    return PreferenceData(x, None, y, np.column_stack([a0, a1]), item_features=reference_one_hot(len(actions)),
+    return PreferenceData(x, None, y, np.column_stack([a0, a1]),
+                          item_features=reference_one_hot(len(actions)),
                           comparison_features=extra, item_names=tuple(actions["name"]),
                           context_names=tuple(context_names), feature_names=tuple(feature_names))

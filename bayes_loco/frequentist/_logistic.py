@@ -60,7 +60,8 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
                  likelihood: Likelihood, n_params: int, *, ridge: float, max_iter: int,
                  tol: float, what: str, start: np.ndarray | None = None,
                  log_nu: float | None = None,
-                 gram: Callable[[np.ndarray], np.ndarray] | None = None) -> LogisticFit:
+                 gram: Callable[[np.ndarray], np.ndarray] | None = None,
+                 separated_items: Callable[[], str] | None = None) -> LogisticFit:
     """Minimise Σ_t w_t ℓ(y_t | η_t) + (ridge/2)‖θ‖² with η = forward(θ).
 
     Starts at ``start``, or θ = 0. Newton steps never move θ in directions that no
@@ -73,7 +74,8 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
     Laplacian per context pair), turns the solver into exact trust-region Newton (``trust-exact``)
     on the whole Hessian: a few iterations where conjugate gradients on an ill-conditioned
     leaderboard (rarely compared items) take hundreds of Hessian-vector products. Its steps,
-    (H + λI)⁻¹g, stay in range(H) too.
+    (H + λI)⁻¹g, stay in range(H) too. ``separated_items()``, when the fit is separated, names the
+    items that cause it for the warning.
     """
     n = likelihood.labels.shape[0]
     # The mean loss per unit weight: the tolerance means the same with and without weights.
@@ -144,7 +146,8 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
     # Large margins alone are no evidence: a strong, well-identified signal has them too.
     n_extreme = max(int((np.abs(forward(split(tight.x)[0])) > np.abs(eta) + 1.0).sum()), 1) if receding else 0
     max_abs_margin = float(np.abs(eta).max())
-    warning = _warn_fit(what, n_extreme, n, max_abs_margin, converged, res, tol)
+    hint = separated_items() if n_extreme and separated_items is not None else ""
+    warning = _warn_fit(what, n_extreme, n, max_abs_margin, converged, res, tol, hint)
     return LogisticFit(params, likelihood.value(eta, lam), int(res.nit), converged, str(res.message),
                        max_abs_margin, n_extreme, warning, None if lam is None else float(lam))
 
@@ -161,7 +164,7 @@ def newton_exact(fun, hess, x0: np.ndarray, gtol: float, max_iter: int) -> Optim
     value, grad = fun(x)
     message, success = "maximum number of iterations reached", False
     it = 0
-    for it in range(1, max_iter + 1):  # noqa: B007 - the count is the result's nit
+    for it in range(1, max_iter + 1):
         if float(np.linalg.norm(grad)) <= gtol:
             message, success, it = "gradient below gtol", True, it - 1
             break
@@ -183,15 +186,15 @@ def newton_exact(fun, hess, x0: np.ndarray, gtol: float, max_iter: int) -> Optim
     return OptimizeResult(x=x, fun=value, jac=grad, nit=it, success=success, message=message)
 
 
-def _warn_fit(what: str, n_extreme: int, n: int, max_abs_margin: float, converged: bool, res, tol: float
-              ) -> str | None:
+def _warn_fit(what: str, n_extreme: int, n: int, max_abs_margin: float, converged: bool, res, tol: float,
+              hint: str = "") -> str | None:
     """Warn (from the fit's caller) of separable data or of Newton-CG stopping early; the warning's text."""
     warning, category = None, None
     if n_extreme:
         warning = (f"{what}: the data look separable: {n_extreme} of {n} comparisons are fitted ever "
                    "closer to probability 0 or 1 as the tolerance tightens "
                    f"(max |η| = {max_abs_margin:.3g}), so the unpenalised MLE does not exist and this fit is "
-                   "not trustworthy. Pass a small ridge (e.g. ridge=1.0) or use more data for rarely "
+                   f"not trustworthy.{hint} Pass a small ridge (e.g. ridge=1.0) or use more data for rarely "
                    "compared actions.")
         category = SeparationWarning
     elif not converged:

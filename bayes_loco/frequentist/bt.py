@@ -40,12 +40,14 @@ def one_context(data: PreferenceData) -> PreferenceData:
             "context_names": ("intercept",), "winner_first": data.winner_first}
     if data.indexed:
         return PreferenceData(ones, None, data.labels, data.actions, item_features=data.item_features,
-                              comparison_features=data.comparison_features, item_names=data.item_names, **keep)
+                              comparison_features=data.comparison_features, item_names=data.item_names,
+                              **keep)
     return PreferenceData(ones, data.differences, data.labels, data.actions, False, **keep)
 
 
 def _compact(data: PreferenceData) -> PreferenceData:
-    """``data`` aggregated to counts where that shrinks item-indexed rows to :data:`AGGREGATE_SHARE` or less."""
+    """``data`` aggregated to counts where that shrinks item-indexed rows to :data:`AGGREGATE_SHARE` of N
+    or less."""
     if not data.indexed or data.comparison_features is not None:
         return data
     compact = data.aggregate()
@@ -170,7 +172,8 @@ class BradleyTerryFit:
         data = self.mle.data
         if not data.indexed:
             raise ValueError("leaderboard rates items: fit data read with items (PreferenceData.from_items, "
-                             "from_frame(item_columns=...), read_arena); with dense differences use summary()")
+                             "from_frame(item_columns=...), read_arena); with dense differences use "
+                             "summary()")
         phi = data.item_features
         phi = phi.toarray() if sparse.issparse(phi) else np.asarray(phi)
         n_items, d_item = phi.shape
@@ -222,7 +225,8 @@ def fit_bradley_terry(data: PreferenceData, *, ridge: float = 0.0, ties: str = "
     Examples
     --------
     >>> import pandas as pd, bayes_loco as bl
-    >>> games = pd.DataFrame({"winner": ["A", "A", "B", "C", "A", "B"], "loser": ["B", "C", "C", "A", "B", "A"]})
+    >>> games = pd.DataFrame({"winner": ["A", "A", "B", "C", "A", "B"],
+    ...                       "loser": ["B", "C", "C", "A", "B", "A"]})
     >>> data = bl.PreferenceData.from_frame(games, item_columns=("winner", "loser"), label_column=None)
     >>> board = bl.fit_bradley_terry(data).leaderboard()
     >>> list(board.index)

@@ -120,6 +120,11 @@ class LowRankResult(WaldFit):
     ties: str = "half"
     nu: float | None = None
 
+    @property
+    def loglik(self) -> float:
+        """−nll: the (quasi-)log-likelihood at Θ̂ = UVᵀ."""
+        return -self.nll
+
     def __post_init__(self):
         data = check_fit_common(self)
         object.__setattr__(self, "theta", check_fit_theta(self.theta, "theta", data))

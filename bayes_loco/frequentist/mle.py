@@ -139,10 +139,35 @@ class MLEResult(WaldFit):
         ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x): the header's ``interval``
         says which level is printed.
         """
-        return wald_summary("Unconstrained MLE (Newton-CG)", self, self.data, level,
+        title = "Unconstrained MLE (Newton-CG)" if self.diagnostics.method == "newton-cg" else \
+            "Unconstrained MLE (Newton)"
+        return wald_summary(title, self, self.data, level,
                             {"log-likelihood": self.loglik, "ridge": self.ridge,
                              "max |margin|": self.max_abs_margin, "separated": self.separated}
                             | tie_header(self, self.data))
+
+
+def unbeaten_items(data: PreferenceData, shown: int = 5) -> str:
+    """The separation's cause where it is plain: items of item-indexed data that won, or lost, every
+    comparison they were in (a tie counting half a win), named; "" where none did."""
+    if not data.indexed:
+        return ""
+    n_items = data.item_features.shape[0]
+    weight, won = data.loss_weights, data.labels.astype(float)
+    a0, a1 = data.actions[:, 0], data.actions[:, 1]
+    wins = np.bincount(a1, weight * won, n_items) + np.bincount(a0, weight * (1 - won), n_items)
+    losses = np.bincount(a1, weight * (1 - won), n_items) + np.bincount(a0, weight * won, n_items)
+    names = data.item_names or tuple(f"item {a}" for a in range(n_items))
+    parts = []
+    for what, items in (("won", (losses == 0) & (wins > 0)), ("lost", (wins == 0) & (losses > 0))):
+        found = [f"{names[a]!r} ({wins[a] + losses[a]:g})" for a in np.flatnonzero(items)]
+        if found:
+            more = f" and {len(found) - shown} more" if len(found) > shown else ""
+            parts.append(f"{', '.join(found[:shown])}{more} {what} every comparison they were in")
+    if not parts:
+        return ""
+    return (" Separation: " + "; ".join(parts) + " (comparisons in brackets), so their strengths run off to "
+            "±infinity.")
 
 
 @checks_data
@@ -215,9 +240,11 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
 
     start = time.perf_counter()
     fit = fit_logistic(forward, adjoint, likelihood, shape[0] * shape[1], ridge=ridge,
-                       max_iter=max_iter, tol=tol, what="fit_mle", log_nu=log_nu, gram=gram)
+                       max_iter=max_iter, tol=tol, what="fit_mle", log_nu=log_nu, gram=gram,
+                       separated_items=lambda: unbeaten_items(data))
     theta = np.zeros((data.d_x, data.d_phi))
     theta[np.ix_(rows, cols)] = fit.params.reshape(shape)
     return MLEResult(theta, data, fit.nll, fit.max_abs_margin, fit.separated, ridge,
-                     fit.diagnostics("newton-cg", time.perf_counter() - start, notes), ties,
+                     fit.diagnostics("newton-cg" if gram is None else "newton-exact",
+                                     time.perf_counter() - start, notes), ties,
                      fitted_nu(ties, fit), cov_type)

@@ -124,6 +124,16 @@ class PRSResult(InRTVCoordinates, WaldFit):
         return self.theta_rtv
 
     @property
+    def loglik(self) -> float:
+        """−nll: the (quasi-)log-likelihood of the reduced model at θ̂_rtv on the estimation comparisons."""
+        return -self.nll
+
+    @property
+    def data(self) -> PreferenceData:
+        """All the comparisons (the low-rank fit's); θ̂_rtv and W use :attr:`estimation_data`."""
+        return self.low_rank.data
+
+    @property
     def theta(self) -> np.ndarray:
         """Θ̂ = Û [[B₁₁, B₁₂], [B₂₁, 0]] V̂ᵀ from θ̂_rtv (d_x × d_φ)."""
         return self.basis.to_theta(self.theta_rtv)
