@@ -212,3 +212,50 @@ def test_an_item_table_of_the_wrong_shape_is_refused():
         bl.PreferenceData.from_frame(frame.assign(b=["x", "x"]), item_columns=("a", "b"))
     with pytest.raises(ValueError, match="item column 'b' is missing in row 1"):
         bl.PreferenceData.from_frame(frame.assign(b=["y", None]), item_columns=("a", "b"))
+
+
+def _named_fit_and_population():
+    _, first, second, labels, _ = _battles(1200, 11)
+    names = [f"m{a}" for a in range(ITEMS)]
+    data = bl.PreferenceData.from_items(labels, item_1=first, item_0=second, item_names=names)
+    rng = np.random.default_rng(0)
+    features = np.broadcast_to(np.eye(ITEMS), (4, ITEMS, ITEMS)).copy()
+    return bl.fit_bradley_terry(data), bl.Population(rng.normal(size=(4, 3)), features, np.zeros(4, int)), names
+
+
+def test_a_plain_bradley_terry_fit_makes_decisions_like_the_others():
+    fit, population, names = _named_fit_and_population()
+    tied = bl.best_actions(fit, population, 0.9)
+    table = tied.to_frame()
+    best = names[int(np.argmax(fit.utilities))]
+    assert set(table["best"]) == {best}  # every user: the same best item, by name
+    policy = bl.pessimistic_policy(fit, population)
+    lower = fit.leaderboard(0.9)
+    # A plain BT policy picks one item for everyone: the one whose worst case is best, tied with the best.
+    assert len(set(policy.actions)) == 1 and names[policy.actions[0]] in lower.index[lower["rank_upper"] == 1]
+    assert np.isfinite(fit.loglik) and fit.nll == -fit.loglik
+
+
+def test_every_frequentist_fit_has_loglik_and_nll():
+    indexed, _ = _pair(1500, 12, contexts=2)
+    for fit in (bl.fit_mle(indexed), bl.fit_low_rank(indexed, 1), bl.fit_prs(indexed, 1),
+                bl.fit_bradley_terry(indexed)):
+        assert fit.loglik == -fit.nll and fit.nll > 0, type(fit).__name__
+
+
+def test_separation_is_named_with_the_items():
+    frame = pd.DataFrame({"a": ["x", "y", "z", "x", "y", "w", "w"], "b": ["y", "z", "x", "z", "x", "x", "y"],
+                          "y": [1, 0, 1, 0, 1, 1, 1]})
+    data = bl.PreferenceData.from_frame(frame, item_columns=("a", "b"))
+    with pytest.warns(bl.SeparationWarning, match=r"'w' \(2\), 'z' \(3\) won every comparison"):
+        bl.fit_bradley_terry(data)
+
+
+def test_aggregate_keeps_every_statistic():
+    indexed, _ = _pair(2000, 13, ties=0.2)
+    compact = indexed.aggregate()
+    assert compact.n < indexed.n / 5 and compact.counts.sum() == indexed.n
+    a, b = bl.fit_mle(indexed), bl.fit_mle(compact)
+    np.testing.assert_allclose(a.theta, b.theta, atol=1e-9)
+    assert a.nll == pytest.approx(b.nll, rel=1e-12)
+    np.testing.assert_allclose(a.calibrated_set(0.9).precision, b.calibrated_set(0.9).precision, rtol=1e-9)
