@@ -118,6 +118,20 @@ class ItemDifferences:
             eta += np.einsum("tj,tj->t", contexts @ outer, self.extra)
         return eta
 
+    def times(self, v: np.ndarray) -> np.ndarray:
+        """ΔΦ V (N × r) for V (d_φ × r): a gather of ΦV_item, plus E V_e."""
+        inner = np.asarray(self.items @ v[: self.d_item])
+        out = inner[self.item_1] - inner[self.item_0]
+        return out if self.extra is None else out + self.extra @ v[self.d_item:]
+
+    def transpose_times(self, m: np.ndarray) -> np.ndarray:
+        """ΔΦᵀ M (d_φ × r) for M (N × r): per column a segment sum by item, then Φᵀ; and Eᵀ M."""
+        a = self.n_items
+        by_item = np.column_stack([np.bincount(self.item_1, m[:, j], a) - np.bincount(self.item_0, m[:, j], a)
+                                   for j in range(m.shape[1])])
+        inner = np.asarray(self.items.T @ by_item)
+        return inner if self.extra is None else np.vstack([inner, self.extra.T @ m])
+
     def item_scores(self, weights: np.ndarray, contexts: np.ndarray) -> np.ndarray:
         """G = Σ_t w_t x_t (e_{a_t1} − e_{a_t0})ᵀ, d_x × A: one segment sum per context column."""
         a = self.n_items

@@ -259,3 +259,14 @@ def test_aggregate_keeps_every_statistic():
     np.testing.assert_allclose(a.theta, b.theta, atol=1e-9)
     assert a.nll == pytest.approx(b.nll, rel=1e-12)
     np.testing.assert_allclose(a.calibrated_set(0.9).precision, b.calibrated_set(0.9).precision, rtol=1e-9)
+
+
+@pytest.mark.parametrize("kw", [{"contexts": 2}, {"contexts": 2, "style": 2, "ties": 0.2}])
+def test_the_low_rank_road_on_indexed_data_equals_the_dense_one(kw):
+    indexed, dense = _pair(2500, 14, **kw)
+    a, b = bl.fit_low_rank(indexed, 1), bl.fit_low_rank(dense, 1)
+    np.testing.assert_allclose(a.theta, b.theta, atol=1e-6)
+    assert a.nll == pytest.approx(b.nll, rel=1e-9)
+    p, q = bl.fit_prs(indexed, 1), bl.fit_prs(dense, 1)
+    np.testing.assert_allclose(p.theta, q.theta, atol=1e-6)
+    np.testing.assert_allclose(p.predict_proba(indexed), q.predict_proba(dense), atol=1e-8)
