@@ -220,7 +220,8 @@ def _named_fit_and_population():
     data = bl.PreferenceData.from_items(labels, item_1=first, item_0=second, item_names=names)
     rng = np.random.default_rng(0)
     features = np.broadcast_to(np.eye(ITEMS), (4, ITEMS, ITEMS)).copy()
-    return bl.fit_bradley_terry(data), bl.Population(rng.normal(size=(4, 3)), features, np.zeros(4, int)), names
+    population = bl.Population(rng.normal(size=(4, 3)), features, np.zeros(4, int))
+    return bl.fit_bradley_terry(data), population, names
 
 
 def test_a_plain_bradley_terry_fit_makes_decisions_like_the_others():
