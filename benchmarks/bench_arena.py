@@ -168,6 +168,8 @@ def main(argv=None) -> None:
     parser.add_argument("--sizes", type=float, nargs="+", default=[1e5, 1e6])
     parser.add_argument("--tools", nargs="+", default=list(TOOLS), choices=list(TOOLS))
     parser.add_argument("--out", default="arena_bench.csv")
+    parser.add_argument("--choix-max", type=float, default=1.5e6,
+                        help="skip choix above this N (about 10 minutes per 10⁶ battles)")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
@@ -180,12 +182,14 @@ def main(argv=None) -> None:
             generate(n).to_parquet(path)
             results = {}
             for tool in args.tools:
-                if not _available(tool):
-                    print(f"N={n:>9,} {tool:<12} skipped (not installed)", flush=True)
+                if not _available(tool) or (tool == "choix" and n > args.choix_max):
+                    print(f"N={n:>9,} {tool:<12} skipped", flush=True)
                     continue
                 out = os.path.join(folder, f"{tool}.json")
                 subprocess.run([sys.executable, __file__, "--child", tool, path, out], check=True)
                 results[tool] = json.loads(Path(out).read_text())
+                print(f"N={n:>9,} {tool:<12} read {results[tool]['read_s']:.2f} s, total "
+                      f"{results[tool]['total_s']:.2f} s, peak {results[tool]['peak_mb']:.0f} MB", flush=True)
             for tool, res in results.items():
                 base = results.get("ours-style" if "style" in tool else "ours")
                 keys = sorted(set(res["ratings"]) & set(base["ratings"])) if base else []
