@@ -42,6 +42,10 @@ def test_a_battle_without_a_judge_keeps_every_user_id_whole(tmp_path):
     assert list(dataset.groups) == expected
     assert len(dataset.users) == len(set(expected))
     assert any("1 battles without a judge" in note for note in dataset.notes)
+    population = dataset.population()  # every user keeps the intercept: none is read as x = 0
+    assert population.n == len(set(expected)) and (population.contexts[:, 0] == 1).all()
+    folds = bl.fold_indices(dataset.data.n, 3, dataset.groups, seed=0)
+    assert len({(g, f) for g, f in zip(dataset.groups, folds, strict=True)}) == len(set(expected))
 
 
 def test_a_judge_column_of_numbers_and_gaps_keeps_its_ids(tmp_path):

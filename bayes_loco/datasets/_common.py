@@ -302,19 +302,23 @@ def encode_actions(name_0: pd.Series, name_1: pd.Series, reference: str | None, 
     The reference is ``reference`` or else the action in most comparisons
     (ties: alphabetically first).
     """
-    both = pd.concat([name_0, name_1], ignore_index=True)
-    counts = both.value_counts()
+    # one factorisation of the 2N names (hashing, O(N)); the A names are then ordered by a permutation
+    codes, uniques = pd.factorize(pd.concat([name_0, name_1], ignore_index=True))
+    uniques = [str(v) for v in uniques]
+    found = np.bincount(codes, minlength=len(uniques))
+    counts = dict(zip(uniques, found.tolist(), strict=True))
     if reference is None:
-        reference = sorted(counts.index, key=lambda v: (-counts[v], v))[0]
-    elif reference not in counts.index:
+        reference = sorted(uniques, key=lambda v: (-counts[v], v))[0]
+    elif reference not in counts:
         raise ValueError(f"{argument} = {reference!r} is not an action in the data; the actions are "
-                         f"{sorted(counts.index)}")
-    names = [reference, *sorted(v for v in counts.index if v != reference)]
-    actions = pd.DataFrame({"name": names, "n_comparisons": [int(counts[v]) for v in names],
+                         f"{sorted(uniques)}")
+    names = [reference, *sorted(v for v in uniques if v != reference)]
+    actions = pd.DataFrame({"name": names, "n_comparisons": [counts[v] for v in names],
                             "reference": [True] + [False] * (len(names) - 1)})
     actions.index.name = "action"
-    index = pd.Index(names)
-    return actions, index.get_indexer(name_0), index.get_indexer(name_1)
+    position = pd.Index(names).get_indexer(uniques)[codes]  # A lookups, then a gather
+    n = len(name_0)
+    return actions, position[:n], position[n:]
 
 
 def reference_one_hot(n_actions: int) -> np.ndarray:

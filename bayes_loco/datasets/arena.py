@@ -11,7 +11,6 @@ from ._common import (
     Dataset,
     encode_actions,
     id_series,
-    id_strings,
     indexed_data,
     one_hot,
     parse_nested,
@@ -32,12 +31,13 @@ USER_COLUMNS = ("judge", "evaluation_session_id")
 def _labels(frame: pd.DataFrame, schema: str, path) -> np.ndarray:
     if schema == "winner":
         winner = frame["winner"]
-        bad = ~winner.isin(list(WINNERS))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
+        codes, uniques = pd.factorize(winner, use_na_sentinel=False)  # a few distinct strings
+        known = np.array([v in WINNERS for v in uniques], dtype=bool)
+        if not known.all():
+            i = int(np.flatnonzero(~known[codes])[0])
             raise ValueError(f"{path}: winner in row {i} is {winner.iloc[i]!r}; expected one of "
                              f"{', '.join(map(repr, WINNERS))}")
-        return winner.map(WINNERS).to_numpy(dtype=float)
+        return np.array([WINNERS[v] for v in uniques], dtype=float)[codes]
     flags = frame[list(ONE_HOT_SCHEMA[2:])]
     numeric = flags.apply(pd.to_numeric, errors="coerce")
     bad = ~(numeric.isin([0, 1]).all(axis=1) & (numeric.sum(axis=1) == 1))
@@ -197,33 +197,35 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
         extra, style_names = style_differences(_style_counts(frame, where))
         feature_names += style_names
     x, context_names = one_hot(frame, list(contexts), min_count=min_count)
-    groups, notes = _users(frame, where)
-    users = pd.Series(groups, dtype=object)
+    users, notes = _users(frame, where)
+    groups = users.to_numpy(dtype=object)
     id_column = next((c for c in ("question_id", "id") if c in frame), None)
-    comparisons = pd.DataFrame({"row": np.arange(len(frame)), "user_id": groups,
-                                "action_0": name_0.to_numpy(), "action_1": name_1.to_numpy(), "y": y})
+    comparisons = pd.DataFrame({"row": np.arange(len(frame)), "user_id": users.array,
+                                "action_0": name_0.array, "action_1": name_1.array, "y": y})
     if id_column:
         comparisons.insert(1, id_column, frame[id_column].to_numpy())
     for column in contexts:
         comparisons[column] = frame[column].to_numpy()
-    user_table = users.value_counts(sort=False).rename("n_comparisons").rename_axis("user_id").reset_index()
+    codes, uniques = pd.factorize(users)
+    user_table = pd.DataFrame({"user_id": uniques, "n_comparisons": np.bincount(codes, minlength=len(uniques))})
     data = indexed_data(x, y, a0, a1, actions, extra, context_names, feature_names)
     release = "conversations / 100k / 140k" if schema == "winner" else "55k"
     return Dataset(data, comparisons, user_table, actions, tuple(context_names), tuple(feature_names),
                    groups, f"Arena ({release} schema) {where}", notes)
 
 
-def _users(frame: pd.DataFrame, where: str) -> tuple[np.ndarray, tuple[str, ...]]:
+def _users(frame: pd.DataFrame, where: str) -> tuple[pd.Series, tuple[str, ...]]:
     """The user of each battle (``judge``, else ``evaluation_session_id``, else the battle itself), as
-    Python strings, and the notes: a battle without a user id is its own user, said in a note."""
+    strings, and the notes: a battle without a user id is its own user, said in a note."""
     user_column = next((c for c in USER_COLUMNS if c in frame), None)
-    battles = np.array([f"battle{i}" for i in range(len(frame))], dtype=object)
+    rows = pd.RangeIndex(len(frame))
     if user_column is None:
-        return battles, ("no judge column: each battle is its own user",)
-    ids = id_strings(frame[user_column])
-    missing = np.equal(ids, None)
+        return pd.Series("battle" + rows.astype(str), dtype="string"), (
+            "no judge column: each battle is its own user",)
+    ids = id_series(frame[user_column]).reset_index(drop=True)
+    missing = ids.isna().to_numpy()
     if not missing.any():
         return ids, ()
-    ids[missing] = battles[missing]
+    ids[missing] = "battle" + rows[missing].astype(str)
     return ids, (f"{int(missing.sum())} battles without a {user_column} (first: row "
                               f"{int(np.flatnonzero(missing)[0])}): each is its own user 'battle<row>'",)
