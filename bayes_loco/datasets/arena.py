@@ -207,7 +207,8 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
     for column in contexts:
         comparisons[column] = frame[column].to_numpy()
     codes, uniques = pd.factorize(users)
-    user_table = pd.DataFrame({"user_id": uniques, "n_comparisons": np.bincount(codes, minlength=len(uniques))})
+    counts = np.bincount(codes, minlength=len(uniques))
+    user_table = pd.DataFrame({"user_id": uniques, "n_comparisons": counts})
     data = indexed_data(x, y, a0, a1, actions, extra, context_names, feature_names)
     release = "conversations / 100k / 140k" if schema == "winner" else "55k"
     return Dataset(data, comparisons, user_table, actions, tuple(context_names), tuple(feature_names),
