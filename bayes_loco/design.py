@@ -34,6 +34,9 @@ MIRROR_PANEL = 512
 # Gram and Fisher matrices of more coordinates than this are summed by column panels of this width
 # (information: large threaded dsyrk calls crash OpenBLAS on some machines).
 GRAM_PANEL = 2048
+# Item-indexed data with at most this many entries of Θ have their information summed in vec(Θ) by
+# compared pair, then rotated into the coordinates (_indexed_information).
+INDEXED_VEC_MAX = 4096
 # ... except in RTV coordinates, where each of the r(r+1)/2 pairs of context directions gets its own
 # d_φ × d_φ matrix, summed by column panels of this width (information: _rtv_gram).
 PAIR_PANEL = 512
@@ -74,9 +77,24 @@ def information(coordinates: Coordinates, data: PreferenceData, weights: np.ndar
             raise ValueError(f"weights must be {data.n} nonnegative numbers (one per comparison), got {what}")
     if isinstance(coordinates, VecCoordinates):
         return _vec_information(coordinates, data, weights)
+    if data.indexed and data.d_x * data.d_phi <= INDEXED_VEC_MAX:
+        return _indexed_information(coordinates, data, weights)
     if isinstance(coordinates, RTVBasis) and coordinates.dim > GRAM_PANEL:
         return _rtv_gram(coordinates, data, weights)  # checks the memory it needs itself
     return _blocked_gram(coordinates, data, weights)
+
+
+def _indexed_information(coordinates: Coordinates, data: PreferenceData, weights: np.ndarray | None
+                         ) -> np.ndarray:
+    """:func:`information` of item-indexed data in any coordinates that are linear in x Δφᵀ: T G Tᵀ, with
+    G = Σ_t w_t vec(x_t Δφ_tᵀ) vec(x_t Δφ_tᵀ)ᵀ summed by compared pair (:meth:`ItemDifferences.vec_gram`)
+    and T the coordinates of the d_x·d_φ unit matrices e_c e_jᵀ: no N × k design."""
+    w = np.ones(data.n) if weights is None else weights
+    gram = data.delta.vec_gram(w, data.contexts)
+    units = coordinates.transform(np.repeat(np.eye(data.d_x), data.d_phi, axis=0),
+                                  np.tile(np.eye(data.d_phi), (data.d_x, 1)))
+    out = units.T @ gram @ units
+    return 0.5 * (out + out.T)
 
 
 def gram_rows(z: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:

@@ -178,8 +178,11 @@ class ItemDifferences:
 
     def vec_gram(self, weights: np.ndarray, contexts: np.ndarray) -> np.ndarray:
         """Σ_t w_t z_t z_tᵀ with z_t = vec(x_t Δφ_tᵀ) (row-major), d_x·d_φ square: block (p, q) is
-        Σ_t w_t x_tp x_tq Δφ_t Δφ_tᵀ, each a :meth:`gram`."""
+        Σ_t w_t x_tp x_tq Δφ_t Δφ_tᵀ, each a :meth:`gram`; with several contexts and no per-comparison
+        columns, grouped by compared pair instead (:meth:`_pair_vec_gram`)."""
         d_x, d_phi = contexts.shape[1], self.shape[1]
+        if d_x > 1 and self.extra is None:
+            return self._pair_vec_gram(weights, contexts)
         out = np.empty((d_x * d_phi, d_x * d_phi))
         for p in range(d_x):
             for q in range(p, d_x):
@@ -187,6 +190,23 @@ class ItemDifferences:
                 out[p * d_phi:(p + 1) * d_phi, q * d_phi:(q + 1) * d_phi] = block
                 out[q * d_phi:(q + 1) * d_phi, p * d_phi:(p + 1) * d_phi] = block.T
         return out
+
+    def _pair_vec_gram(self, weights: np.ndarray, contexts: np.ndarray) -> np.ndarray:
+        """:meth:`vec_gram` by compared pair g: M_g = Σ_{t ∈ g} w_t x_t x_tᵀ (d_x × d_x, one small product
+        per pair), then Σ_g M_g ⊗ δ_g δ_gᵀ as one product of (d_x² × P) and (P × d_φ²), δ_g the pair's
+        Δφ: O(N d_x² + P d_x² d_φ²) where the blocks take O(d_x² (N + A² d_φ))."""
+        d_x, d_phi = contexts.shape[1], self.d_item
+        rows, pair = self.pair_rows()
+        order = np.argsort(pair, kind="stable")
+        starts = np.searchsorted(pair[order], np.arange(rows.shape[0] + 1))
+        moments = np.empty((rows.shape[0], d_x, d_x))
+        for g in range(rows.shape[0]):
+            take = order[starts[g]:starts[g + 1]]
+            x = contexts[take]
+            moments[g] = (x * weights[take, None]).T @ x
+        outer = (rows[:, :, None] * rows[:, None, :]).reshape(rows.shape[0], d_phi * d_phi)
+        full = moments.reshape(rows.shape[0], d_x * d_x).T @ outer  # [(p, q), (i, j)]
+        return full.reshape(d_x, d_x, d_phi, d_phi).transpose(0, 2, 1, 3).reshape(d_x * d_phi, d_x * d_phi)
 
 
 def check_items(item_features, actions, comparison_features, differences, n: int) -> ItemDifferences:

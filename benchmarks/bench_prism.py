@@ -92,22 +92,28 @@ def _figure(theta: np.ndarray, truth: np.ndarray, data: bl.PreferenceData, times
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.8), gridspec_kw={"width_ratios": [1, 1, 1.1]})
+    fig = plt.figure(figsize=(15, 5), layout="constrained")
+    left, right = fig.subfigures(1, 2, width_ratios=[1.6, 1])
+    axes = left.subplots(1, 2, sharey=True)
     limit = float(np.abs(truth).max())
-    for ax, values, title in ((axes[0], truth, "Θ* (truth)"), (axes[1], theta, "Θ̂ (fit_prs, rank 2)")):
+    for ax, values, title in ((axes[0], truth, r"$\Theta^*$ (truth)"),
+                              (axes[1], theta, r"$\hat\Theta$ (fit_prs, rank 2)")):
         image = ax.imshow(values, cmap="RdBu_r", vmin=-limit, vmax=limit, aspect="auto")
         ax.set_title(title)
-        ax.set_xlabel("model (relative to model-00)")
-        ax.set_ylabel("survey feature")
-        ticks = range(0, data.d_x, 5)
-        ax.set_yticks(ticks, [data.context_names[j] for j in ticks], fontsize=8)
-    fig.colorbar(image, ax=axes[:2], shrink=0.8, label="reward weight")
-    stages = list(times)
-    axes[2].barh(stages, [times[s] for s in stages], color="tab:blue")
-    axes[2].set_xlabel("seconds (2 cores)")
-    axes[2].set_title(f"N = {data.n:,}: the stages' times")
-    axes[2].tick_params(axis="y", labelsize=8)
-    fig.savefig(path, dpi=110, bbox_inches="tight")
+        ax.set_xlabel("model (reward relative to model-00)")
+    ticks = range(0, data.d_x, 5)
+    axes[0].set_yticks(ticks, [data.context_names[j] for j in ticks], fontsize=8)
+    axes[0].set_ylabel("survey feature")
+    left.colorbar(image, ax=axes, shrink=0.8, label="reward weight")
+    ax = right.subplots()
+    labels = {"fit_prs": "fit_prs (rank 2)", "Wald set (95%)": "Wald set (95%)",
+              "cross_validate PRS (5 folds by user)": "PRS, 5-fold CV by user",
+              "cross_validate plain BT": "plain BT, 5-fold CV by user"}
+    ax.barh([labels[s] for s in times], list(times.values()), color="tab:blue")
+    ax.invert_yaxis()
+    ax.set_xlabel("seconds (wall, 2 cores)")
+    ax.set_title(f"N = {data.n:,} comparisons, {USERS:,} users")
+    fig.savefig(path, dpi=110)
     print(f"figure: {path}")
 
 
