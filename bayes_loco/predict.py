@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._validation import as_float_array, check_instance, check_int, check_real
+from ._validation import as_float_array, as_names, check_instance, check_int, check_real
 from .data import Population, PreferenceData
 from .design import DESIGN_BLOCK_BYTES
 from .model import MARGIN_BLOCK_BYTES, expected_label, margins
@@ -67,8 +67,15 @@ class Prediction:
     method: str = ""
     reference: int | None = None
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per comparison (``comparison``), or per row and action (``row``, ``action``)."""
+    def to_frame(self, action_names=None) -> pd.DataFrame:
+        """One row per comparison (``comparison``), or per row and action (``row``, ``action``).
+
+        Parameters
+        ----------
+        action_names : sequence of str, optional
+            Rewards only: a name for each of the A actions (e.g. a fit's ``data.item_names``),
+            used in the ``action`` level of the index.
+        """
         columns = {"estimate": self.estimate}
         if self.lower is not None:
             columns |= {"lower": self.lower, "upper": self.upper}
@@ -77,7 +84,8 @@ class Prediction:
             frame.index.name = "comparison"
             return frame
         n, a = self.estimate.shape
-        index = pd.MultiIndex.from_product([range(n), range(a)], names=["row", "action"])
+        actions = range(a) if action_names is None else as_names(action_names, "action_names", a)
+        index = pd.MultiIndex.from_product([range(n), actions], names=["row", "action"])
         return pd.DataFrame({k: v.ravel() for k, v in columns.items()}, index=index)
 
     def __repr__(self) -> str:

@@ -271,3 +271,11 @@ def test_the_low_rank_road_on_indexed_data_equals_the_dense_one(kw):
     p, q = bl.fit_prs(indexed, 1), bl.fit_prs(dense, 1)
     np.testing.assert_allclose(p.theta, q.theta, atol=1e-6)
     np.testing.assert_allclose(p.predict_proba(indexed), q.predict_proba(dense), atol=1e-8)
+
+
+def test_rewards_are_tabled_by_item_name():
+    fit, population, names = _named_fit_and_population()
+    table = fit.reward(population, level=0.9).to_frame(action_names=fit.data.item_names)
+    assert list(table.index.get_level_values("action")[:ITEMS]) == names
+    best = table.groupby(level="action")["estimate"].mean().idxmax()
+    assert best == names[int(np.argmax(fit.utilities))]

@@ -132,6 +132,16 @@ class BradleyTerryFit:
         """Pointwise Wald ``level`` intervals of :meth:`predict_proba`."""
         return self.mle.predict_interval(one_context(data), level)
 
+    def reward(self, contexts, features=None, level: float | None = None, *,
+               reference: int = 0) -> Prediction:
+        """Rewards θ̂ᵀ(φ(a) − φ(a_ref)) of candidate actions with Wald intervals
+        (:func:`bayes_loco.predict.reward`), every row read with x ≡ 1; ``contexts`` a Population or
+        (n, d_x) contexts, whose values are ignored."""
+        if isinstance(contexts, Population):
+            return self.mle.reward(self.population(contexts), level=level, reference=reference)
+        n = np.shape(contexts)[0] if np.ndim(contexts) else 0
+        return self.mle.reward(np.ones((n, 1)), features, level, reference=reference)
+
     def summary(self, level: float = 0.95) -> Summary:
         """The MLE's summary: θ̂ with its Wald intervals."""
         return self.mle.summary(level)
