@@ -29,6 +29,8 @@ from ._validation import as_float_array, check_magnitude
 
 # Above this many items the Laplacians are summed as sparse matrices instead of dense A × A arrays.
 DENSE_LAPLACIAN_ITEMS = 2048
+# Distinct compared pairs are found by a count over all A² pair keys up to this many keys, else by sorting.
+DENSE_PAIR_KEYS = 2**24
 
 
 @dataclass(frozen=True, eq=False)
@@ -99,7 +101,12 @@ class ItemDifferences:
     def pair_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """The distinct pairs (a₁, a₀) compared, as their dense Δφ rows (P × d_item), and each row's pair."""
         keys = self.item_1.astype(np.int64) * self.n_items + self.item_0
-        unique, inverse = np.unique(keys, return_inverse=True)
+        if self.n_items**2 <= DENSE_PAIR_KEYS:  # presence over every key: O(N + A²), no sort
+            present = np.bincount(keys, minlength=self.n_items**2) > 0
+            unique = np.flatnonzero(present)
+            inverse = (np.cumsum(present) - 1)[keys]
+        else:
+            unique, inverse = np.unique(keys, return_inverse=True)
         a1, a0 = np.divmod(unique, self.n_items)
         return self._item_rows(a1) - self._item_rows(a0), inverse
 
