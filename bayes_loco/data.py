@@ -23,6 +23,7 @@ import pandas as pd
 from scipy import sparse
 
 from ._frames import TIE_VALUES, frame_arguments
+from ._regroup import aggregate, items_on
 from ._validation import as_counts, as_float_array, as_labels, as_names, as_weights, check_int, fingerprint
 from .exceptions import DataWarning
 from .indexed import check_items
@@ -382,7 +383,7 @@ class PreferenceData:
         PreferenceData
             The distinct rows, in order of first appearance, with ``counts``.
         """
-        return _aggregate(self)
+        return aggregate(self)
 
     @functools.cached_property
     def fingerprint(self) -> str:
@@ -490,31 +491,7 @@ class PreferenceData:
             Items of these data that ``reference`` does not know, or per-comparison columns
             that differ by name.
         """
-        if not (self.indexed and reference.indexed and self.item_names and reference.item_names):
-            return self
-        same = self.item_names == reference.item_names and self.feature_names == reference.feature_names
-        if same and _same_table(self.item_features, reference.item_features):
-            return self
-        index = pd.Index(reference.item_names)
-        codes = index.get_indexer(list(self.item_names))
-        used = np.unique(self.actions)
-        unknown = [self.item_names[i] for i in used if codes[i] < 0]
-        if unknown:
-            raise ValueError(f"data compare items {unknown[:5]} that the fit never saw (it knows "
-                             f"{len(index)} items): a fit predicts only items of its own table; drop those "
-                             "comparisons or refit with them")
-        d_item = reference.item_features.shape[1]
-        mine, theirs = (tuple(d.feature_names[d.item_features.shape[1]:]) if d.feature_names else None
-                        for d in (self, reference))
-        if mine != theirs:
-            raise ValueError(f"data have per-comparison columns {mine}, the fit {theirs}: they must match by "
-                             "name and order")
-        return PreferenceData(self.contexts, None, self.labels, codes[self.actions], weights=self.weights,
-                              counts=self.counts, item_features=reference.item_features,
-                              comparison_features=self.comparison_features, item_names=reference.item_names,
-                              context_names=self.context_names, winner_first=self.winner_first,
-                              feature_names=None if reference.feature_names is None else
-                              reference.feature_names[: d_item] + (mine or ()))
+        return items_on(self, reference)
 
     def split(self, n_initial: int | None) -> tuple[PreferenceData, PreferenceData]:
         """Split into the first N₀ rows and the rest (the paper's data split).
@@ -574,35 +551,6 @@ def _span_dimensions(data: PreferenceData, at_most: int) -> dict[str, int]:
     """The dimensions of the spans of the contexts and of the differences, each capped at ``at_most``."""
     return {"contexts": span_dimension(data.contexts, at_most),
             "differences": span_dimension(data.distinct_differences(), at_most)}
-
-
-def _same_table(a, b) -> bool:
-    """Whether two item tables (dense or sparse) are equal."""
-    if a.shape != b.shape:
-        return False
-    dense = [m.toarray() if sparse.issparse(m) else np.asarray(m) for m in (a, b)]
-    return bool(np.array_equal(*dense))
-
-
-def _aggregate(data: PreferenceData) -> PreferenceData:
-    """:meth:`PreferenceData.aggregate`."""
-    label_code = np.rint(2 * data.labels.astype(float)).astype(np.int64)  # 0, 1, 2
-    simple = (data.indexed and data.comparison_features is None and data.weights is None
-              and bool(np.all(data.contexts == data.contexts[0])))
-    if simple:
-        a = data.item_features.shape[0]
-        keys = (data.actions[:, 1].astype(np.int64) * a + data.actions[:, 0]) * 3 + label_code
-        _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
-    else:
-        delta = [data.actions, data.comparison_features] if data.indexed else [data.differences]
-        rows = np.column_stack([data.contexts, *[d for d in delta if d is not None], label_code,
-                                data.sample_weights])
-        _, first, inverse = np.unique(rows, axis=0, return_index=True, return_inverse=True)
-    inverse = inverse.ravel()
-    counts = np.bincount(inverse, data.counts, first.size) if data.counts is not None else \
-        np.bincount(inverse, minlength=first.size).astype(float)
-    order = np.argsort(first, kind="stable")
-    return data._rows(first[order], counts[order])
 
 
 def warn_unidentified_rank(data: PreferenceData, rank, name: str = "rank") -> None:

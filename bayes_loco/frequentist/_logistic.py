@@ -70,12 +70,12 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
     For Davidson's model (``likelihood.ties == "davidson"``) λ = log ν is one more unknown,
     not penalised, started at ``log_nu``. ``what`` names the estimate in warnings.
 
-    ``gram(c)`` = Σ_t c_t z_t z_tᵀ (n_params square), where it is cheap (item-indexed data: a
-    Laplacian per context pair), turns the solver into exact trust-region Newton (``trust-exact``)
-    on the whole Hessian: a few iterations where conjugate gradients on an ill-conditioned
+    ``gram(c)`` = Σ_t c_t z_t z_tᵀ (n_params square), where it is cheap (item-indexed data:
+    Laplacians of the compared items), turns the solver into Newton's method on the whole Hessian
+    (:func:`newton_exact`): a few iterations where conjugate gradients on an ill-conditioned
     leaderboard (rarely compared items) take hundreds of Hessian-vector products. Its steps,
-    (H + λI)⁻¹g, stay in range(H) too. ``separated_items()``, when the fit is separated, names the
-    items that cause it for the warning.
+    −H⁺g, stay in range(H) too. ``separated_items()``, when the fit is separated, names the items
+    that cause it for the warning.
     """
     n = likelihood.labels.shape[0]
     # The mean loss per unit weight: the tolerance means the same with and without weights.
@@ -94,30 +94,7 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
             grad = np.append(grad, d_lam.sum())
         return value / scale, grad / scale
 
-    curvature = {}
-
-    def hessp(x, v):
-        key = x.tobytes()
-        if key not in curvature:
-            curvature.clear()
-            theta, lam = split(x)
-            curvature[key] = likelihood.curvature(forward(theta), lam)
-        c_eta, c_cross, c_lam = curvature[key]
-        if not extra:
-            return (adjoint(c_eta * forward(v)) + ridge * v) / scale
-        v_theta, v_lam = split(v)
-        av = forward(v_theta)
-        h_theta = adjoint(c_eta * av + c_cross * v_lam) + ridge * v_theta
-        return np.append(h_theta, c_cross @ av + c_lam * v_lam) / scale
-
-    def hess(x):
-        theta, lam = split(x)
-        c_eta, c_cross, c_lam = likelihood.curvature(forward(theta), lam)
-        block = gram(c_eta) + ridge * np.eye(n_params)
-        if extra:
-            border = adjoint(c_cross)
-            block = np.block([[block, border[:, None]], [border[None, :], np.array([[c_lam]])]])
-        return block / scale
+    hessp, hess = _second_order(forward, adjoint, likelihood, split, ridge, scale, n_params, gram)
 
     def solve(x0, gtol):
         if gram is not None:
@@ -150,6 +127,40 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
     warning = _warn_fit(what, n_extreme, n, max_abs_margin, converged, res, tol, hint)
     return LogisticFit(params, likelihood.value(eta, lam), int(res.nit), converged, str(res.message),
                        max_abs_margin, n_extreme, warning, None if lam is None else float(lam))
+
+
+def _second_order(forward, adjoint, likelihood: Likelihood, split, ridge: float, scale: float, n_params: int,
+                  gram):
+    """The Hessian of :func:`fit_logistic`'s mean loss as a product ``hessp(x, v)`` (curvature cached per x)
+    and, where ``gram`` is given, whole: ``hess(x)`` (the θ-block Σ_t c_t z_t z_tᵀ + ridge·I, bordered by the
+    λ row and column for Davidson's model)."""
+    extra = likelihood.n_extra
+    curvature = {}
+
+    def hessp(x, v):
+        key = x.tobytes()
+        if key not in curvature:
+            curvature.clear()
+            theta, lam = split(x)
+            curvature[key] = likelihood.curvature(forward(theta), lam)
+        c_eta, c_cross, c_lam = curvature[key]
+        if not extra:
+            return (adjoint(c_eta * forward(v)) + ridge * v) / scale
+        v_theta, v_lam = split(v)
+        av = forward(v_theta)
+        h_theta = adjoint(c_eta * av + c_cross * v_lam) + ridge * v_theta
+        return np.append(h_theta, c_cross @ av + c_lam * v_lam) / scale
+
+    def hess(x):
+        theta, lam = split(x)
+        c_eta, c_cross, c_lam = likelihood.curvature(forward(theta), lam)
+        block = gram(c_eta) + ridge * np.eye(n_params)
+        if extra:
+            border = adjoint(c_cross)
+            block = np.block([[block, border[:, None]], [border[None, :], np.array([[c_lam]])]])
+        return block / scale
+
+    return hessp, hess
 
 
 def newton_exact(fun, hess, x0: np.ndarray, gtol: float, max_iter: int) -> OptimizeResult:
