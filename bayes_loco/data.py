@@ -339,9 +339,9 @@ class PreferenceData:
         return self.delta.shape[1]
 
     @property
-    def n_comparisons(self) -> float:
+    def n_comparisons(self) -> int:
         """The comparisons these rows stand for: Σ_t f_t with counts, else N (the N of every statistic)."""
-        return self.n if self.counts is None else float(self.counts.sum())
+        return self.n if self.counts is None else round(float(self.counts.sum()))
 
     def __len__(self) -> int:
         return self.n
@@ -382,6 +382,14 @@ class PreferenceData:
         -------
         PreferenceData
             The distinct rows, in order of first appearance, with ``counts``.
+
+        Examples
+        --------
+        >>> import bayes_loco as bl
+        >>> data = bl.PreferenceData.from_items([1, 1, 0, 1], item_1=[0, 0, 0, 1], item_0=[1, 1, 1, 2])
+        >>> compact = data.aggregate()
+        >>> compact.n, compact.counts.tolist()
+        (3, [2.0, 1.0, 1.0])
         """
         return aggregate(self)
 
@@ -490,6 +498,15 @@ class PreferenceData:
         ValueError
             Items of these data that ``reference`` does not know, or per-comparison columns
             that differ by name.
+
+        Examples
+        --------
+        >>> import bayes_loco as bl
+        >>> fitted = bl.PreferenceData.from_items([1, 0], item_1=[0, 1], item_0=[1, 2],
+        ...                                       item_names=["a", "b", "c"])
+        >>> other = bl.PreferenceData.from_items([1], item_1=[0], item_0=[1], item_names=["b", "c"])
+        >>> other.on_items(fitted).actions.tolist()  # (c, b) as rows of the fitted table
+        [[2, 1]]
         """
         return items_on(self, reference)
 

@@ -177,6 +177,15 @@ class BradleyTerryFit:
         ------
         ValueError
             On data that are not item-indexed (no item table to rate).
+
+        Examples
+        --------
+        >>> import bayes_loco as bl
+        >>> data = bl.PreferenceData.from_items([1, 0, 1, 0, 1, 1], item_1=[0, 0, 1, 1, 2, 2],
+        ...                                     item_0=[1, 1, 2, 2, 0, 0], item_names=["a", "b", "c"])
+        >>> board = bl.fit_bradley_terry(data).leaderboard(0.9)
+        >>> list(board.columns)
+        ['rating', 'std_err', 'lower', 'upper', 'rank', 'rank_upper', 'rank_lower', 'comparisons']
         """
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
         data = self.mle.data
