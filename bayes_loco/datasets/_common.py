@@ -176,8 +176,12 @@ def check_file(path, what: str) -> Path:
     return path
 
 
-def read_table(path, what: str) -> pd.DataFrame:
-    """A .parquet, .json (records, columns or JSON lines), .jsonl or .csv file as a DataFrame with rows."""
+def read_table(path, what: str, columns=None) -> pd.DataFrame:
+    """A .parquet, .json (records, columns or JSON lines), .jsonl or .csv file as a DataFrame with rows.
+
+    ``columns``: a Parquet file is read for those of them it has only (a release's conversations are
+    most of its bytes); other formats are read whole.
+    """
     path = check_file(path, what)
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
@@ -186,7 +190,14 @@ def read_table(path, what: str) -> pd.DataFrame:
     if suffix in (".parquet", ".pq"):
         _sniff(path, what, False)
         try:
-            frame = pd.read_parquet(path)
+            if columns is not None:
+                import pyarrow.parquet as pq
+
+                names = pq.read_schema(path).names
+                columns = [c for c in names if c in set(columns)] or None
+            frame = pd.read_parquet(path, columns=columns)
+            if columns is not None:
+                frame.attrs["columns"] = names  # every column of the file, for a schema error
         except (OSError, ValueError) as exc:  # a truncated or damaged file: Arrow's own message, once
             first = str(exc).splitlines()[0]
             raise ValueError(f"{what} file {path} cannot be read as Parquet: {first}") from None

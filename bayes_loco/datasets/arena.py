@@ -157,22 +157,26 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
         frame, where = path.reset_index(drop=True), "the frame"
         if frame.empty:
             raise ValueError("read_arena: the frame has no rows")
-    else:
-        frame, where = read_table(path, "Arena"), str(path)
     if isinstance(contexts, str) or not all(isinstance(c, str) for c in contexts):
         raise TypeError(f"contexts must be a sequence of column names, got {contexts!r}")
     if not isinstance(style, bool):
         raise TypeError(f"style must be a bool, got {style!r}")
+    if not isinstance(path, pd.DataFrame):
+        wanted = {*WINNER_SCHEMA, *ONE_HOT_SCHEMA, *USER_COLUMNS, "question_id", "id", *contexts}
+        if style:
+            wanted |= {"conv_metadata", *(k.format(side) for k in STYLE_ELEMENTS.values() for side in "ab")}
+        frame, where = read_table(path, "Arena", columns=wanted), str(path)
     if all(c in frame for c in WINNER_SCHEMA):
         schema = "winner"
     elif all(c in frame for c in ONE_HOT_SCHEMA):
         schema = "55k"
     else:
         missing = [c for c in WINNER_SCHEMA if c not in frame]
+        found = sorted(map(str, frame.attrs.get("columns", frame.columns)))[:12]
         raise schema_error(where, "a Chatbot Arena file", missing,
-                           f"found columns {sorted(map(str, frame.columns))[:12]}; the conversation and "
-                           "100k/140k releases have model_a, model_b, winner; the 55k release model_a, "
-                           "model_b, winner_model_a, winner_model_b, winner_tie")
+                           f"found columns {found}; the conversation and 100k/140k releases have model_a, "
+                           "model_b, winner; the 55k release model_a, model_b, winner_model_a, "
+                           "winner_model_b, winner_tie")
     missing = [c for c in contexts if c not in frame]
     if missing:
         raise schema_error(where, "an Arena file with these contexts", missing,
@@ -198,7 +202,9 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
         feature_names += style_names
     x, context_names = one_hot(frame, list(contexts), min_count=min_count)
     users, notes = _users(frame, where)
-    groups = users.to_numpy(dtype=object)
+    codes, uniques = pd.factorize(users)
+    # one Python string per user, shared by its battles (not one per battle: 3·10⁶ strings are 170 MB)
+    groups = np.asarray(uniques.astype(object), dtype=object)[codes]
     id_column = next((c for c in ("question_id", "id") if c in frame), None)
     comparisons = pd.DataFrame({"row": np.arange(len(frame)), "user_id": users.array,
                                 "action_0": name_0.array, "action_1": name_1.array, "y": y})
@@ -206,7 +212,6 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
         comparisons.insert(1, id_column, frame[id_column].to_numpy())
     for column in contexts:
         comparisons[column] = frame[column].to_numpy()
-    codes, uniques = pd.factorize(users)
     counts = np.bincount(codes, minlength=len(uniques))
     user_table = pd.DataFrame({"user_id": uniques, "n_comparisons": counts})
     data = indexed_data(x, y, a0, a1, actions, extra, context_names, feature_names)
