@@ -40,6 +40,7 @@ from .data import SCOPES, Population, Units
 from .design import candidate_features, mean_candidate_features, population_coordinates, relative_features
 from .exceptions import ConvergenceWarning
 from .model import rewards
+from .results import Fit
 from .sets.base import (
     Certificate,
     ConvexSet,
@@ -267,6 +268,13 @@ def _check_common(population, scope, reference_action):
     return check_int(reference_action, "reference_action", 0, population.n_actions - 1)
 
 
+def read_population(fit, population: Population) -> Population:
+    """``population`` as ``fit`` reads it: a fit with its own view of populations (plain Bradley–Terry
+    reads every user with x ≡ 1: ``fit.population``) gets that view, others the population itself."""
+    view = getattr(fit, "population", None)
+    return view(population) if callable(view) else population
+
+
 def _check_set(uncertainty_set) -> UncertaintySet:
     if not isinstance(uncertainty_set, UncertaintySet):
         raise TypeError("uncertainty_set must have `coordinates` and `lower_bound(z)`, "
@@ -345,9 +353,11 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
 
     Parameters
     ----------
-    uncertainty_set : UncertaintySet
+    uncertainty_set : UncertaintySet or Fit
         Any set with ``coordinates`` and ``lower_bound`` (PRS's ellipsoid, the
-        MLE baselines' ellipsoids, Wald sets, posterior credible sets).
+        MLE baselines' ellipsoids, Wald sets, posterior credible sets), or a fit, whose
+        ``calibrated_set(0.9)`` is used (a plain Bradley–Terry fit reads the population
+        with x ≡ 1).
     population : Population
         The evaluation population ρ with every candidate action's features.
     objective : {"relaxed", "exact"}
@@ -378,6 +388,9 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
     max_iter : int
         Exact objective: iterations per inner solve.
     """
+    if isinstance(uncertainty_set, Fit) and not isinstance(uncertainty_set, UncertaintySet):
+        population = read_population(uncertainty_set, population)
+        uncertainty_set = uncertainty_set.calibrated_set(0.9)
     reference_action = _check_common(population, scope, reference_action)
     check_option(objective, "objective", OBJECTIVES)
     tol = check_real(tol, "tol", 0.0, low_open=True)

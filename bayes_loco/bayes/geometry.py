@@ -250,7 +250,7 @@ class Geometry:
 
 def largest_margin(theta: np.ndarray, data: PreferenceData) -> float:
     """max_t |η_t| of Θ on the data: above :data:`MARGIN_MAX` a start is separated in effect."""
-    return float(np.abs(margins(theta, data.contexts, data.differences)).max())
+    return float(np.abs(margins(theta, data.contexts, data.delta)).max())
 
 
 def check_user_start(start: LowRankResult, data: PreferenceData, scale: float) -> None:

@@ -79,7 +79,7 @@ def log_likelihood(post) -> xr.Dataset:
     nu = _nu_draws(post, chains, draws)
     nu = None if nu is None else nu.reshape(-1)
     ties = getattr(post, "ties", HALF)
-    weights = data.weights if data.weighted else None
+    weights = data.loss_weights if data.weighted or data.counts is not None else None
     out = np.empty((flat.shape[0], data.n))
     block = max(1, BLOCK_VALUES // max(1, data.n * data.d_phi))
     for lo in range(0, flat.shape[0], block):

@@ -277,7 +277,7 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         :func:`bayes_loco.design.information`, as a Wald set's is, never forming the N × k design.
         """
         data = self.data
-        eta = margins(self.theta, data.contexts, data.differences)
+        eta = margins(self.theta, data.contexts, data.delta)
         return information(self.basis, data, fisher_weights(eta))
 
     def _summary_table(self, level: float) -> pd.DataFrame:

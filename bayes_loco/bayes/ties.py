@@ -89,7 +89,7 @@ def likelihood_kind(data: PreferenceData, prior: Prior) -> str:
     Bernoulli likelihood, and is built as such.
     """
     model = tie_model(prior)
-    if model == HALF and not data.has_ties and not data.weighted:
+    if model == HALF and not data.has_ties and not data.weighted and data.counts is None:
         return BERNOULLI
     return model
 
@@ -102,7 +102,7 @@ def tie_record(data: PreferenceData, prior: Prior) -> dict:
 
 def log_nu_start(data: PreferenceData) -> float:
     """log ν₀ = log(2τ/(1 − τ)), τ the smoothed weighted tie share (see the module docstring)."""
-    w = data.sample_weights
+    w = data.loss_weights
     tau = (float(w[data.ties].sum()) + 0.5) / (float(w.sum()) + 1.0)
     return float(np.log(2.0 * tau / (1.0 - tau)))
 
@@ -154,7 +154,7 @@ def add_tie_likelihood(data: PreferenceData, eta, prior: Prior) -> None:
     predictive groups are drawn by :mod:`.layout`.
     """
     y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=float), dims=D.COMPARISON)
-    weights = pm.Data(DATA_WEIGHTS, data.sample_weights, dims=D.COMPARISON)
+    weights = pm.Data(DATA_WEIGHTS, data.loss_weights, dims=D.COMPARISON)  # counts × sampling weights
     if tie_model(prior) == HALF:
         pm.CustomDist(D.OBSERVED, eta, weights, logp=_half_logp, observed=y, dims=D.COMPARISON)
         return
