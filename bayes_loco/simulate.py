@@ -26,11 +26,16 @@ from ._validation import check_int, check_option, check_real, rng_from
 from .data import Population, PreferenceData
 from .model import margins, rewards
 
+__all__ = ["CONTEXT_LAWS", "NOISE_BLOCK", "TARGET_SHIFT", "THETA_KINDS", "PaperProblem", "decaying_columns",
+           "effective_rank", "paper_problem", "paper_theta"]
+
+#: The kinds of Θ* :func:`paper_theta` builds: §5.1's (``"paper"``) and the rank appendix's diagonal one.
 THETA_KINDS = ("paper", "diagonal")
+#: The laws of the contexts x of an evaluation population (:meth:`PaperProblem.population`).
 CONTEXT_LAWS = ("uniform", "shifted", "target")
-# The target law's centre is (TARGET_SHIFT, −TARGET_SHIFT, 0, …).
+#: The ``"target"`` context law's centre is (TARGET_SHIFT, −TARGET_SHIFT, 0, …).
 TARGET_SHIFT = 1.0
-# Noise features are drawn this many numbers (32 MiB) at a time.
+#: Pure-noise features are drawn this many numbers (32 MiB) at a time.
 NOISE_BLOCK = 2**22
 
 

@@ -25,8 +25,9 @@ from ..data import Population, PreferenceData
 from ..model import margins, rewards
 from ..simulate import decaying_columns
 
+#: Responses per prompt in the benchmark.
 N_RESPONSES = 8
-# Published train-set mean and standard deviation of each reward model's scores.
+#: The ten reward models, with the published train-set mean and standard deviation of their scores.
 REWARD_MODELS: dict[str, tuple[float, float]] = {
     "gemma_2b": (4.330, 2.039), "gemma_7b": (1.626, 2.610), "mistral_raft": (8.309, 3.073),
     "mistral_ray": (3.014, 1.690), "mistral_weqweasdas": (7.071, 2.579), "llama3_sfairx": (1.064, 2.953),

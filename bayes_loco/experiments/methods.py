@@ -63,6 +63,7 @@ class MethodSpec:
     sized: bool = False
 
 
+#: Every method by name: the fit it uses, its uncertainty set and the objective of its policy.
 METHODS: dict[str, MethodSpec] = {
     "MLE-Greedy": MethodSpec("mle", None, "greedy"),
     "MLE-Pessimistic": MethodSpec("mle", "gram", "relaxed"),
@@ -85,8 +86,9 @@ METHODS: dict[str, MethodSpec] = {
     "Posterior-exact-cvar": MethodSpec("posterior", "cvar", "exact"),
     "Posterior-exact-ellipsoid-values": MethodSpec("posterior", "credible", "exact", sized=True),
 }
+#: The methods a study runs unless it names others: the paper's three and the exact Wald policy.
 DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
-# compare_policies' default: the paper's PRS set and the Wald set against every posterior set.
+#: :func:`compare_policies`' default: the paper's PRS set and the Wald set against every posterior set.
 COMPARE_METHODS = ("PRS", "PRS-exact-Gram", "PRS-exact-Wald", "PRS-relaxed-Wald", "LowRank-Greedy",
                    "Posterior-mean-Greedy", "Posterior-exact-ellipsoid", "Posterior-relaxed-ellipsoid",
                    "Posterior-exact-sandwich", "Posterior-exact-draws", "Posterior-relaxed-draws",
@@ -95,12 +97,13 @@ GIC_RANKS = 5
 
 # fit_posterior's settings that come in groups (its arguments nuts, prior, vi), and their defaults here.
 POSTERIOR_GROUPS = ("nuts", "prior", "vi")
+#: The posterior settings of the studies' tasks: 4 chains × (500 + 500) on one core each.
 POSTERIOR_DEFAULTS: dict[str, dict] = {"nuts": {"draws": 500, "tune": 500, "chains": 4, "cores": 1}}
 # fit_posterior's ungrouped settings that a study may set (posterior_method=vi).
 POSTERIOR_KEYWORDS = ("method",)
 POSTERIOR_PREFIX = "posterior_"
 
-# The columns of every row, in order.
+#: The columns of every row of a study's results, in order.
 COLUMNS = ["method", "fit", "set_kind", "level", "objective", "scope", "suboptimality", "pessimistic_value",
            "relative_gap", "covered", "value_covered", "truth_distance", "radius", "k_eff", "c_star",
            "theta_error", "fit_seconds", "policy_seconds", "selected_rank", "max_rhat", "divergences",
@@ -195,6 +198,8 @@ def _fit_posterior(fits: Fits) -> Fit:
     return fit_posterior(fits.data, fits.rank, **(arguments | posterior_arguments(fits.posterior)))
 
 
+#: The fitters by a method's ``fit`` (``"mle"``, ``"prs"``, ``"low_rank"``, ``"gic"``, ``"posterior"``): each
+#: fits a task's data once, and the methods that share a fit share it.
 FITTERS: dict[str, Fitter] = {
     "mle": Fitter(_fit_mle, at_rank=False),
     "prs": Fitter(_fit_prs),

@@ -42,6 +42,8 @@ def _personalllm(settings: Mapping, seed) -> Problem:
                                noise_dims=int(settings["noise_dims"]), seed=seed)
 
 
+#: The problems a study runs on, by name: each builds a :class:`~bayes_loco.Problem` from a study's settings
+#: and a seed.
 PROBLEMS: dict[str, Callable[[Mapping, object], Problem]] = {
     "paper": _paper,
     "personalllm": _personalllm,
