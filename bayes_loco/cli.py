@@ -250,7 +250,7 @@ How to read the personalised rows: one action per (x, s). MLE-Greedy bets on act
 compare and is worst. PRS-exact-Wald, the exact minimax policy of PRS's calibrated 90% Wald set, is
 best and its value bound holds (value_coverage 1). The paper's PRS (relaxed objective, the tuned
 Gram ball C2 = 5) can lose to MLE-Pessimistic at this size: C2 = 5 is a tuned strength and its ball
-shrinks like sqrt(k/N), before rarely compared actions are estimated well (docs/results.md,
+shrinks like sqrt(k/N), before rarely compared actions are estimated well (docs/results/baselines.md,
 notebook 04). Neither tuned ball covers theta (coverage 0): they are penalties, not confidence sets.
 
 How to read the global rows: one action per state for a population deployed away from the training
@@ -258,7 +258,7 @@ contexts (x centred at (1, -1, 0, ...), outside [-1, 1]^20). The data cover acti
 there; the other actions are compared rarely. PRS-exact-Wald guards every direction of theta (radius
 sqrt(chi2_78) = 9.7) and falls back to the reference action; PRS-exact-Wald-values guards only the values a
 global policy can reach (radius about 4) and keeps the well-covered best action. Personalised rows of the
-two are the same: personalised policies reach every direction. docs/results.md ("Distribution shift") has
+two are the same: personalised policies reach every direction. docs/results/pessimism.md has
 the 20-seed study: `bayes-loco run shift`."""
 
 

@@ -120,7 +120,9 @@ suppress_warnings = ["mystnb.unknown_mime_type"]
 
 # ------------------------------------------------------------------------------------------ reference
 
-autosummary_generate = True
+# The pages whose autosummary tables get a generated page per name (listed, not True: on an incremental
+# build Sphinx's list of documents is the previous build's, and a new page's names would get none).
+autosummary_generate = sorted(str(p.relative_to(DOCS)) for p in (DOCS / "reference").glob("*.md"))
 autosummary_imported_members = True
 autodoc_typehints = "none"
 autodoc_member_order = "bysource"

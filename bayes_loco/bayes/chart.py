@@ -30,7 +30,7 @@ The prior density is invariant under (U, V) → (U R, V R), so R can be
 integrated out exactly; for Gaussian G, T_ii ~ s_U χ_{r−i+1} (i = 1 … r) and
 the entries below the diagonal are N(0, s_U²) (Bartlett). Changing variables
 from (T, H, V_s) to (T, B, A, C) with H = B T, V_sᵀ = T⁻¹ [A, C] multiplies
-the density by |det T|^{d_x' − r − m}. So in the coordinates (A, B, C, T, U_⊥,
+the density by abs(det T)^(d_x' − r − m). So in the coordinates (A, B, C, T, U_⊥,
 V_⊥) the density is
 
     p ∝ ∏_i T_ii^{r − i + d_x' − r − m} · exp(−(‖T‖² + ‖B T‖²)/2s_U² − ‖T⁻¹[A, C]‖²/2s_V²)
@@ -72,7 +72,7 @@ lower triangular with a positive diagonal (an LQ decomposition; the rotation
 is integrated out, T_ii ~ s_U χ_{r−i+1}); write U_s = [[T, 0], [H₁, W]],
 V_s = [V₁, [Y; Y']] with Y (r₁ × r_w). Then V₁ᵀ = T⁻¹ [A, C],
 H₁ = (B − W Yᵀ A⁻¹) T and Y' = Z + Cᵀ A⁻ᵀ Y. The Jacobian is again
-|det T|^{d_x' − r₁ − m} (block triangular), so in (A, B, C, T, W, Z, Y, U_⊥,
+abs(det T)^(d_x' − r₁ − m) (block triangular), so in (A, B, C, T, W, Z, Y, U_⊥,
 V_⊥) the density is
 
     p ∝ ∏_{i ≤ r₁} T_ii^{r − i + d_x' − r₁ − m} · exp(−(‖T‖² + ‖H₁‖² + ‖W‖²)/2s_U²

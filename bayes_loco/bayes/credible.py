@@ -97,7 +97,7 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
     θ̄ ≈ Σ (F θ̂ + prior term) with θ̂ the MLE (Müller 2013, Econometrica 81).
     It is a frequentist confidence set centred at the Bayesian estimate, meant
     for low-rank truths where the posterior is wider than the error of its own
-    mean (docs/design.md, convention 8; docs/results.md measures both). It ignores
+    mean (docs/design.md, convention 8; docs/results/coverage.md measures both). It ignores
     the prior's bias, and the noise of Σ enters twice, so the debiasing factor
     is applied twice.
     """

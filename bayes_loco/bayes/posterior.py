@@ -243,7 +243,7 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
             at the posterior mean Θ̄ (:meth:`information`) — a confidence set
             for θ_rtv centred at θ̄; near a low-rank Θ* the posterior is wider
             than the error of its mean and the credible set over-covers
-            (docs/results.md measures both). ``"draws"``: the convex hull of
+            (docs/results/coverage.md measures both). ``"draws"``: the convex hull of
             the ``level`` fraction of draws with the smallest Mahalanobis
             distance (a DrawsSet; both objectives). ``"quantile"``: the
             pointwise (1 − level) posterior quantile of θᵀz (a QuantileSet;

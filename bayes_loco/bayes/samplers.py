@@ -272,7 +272,7 @@ def reads_distinct_rows(nuts: NUTS) -> bool:
     numpyro, on a GPU): there the gradient of the gather is a scatter-add of N rows onto
     the few distinct ones, whose colliding float64 adds are serialised. On an H200 at
     N = 100,000 (q = 10, the default chart) that took 1.4 ms per gradient, where the N-row
-    graph's two products take a fraction of it (docs/results.md, "The JAX path").
+    graph's two products take a fraction of it (docs/results/posterior.md, "On a GPU").
     """
     return not ((nuts.backend == "jax" or nuts.sampler == "numpyro") and jax_accelerator())
 

@@ -329,7 +329,7 @@ class ExactProblem:
         return float(uncertainty_set.lower_bound(self.moment(probabilities)))
 
     def closed(self, certificate: Certificate, point_values: np.ndarray) -> bool:
-        """Gap ≤ tol relative to the value, floored at 1% of Σ_u w_u max_a |point_values_ua|.
+        """Gap ≤ tol relative to the value, floored at 1% of Σ_u w_u max_a abs(point_values_ua).
 
         ``point_values`` are the candidates' values at the set's point estimate. The floor
         lets a zero optimum (the reference action is best) be certified too. It is not the
