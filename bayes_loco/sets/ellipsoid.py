@@ -91,6 +91,16 @@ class EllipsoidSet:
         ``rcond``), for a set that holds it instead of W (``precision`` None; :meth:`factored`,
         from :data:`FACTORED_MIN` coordinates on). None: the set factorises W itself when first
         asked. Plain arrays, so that a file of the set holds them like any other field.
+
+    Examples
+    --------
+    >>> wald = fit.calibrated_set(0.9)                  # PRS's 90% Wald set
+    >>> wald.kind, wald.level, round(wald.radius, 3), wald.dim, wald.effective_dim
+    ('wald', 0.9, 3.655, 16, 8)
+    >>> W = np.diag([4.0, 1.0, 0.0])                    # a set of your own: unbounded along e₃
+    >>> box = bl.EllipsoidSet(np.zeros(3), W, 1.0, bl.VecCoordinates(1, 3))
+    >>> box.lower_bound(np.array([[1.0, 0, 0], [0, 0, 1.0]]))
+    array([-0.5, -inf])
     """
 
     center: np.ndarray
@@ -152,6 +162,24 @@ class EllipsoidSet:
 
         W's factorisation is shared, not recomputed (``dataclasses.replace`` would
         factorise the k × k W again: minutes at LLM-width k).
+
+        Parameters
+        ----------
+        radius : float
+            R ≥ 0.
+        **changes
+            ``level``, ``sized_for`` or ``sizing``, as in the class.
+
+        Returns
+        -------
+        EllipsoidSet
+
+        Examples
+        --------
+        >>> wald = fit.calibrated_set(0.9)
+        >>> wider = wald.with_radius(2 * wald.radius, level=None)   # twice as wide, no longer a 90% set
+        >>> round(wider.radius / wald.radius, 3), wider.level
+        (2.0, None)
         """
         unknown = set(changes) - {"level", "sized_for", "sizing"}
         if unknown:
@@ -175,6 +203,27 @@ class EllipsoidSet:
         below linalg.RANGE_RTOL of the largest), and plots that draw W's eigenvectors refuse the set.
         Below :data:`FACTORED_MIN` this is ``EllipsoidSet(center, precision, radius, coordinates,
         **fields)``, which keeps W. ``fields`` are ``kind``, ``level``, ``sized_for``, ``sizing``.
+
+        Parameters
+        ----------
+        center : ndarray of shape (k,)
+        precision : ndarray of shape (k, k), float64
+            W; overwritten from :data:`FACTORED_MIN` coordinates on.
+        radius : float
+        coordinates : Coordinates
+        **fields
+            ``kind``, ``level``, ``sized_for``, ``sizing``.
+
+        Returns
+        -------
+        EllipsoidSet
+
+        Examples
+        --------
+        >>> W = np.diag([4.0, 1.0, 0.0])
+        >>> small = bl.EllipsoidSet.factored(np.zeros(3), W.copy(), 1.0, bl.VecCoordinates(1, 3))
+        >>> small.precision is None          # 3 coordinates: below FACTORED_MIN, W is kept
+        False
 
         Raises
         ------
@@ -218,7 +267,31 @@ class EllipsoidSet:
         """The paper's set {θ : ‖θ − θ̂‖_W ≤ C}, W = Σ_t z_t z_tᵀ (``gram``) over N = ``n``, C = C₂·sqrt(k/N).
 
         docs/design.md, convention 2. With the paper's C₂ = 5 this is a tuned penalty, not a
-        confidence set: its ``level`` is None.
+        confidence set: its ``level`` is None. ``fit.penalty_set(c2)`` builds it for a fit.
+
+        Parameters
+        ----------
+        center : ndarray of shape (k,)
+            θ̂.
+        gram : ndarray of shape (k, k)
+            W = Σ_t z_t z_tᵀ over the estimation comparisons.
+        n : int
+            N, the number of those comparisons.
+        coordinates : Coordinates
+        c2 : float
+            C₂ ≥ 0.
+
+        Returns
+        -------
+        EllipsoidSet
+            ``kind="gram"``, ``level`` None.
+
+        Examples
+        --------
+        >>> W = np.diag([4.0, 1.0, 0.0])
+        >>> paper = bl.EllipsoidSet.penalty(np.zeros(3), W, 100, bl.VecCoordinates(1, 3), c2=5.0)
+        >>> round(paper.radius, 3), paper.level              # 5·sqrt(3/100)
+        (0.866, None)
         """
         c2 = check_real(c2, "c2", 0.0)
         radius = c2 * float(np.sqrt(coordinates.dim / n))
@@ -230,7 +303,32 @@ class EllipsoidSet:
         """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I.
 
         With ``overwrite`` the set may factorise ``information`` in its own memory and keep only the
-        factor (:meth:`factored`, from :data:`FACTORED_MIN` coordinates on).
+        factor (:meth:`factored`, from :data:`FACTORED_MIN` coordinates on). ``fit.calibrated_set(level)``
+        builds it for a frequentist fit.
+
+        Parameters
+        ----------
+        center : ndarray of shape (k,)
+            θ̂.
+        information : ndarray of shape (k, k)
+            The Fisher information I at θ̂.
+        level : float
+            In (0, 1).
+        coordinates : Coordinates
+        overwrite : bool
+            Whether ``information`` may be overwritten.
+
+        Returns
+        -------
+        EllipsoidSet
+            ``kind="wald"``, radius √χ²_k_eff(level).
+
+        Examples
+        --------
+        >>> W = np.diag([4.0, 1.0, 0.0])
+        >>> wald = bl.EllipsoidSet.wald(np.zeros(3), W, 0.9, bl.VecCoordinates(1, 3))
+        >>> wald.effective_dim, round(wald.radius, 3)          # sqrt(χ²₂(0.9))
+        (2, 2.146)
         """
         build = cls.factored if overwrite else cls
         unit = build(center, information, 1.0, coordinates, kind="wald", level=level)
@@ -354,37 +452,125 @@ class EllipsoidSet:
         return self.factor @ u
 
     def identified(self, z: np.ndarray) -> np.ndarray:
-        """Whether each z lies in range(W), so that its worst case is finite."""
+        """Whether each z lies in range(W), so that its worst case is finite.
+
+        Parameters
+        ----------
+        z : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of bool, shape (...)
+
+        Examples
+        --------
+        >>> box = bl.EllipsoidSet(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 1.0, bl.VecCoordinates(1, 3))
+        >>> box.identified(np.array([[1.0, 2.0, 0.0], [0.0, 0.0, 1.0]]))
+        array([ True, False])
+        """
         return self._split(check_features(z, self.dim))[1]
 
     def dual_norm(self, z: np.ndarray) -> np.ndarray:
-        """‖z‖_{W⁻¹} (pseudo-inverse), the width of the set along z per unit radius."""
+        """‖z‖_W⁻¹ (pseudo-inverse), the width of the set along z per unit radius.
+
+        Parameters
+        ----------
+        z : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of shape (...)
+
+        Examples
+        --------
+        >>> box = bl.EllipsoidSet(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 1.0, bl.VecCoordinates(1, 3))
+        >>> box.dual_norm(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+        array([0.5, 1. ])
+        """
         return self._split(check_features(z, self.dim))[0]
 
     def coordinate_widths(self) -> np.ndarray:
-        """‖e_i‖_{W⁻¹} of each coordinate axis e_i, inf where e_i leaves range(W).
+        """‖e_i‖_W⁻¹ of each coordinate axis e_i, inf where e_i leaves range(W).
 
         For a Wald set (W the Fisher information) these are the standard errors of
         the coordinates; inf marks a coordinate that no comparison identifies.
+
+        Returns
+        -------
+        ndarray of shape (k,)
+
+        Examples
+        --------
+        >>> box = bl.EllipsoidSet(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 1.0, bl.VecCoordinates(1, 3))
+        >>> box.coordinate_widths()
+        array([0.5, 1. , inf])
         """
         width, inside = self._split(np.eye(self.dim))
         return np.where(inside, width, np.inf)
 
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
-        """θ̂ᵀz − R‖z‖_{W⁻¹}; −inf where z leaves range(W) (the set is unbounded along null(W))."""
+        """min over the set of θᵀz = θ̂ᵀz − R‖z‖_W⁻¹; −inf where z leaves range(W) (unbounded along null(W)).
+
+        What the relaxed objective asks of a set (:class:`~bayes_loco.UncertaintySet`).
+
+        Parameters
+        ----------
+        z : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of shape (...)
+
+        Examples
+        --------
+        >>> box = bl.EllipsoidSet(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 1.0, bl.VecCoordinates(1, 3))
+        >>> box.lower_bound(np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))
+        array([-0.5, -inf])
+        """
         z = check_features(z, self.dim)
         width, inside = self._split(z)
         return np.where(inside, z @ self.center - self.radius * width, -np.inf)
 
     def distance(self, theta: np.ndarray) -> np.ndarray:
-        """‖θ − θ̂‖_W for θ of shape (…, k) (from W's factor where the set holds no W: :meth:`factored`)."""
+        """‖θ − θ̂‖_W (from W's factor where the set holds no W: :meth:`factored`).
+
+        Parameters
+        ----------
+        theta : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of shape (...)
+            The set holds θ when this is at most ``radius``.
+
+        Examples
+        --------
+        >>> wald = fit.calibrated_set(0.9)
+        >>> theta_star = fit.coordinates.to_coordinates(problem.theta)    # θ*_rtv
+        >>> round(float(wald.distance(theta_star)), 3), round(wald.radius, 3)
+        (2.054, 3.655)
+        """
         d = check_features(theta, self.dim, "theta") - self.center
         if self.precision is None:
             return self._cholesky.norm(d)
         return np.sqrt(np.maximum(np.einsum("...i,ij,...j->...", d, self.precision, d), 0.0))
 
     def contains(self, theta: np.ndarray) -> np.ndarray:
-        """Whether θ (…, k) lies in the set."""
+        """Whether θ lies in the set.
+
+        Parameters
+        ----------
+        theta : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of bool, shape (...)
+
+        Examples
+        --------
+        >>> bool(fit.calibrated_set(0.9).contains(fit.coordinates.to_coordinates(problem.theta)))
+        True
+        """
         return self.distance(theta) <= self.radius * (1 + 1e-12)
 
     def solve_exact(self, problem: ExactProblem) -> ExactSolution:
@@ -395,6 +581,24 @@ class EllipsoidSet:
         :func:`~bayes_loco.solvers.exact.solve_reduced` solves the reduced minimax (smoothed Newton up
         to :data:`~bayes_loco.solvers.exact.NEWTON_MAX` identified directions, accelerated first-order
         methods above). Candidates with a component outside range(W) get probability 0.
+
+        Parameters
+        ----------
+        problem : ExactProblem
+            The units, candidates and weights :func:`~bayes_loco.pessimistic_policy` hands over.
+
+        Returns
+        -------
+        ExactSolution
+            The minimising θ, the policy's probabilities and the certificate.
+
+        Examples
+        --------
+        :func:`~bayes_loco.pessimistic_policy` calls it with ``objective="exact"``:
+
+        >>> policy = bl.pessimistic_policy(fit.calibrated_set(0.9), pop, objective="exact")
+        >>> policy.certificate.relative_gap < 1e-4
+        True
         """
         c, g, valid, norms = self._reduced(problem)
         solve = minimax_solver("ball")  # bayes_loco.solvers registers it; sets never import the solvers
@@ -446,13 +650,47 @@ def _check_symmetric(precision: np.ndarray) -> None:
 
 def wald_set(center: np.ndarray, information: np.ndarray, level: float, coordinates: Coordinates, *,
              overwrite: bool = False) -> EllipsoidSet:
-    """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I:
-    :meth:`bayes_loco.EllipsoidSet.wald` under its functional name."""
+    """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_k_eff(level)}, k_eff = rank I.
+
+    :meth:`bayes_loco.EllipsoidSet.wald` under its functional name.
+
+    Parameters
+    ----------
+    center, information, level, coordinates, overwrite
+        As in :meth:`~bayes_loco.EllipsoidSet.wald`.
+
+    Returns
+    -------
+    EllipsoidSet
+
+    Examples
+    --------
+    >>> wald = bl.wald_set(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 0.9, bl.VecCoordinates(1, 3))
+    >>> round(wald.radius, 3)
+    2.146
+    """
     return EllipsoidSet.wald(center, information, level, coordinates, overwrite=overwrite)
 
 
 def penalty_ellipsoid(center: np.ndarray, gram: np.ndarray, n: int, coordinates: Coordinates,
                       c2: float = 5.0) -> EllipsoidSet:
-    """The paper's set {θ : ‖θ − θ̂‖_W ≤ C₂·sqrt(k/N)}: :meth:`bayes_loco.EllipsoidSet.penalty` under its
-    functional name."""
+    """The paper's set {θ : ‖θ − θ̂‖_W ≤ C₂·sqrt(k/N)}.
+
+    :meth:`bayes_loco.EllipsoidSet.penalty` under its functional name.
+
+    Parameters
+    ----------
+    center, gram, n, coordinates, c2
+        As in :meth:`~bayes_loco.EllipsoidSet.penalty`.
+
+    Returns
+    -------
+    EllipsoidSet
+
+    Examples
+    --------
+    >>> paper = bl.sets.penalty_ellipsoid(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 100, bl.VecCoordinates(1, 3))
+    >>> round(paper.radius, 3)
+    0.866
+    """
     return EllipsoidSet.penalty(center, gram, n, coordinates, c2)

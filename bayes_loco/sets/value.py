@@ -46,6 +46,26 @@ def value_directions(ellipsoid: EllipsoidSet, population: Population, *, scope: 
 
     Every m(π) = Σ_u w_u Σ_a π_ua z̄_ua is a non-negative combination of them
     (the reference action's z̄ is 0), whatever the policy.
+
+    Parameters
+    ----------
+    ellipsoid : EllipsoidSet
+        Supplies the coordinates.
+    population : Population
+    scope : {"global", "personalised"}
+        Units are states (z̄ averaged over the contexts of each) or rows.
+    reference_action : int
+
+    Returns
+    -------
+    ndarray of shape (J, k)
+        J = units × (A − 1) generators.
+
+    Examples
+    --------
+    >>> shifted = problem.population(20, seed=3, contexts_per_state=5, context_law="target")
+    >>> bl.sets.value_directions(fit.calibrated_set(0.9), shifted, scope="global").shape  # 20 states × 3
+    (60, 16)
     """
     if not isinstance(population, Population):
         raise TypeError(f"population must be a Population, got {type(population).__name__}")
@@ -77,6 +97,20 @@ def value_radius(ellipsoid: EllipsoidSet, directions: np.ndarray, level: float, 
         Monte Carlo draws of g; the quantile's relative error is about
         √(α(1 − α)/draws) / (density × R_α), below 1% at the default.
     seed : int or Generator
+
+    Returns
+    -------
+    ValueRadius
+        R_α, the cone's statistical dimension, the full radius √χ²_k_eff(α) and how
+        R_α was found.
+
+    Examples
+    --------
+    >>> shifted = problem.population(20, seed=3, contexts_per_state=5, context_law="target")
+    >>> wald = fit.calibrated_set(0.9)
+    >>> found = bl.sets.value_radius(wald, bl.sets.value_directions(wald, shifted), 0.9)
+    >>> round(found.radius, 2), round(found.full_radius, 2), round(found.statistical_dimension, 1)
+    (2.2, 3.66, 1.9)
     """
     if not isinstance(ellipsoid, EllipsoidSet):
         raise TypeError(f"ellipsoid must be an EllipsoidSet, got {type(ellipsoid).__name__}")
@@ -142,6 +176,23 @@ def size_for_values(ellipsoid: EllipsoidSet, population: Population, *, scope: s
         a_ref, as in :func:`~bayes_loco.pessimistic_policy`.
     draws, seed
         As in :func:`value_radius`.
+
+    Returns
+    -------
+    EllipsoidSet
+        ``sized_for=scope``, with the radius R_α and ``sizing`` saying how it was found.
+
+    Examples
+    --------
+    >>> shifted = problem.population(20, seed=3, contexts_per_state=5, context_law="target")
+    >>> wald = fit.calibrated_set(0.9)
+    >>> sized = bl.sets.size_for_values(wald, shifted, scope="global")
+    >>> round(wald.radius, 2), round(sized.radius, 2)       # θ's radius, and a global policy's values'
+    (3.66, 2.2)
+    >>> policy = bl.pessimistic_policy(sized, shifted, objective="exact", scope="global")
+
+    The radius takes ``draws`` non-negative least-squares projections onto the cone: 23 s
+    for 200 states × 9 actions at the default 2,000 draws, on a busy two-core machine.
     """
     if not isinstance(ellipsoid, EllipsoidSet):
         raise TypeError(f"ellipsoid must be an EllipsoidSet, got {type(ellipsoid).__name__}")
