@@ -284,6 +284,18 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
     ValueError
         r exceeds the dimension of the contexts' or the differences' span: the
         chart needs r independent directions on each side.
+
+    Returns
+    -------
+    ChartFrame
+        The spans' bases, the start's singular values, the whitening, and each
+        component's angle and signal-to-noise ratio (what ``"auto"`` reads).
+
+    Examples
+    --------
+    >>> frame = bl.bayes.chart_frame(data, fit.theta, 2)
+    >>> frame.determined_rank, round(frame.leading_snr, 1)
+    (1, 5.9)
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
@@ -428,6 +440,17 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
         Leave U_⊥ and V_⊥ out: the spans' blocks alone, whose posterior is the whole
         model's marginal where ``prior.balance`` is 0 (:mod:`.nullspace` draws U_⊥, V_⊥);
         ``U``, ``V`` and ``theta`` are then their parts within the spans.
+
+    Returns
+    -------
+    pymc.Model
+
+    Examples
+    --------
+    >>> frame = bl.bayes.chart_frame(data, fit.theta, 2)
+    >>> model = bl.bayes.build_chart_model(data, 2, frame)
+    >>> sorted(v.name for v in model.free_RVs)
+    ['V_null', 'chart_log_diag', 'chart_lower', 'chart_z']
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")

@@ -100,6 +100,29 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
     mean (docs/design.md, convention 8; docs/results/coverage.md measures both). It ignores
     the prior's bias, and the noise of Σ enters twice, so the debiasing factor
     is applied twice.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    level : float
+        In (0, 1).
+    directions : ndarray of shape (k, k_eff), optional
+        P, the identified directions (``post.directions``); all k when None.
+    information : ndarray of shape (k, k), optional
+        F, for the sandwich.
+
+    Returns
+    -------
+    EllipsoidSet
+        ``kind="credible"``, or ``"sandwich"`` with ``information``.
+
+    Examples
+    --------
+    >>> bl.bayes.credible_ellipsoid(post.rtv_draws, post.basis, 0.9, directions=post.directions)
+    EllipsoidSet(kind='credible', k=16, k_eff=8, radius=3.655, level=0.9)
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     draws = _check_draws(draws, basis)
@@ -134,6 +157,27 @@ def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,
     ellipsoid (its support reaches ~3.5σ along a direction, the ellipsoid's
     ~10σ), so it is a milder pessimism whose strength grows with the number of
     draws.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    level : float
+        In (0, 1).
+    directions : ndarray of shape (k, k_eff), optional
+        As in :func:`credible_ellipsoid`.
+
+    Returns
+    -------
+    DrawsSet
+        ``kind="draws"``: the kept draws.
+
+    Examples
+    --------
+    >>> bl.bayes.credible_draws(post.rtv_draws, post.basis, 0.9)       # 90% of 1,000 draws
+    DrawsSet(kind='draws', draws=900, k=16, level=0.9)
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=False)
     draws = _check_draws(draws, basis)
@@ -155,6 +199,25 @@ def credible_cvar(draws, basis: RTVBasis, level: float = 0.9) -> DrawsSet:
     of which the hull of draws is the β → 0 end. It bounds values, not θ:
     ``contains`` answers for the CVaR polytope, which holds little of the
     posterior's mass.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    level : float
+        In (0, 1).
+
+    Returns
+    -------
+    DrawsSet
+        ``kind="cvar"``, ``tail`` = 1 − level.
+
+    Examples
+    --------
+    >>> bl.bayes.credible_cvar(post.rtv_draws, post.basis, 0.9)
+    DrawsSet(kind='cvar', draws=1000, k=16, level=0.9, tail=0.1)
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     draws = _check_draws(draws, basis)
@@ -167,6 +230,24 @@ def credible_quantile(draws, basis: RTVBasis, level: float = 0.9) -> QuantileSet
     Guarantees: P(θᵀz ≥ bound | data) ≈ ``level`` for each z separately (up to
     Monte Carlo error in the quantile). Does not guarantee anything jointly
     over z, and is not convex: only ``objective="relaxed"`` accepts it.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    level : float
+        In (0, 1).
+
+    Returns
+    -------
+    QuantileSet
+
+    Examples
+    --------
+    >>> bl.bayes.credible_quantile(post.rtv_draws, post.basis, 0.9)
+    QuantileSet(draws=1000, k=16, level=0.9)
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     draws = _check_draws(draws, basis)
@@ -181,6 +262,30 @@ def credible_set(draws, basis: RTVBasis, level: float = 0.9, kind: str = "credib
     the sandwich shape, which needs ``information`` (the Fisher information at
     the posterior mean); ``"draws"``: :func:`credible_draws`; ``"quantile"``:
     :func:`credible_quantile`; ``"cvar"``: :func:`credible_cvar`.
+    ``post.calibrated_set(level, kind)`` calls it with the posterior's draws.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    level : float
+        In (0, 1).
+    kind : {"credible", "sandwich", "draws", "quantile", "cvar"}
+    directions : ndarray of shape (k, k_eff), optional
+        As in :func:`credible_ellipsoid`.
+    information : ndarray of shape (k, k), optional
+        F, for ``kind="sandwich"`` only.
+
+    Returns
+    -------
+    EllipsoidSet, DrawsSet or QuantileSet
+
+    Examples
+    --------
+    >>> bl.bayes.credible_set(post.rtv_draws, post.basis, 0.9, "quantile")
+    QuantileSet(draws=1000, k=16, level=0.9)
     """
     check_option(kind, "kind", KINDS)
     if kind == "sandwich":

@@ -218,7 +218,19 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
 
 
 def available_samplers() -> tuple[str, ...]:
-    """The NUTS implementations installed here: always ``"pymc"``, then nutpie and numpyro if present."""
+    """The NUTS implementations installed here: always ``"pymc"``, then nutpie and numpyro if present.
+
+    nutpie, a dependency, is the default (``nuts={"sampler": ...}`` chooses).
+
+    Returns
+    -------
+    tuple of str
+
+    Examples
+    --------
+    >>> "pymc" in bl.bayes.available_samplers()
+    True
+    """
     found = ["pymc"]
     if importlib.util.find_spec("nutpie") is not None:
         found.append("nutpie")
