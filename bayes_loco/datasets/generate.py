@@ -86,7 +86,25 @@ class GeneratedPrism:
         return np.hstack([self.theta, column])
 
     def read(self, **options):
-        """:func:`~bayes_loco.datasets.read_prism` of the folder, in Θ*'s coordinates."""
+        """:func:`~bayes_loco.datasets.read_prism` of the folder, in Θ*'s coordinates.
+
+        Parameters
+        ----------
+        **options
+            More options of ``read_prism`` (``response_features=True`` adds the
+            length column of :attr:`theta_response`).
+
+        Returns
+        -------
+        Dataset
+
+        Examples
+        --------
+        >>> truth = bl.datasets.write_prism("prism", 40, seed=0)
+        >>> users = truth.read()
+        >>> users.data.d_x, users.data.d_phi, truth.theta.shape
+        (28, 9, (28, 9))
+        """
         return read_prism(self.folder, reference_model=self.reference_model, **options)
 
 
@@ -132,6 +150,21 @@ def write_prism(folder, n_users: int, seed, *, n_models: int = 10, rank: int = 2
     rank : int
     conversations, later_turns : int
     signal, length_effect, score_scale : float
+
+    Returns
+    -------
+    GeneratedPrism
+        The folder and the truth: Θ*, its row and column names, the reference model and
+        each user's rewards.
+
+    Examples
+    --------
+    >>> truth = bl.datasets.write_prism("prism", 40, seed=0)       # 40 users: a second or so
+    >>> sorted(p.name for p in truth.folder.iterdir())
+    ['README.txt', 'conversations.jsonl', 'survey.jsonl', 'utterances.jsonl']
+    >>> users = bl.read_prism(truth.folder)
+    >>> users.data.n > 0, truth.theta.shape
+    (True, (28, 9))
     """
     n_users = check_int(n_users, "n_users", 2)
     n_models = check_int(n_models, "n_models", 4, len(MODELS))
@@ -343,6 +376,12 @@ class GeneratedArena:
         Returns
         -------
         Dataset
+
+        Examples
+        --------
+        >>> truth = bl.datasets.write_arena("arena.parquet", 400, seed=0, n_models=5)
+        >>> truth.read(style=True).data.d_phi == truth.theta_style.shape[1]
+        True
         """
         return read_arena(self.path, contexts=("language",), reference_model=self.reference_model, **options)
 
