@@ -183,6 +183,14 @@ def value_direction(policy: Policy, uncertainty_set, population: Population) -> 
     -------
     ndarray, shape (k,)
         Not normalised: θᵀm(π) is the policy's value relative to the reference action.
+
+    Examples
+    --------
+    >>> wald = fit.calibrated_set(0.9)
+    >>> exact = bl.pessimistic_policy(wald, pop, objective="exact")
+    >>> m = bl.plots.value_direction(exact, wald, pop)
+    >>> bool(np.isclose(wald.lower_bound(m), exact.pessimistic_value, rtol=1e-3))  # the worst case along m(π)
+    True
     """
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a Policy, got {type(policy).__name__}")

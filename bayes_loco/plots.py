@@ -204,6 +204,12 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     ValueError
         Sets of different dimensions or coordinates, a direction label that is not a
         coordinate label, parallel directions, ``draws`` or ``truth`` of the wrong shape.
+
+    Examples
+    --------
+    >>> ax = bl.plots.plot_sets({"PRS set, C₂ = 5": fit.penalty_set(), "Wald 90%": fit.calibrated_set(0.9)},
+    ...                         truth=problem)
+    >>> ax.figure.savefig("sets.png")
     """
     named = _check_sets(sets, drawable=True)
     coordinates = named[0][1].coordinates
@@ -313,6 +319,12 @@ def plot_spectrum(items, *, ax: Axes | None = None) -> Axes:
     Returns
     -------
     matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> ax = bl.plots.plot_spectrum({"Wald": fit.calibrated_set(0.9), "paper's Gram": fit.penalty_set()})
+    >>> ax.get_yscale()
+    'log'
     """
     named = _mapping_pairs(items, "items", "EllipsoidSet or Fit")
     ax = _new_axes(ax, (6.5, 4.2))
@@ -385,6 +397,13 @@ def plot_reward_intervals(sets, population: Population, row: int, *, truth=None,
     Returns
     -------
     matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> sets = {"PRS set, C₂ = 5": fit.penalty_set(), "Wald 90%": fit.calibrated_set(0.9)}
+    >>> ax = bl.plots.plot_reward_intervals(sets, pop, row=0, truth=problem)
+    >>> ax.get_title()
+    'population row 0: reward intervals under each set'
     """
     named = _check_sets(sets, drawable=False)
     if not isinstance(population, Population):
@@ -462,6 +481,12 @@ def plot_policies(policies, *, max_units: int = 40, ax: Axes | None = None) -> A
     Returns
     -------
     matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> greedy = bl.greedy_policy(fit.theta, pop)
+    >>> exact = bl.pessimistic_policy(fit.calibrated_set(0.9), pop, objective="exact")
+    >>> ax = bl.plots.plot_policies({"greedy": greedy, "exact, Wald 90%": exact}, max_units=20)
     """
     named = _mapping_pairs(policies, "policies", "Policy")
     max_units = check_int(max_units, "max_units", 1)
@@ -530,6 +555,14 @@ def plot_reliability(curves, *, ax: Axes | None = None) -> Axes:
     Returns
     -------
     matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> train, test = data.split(200)
+    >>> held_out = bl.fit_prs(train, rank=2, ridge=1.0).predict_proba(test)
+    >>> ax = bl.plots.plot_reliability({"PRS": bl.calibration_curve(test, held_out, bins=5)})
+    >>> ax.get_xlabel()
+    'mean predicted P(a₁ preferred)'
     """
     pairs = [("model", curves)] if isinstance(curves, pd.DataFrame) else _mapping_pairs(
         curves, "curves", "calibration_curve DataFrame")

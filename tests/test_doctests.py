@@ -12,6 +12,7 @@ from __future__ import annotations
 import doctest
 import importlib
 import pkgutil
+import re
 import warnings
 from pathlib import Path
 
@@ -73,7 +74,7 @@ def test_the_examples_of_a_module_run(name, shared, request, tmp_path, monkeypat
     if not tests:
         pytest.skip(f"{name}: no examples of its own")
     globs = dict(shared)
-    if any("post" in ex.source for t in tests for ex in t.examples):
+    if any(re.search(r"\bpost\b", ex.source) for t in tests for ex in t.examples):
         globs["post"] = request.getfixturevalue("posterior")
     monkeypatch.chdir(tmp_path)
     for name_ in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):

@@ -119,6 +119,17 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
     ------
     ValueError
         ``y`` is not a column, no row has ``scope``, or ``y`` is missing in every row of it.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> tiny = ex.Study("tiny", ({"n": 300, "imbalance": 3}, {"n": 600, "imbalance": 3}),
+    ...                 methods=("MLE-Greedy", "PRS-exact-Wald"), reps=2,
+    ...                 fixed={"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50, "global_states": 0})
+    >>> results = ex.run_study(tiny, "tiny_study", workers=1, progress=False)
+    >>> fig = ex.plot_results(results, x="n", panel=None, title="sub-optimality against N", out="tiny")
+    >>> sorted(p.name for p in __import__("pathlib").Path(".").glob("tiny.*"))
+    ['tiny.pdf', 'tiny.png']
     """
     if y not in results:
         raise ValueError(f"y={y!r} is not a column of results (columns: "
@@ -204,6 +215,18 @@ def calibration(results: pd.DataFrame, levels=LEVELS, *,
     -------
     pandas.DataFrame
         The ``by`` columns, ``level``, ``coverage`` and ``seeds``.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> tiny = ex.Study("tiny", ({"n": 300, "imbalance": 3}, {"n": 600, "imbalance": 3}),
+    ...                 methods=("MLE-Greedy", "PRS-exact-Wald"), reps=2,
+    ...                 fixed={"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50, "global_states": 0})
+    >>> results = ex.run_study(tiny, "tiny_study", workers=1, progress=False)
+    >>> ex.calibration(results, levels=[0.5, 0.9])[["method", "level", "seeds"]]
+               method  level  seeds
+    0  PRS-exact-Wald    0.5      4
+    1  PRS-exact-Wald    0.9      4
     """
     need = {"truth_distance", "k_eff", "level", *by}
     missing = need - set(results.columns)
@@ -255,6 +278,17 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> tiny = ex.Study("tiny", ({"n": 300, "imbalance": 3}, {"n": 600, "imbalance": 3}),
+    ...                 methods=("MLE-Greedy", "PRS-exact-Wald"), reps=2,
+    ...                 fixed={"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50, "global_states": 0})
+    >>> results = ex.run_study(tiny, "tiny_study", workers=1, progress=False)
+    >>> fig = ex.plot_calibration(results, title="coverage of θ*_rtv against the nominal level")
+    >>> len(fig.axes)
+    1
     """
     by = ("method",) if panel is None or panel not in results else ("method", panel)
     table = calibration(results, by=by)
