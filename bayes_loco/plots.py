@@ -253,7 +253,7 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     ax.set_ylabel(names[1])
     ax.grid(alpha=0.3)
     # Outside the axes, on the right: the sets fill the plane, so no corner of it is free of them.
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax
 
 
@@ -351,7 +351,7 @@ def plot_spectrum(items, *, ax: Axes | None = None) -> Axes:
     handles += [Line2D([], [], color="0.3", ls="--", lw=1.0),
                 Line2D([], [], color="0.3", marker="v", markerfacecolor="none", ls="none")]
     names += ["k_eff cut (λ ≤ 1e-10·λ₁: not identified)", "unidentified λ (drawn at 1e-12·λ₁)"]
-    ax.legend(handles, names, fontsize=8, loc="best", framealpha=0.85)
+    ax.legend(handles, names, fontsize="small", loc="best", framealpha=0.85)
     return ax
 
 
@@ -452,9 +452,9 @@ def plot_reward_intervals(sets, population: Population, row: int, *, truth=None,
     ax.set_xlim(left, right)
     ax.set_xlabel("reward difference θᵀz(x, s, a) = r(x, s, a) − r(x, s, a_ref)")
     ax.set_ylabel("action")
-    ax.set_title(f"population row {row}: reward intervals under each set", fontsize=10)
+    ax.set_title(f"population row {row}: reward intervals under each set", fontsize="medium")
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize=8, loc="best", framealpha=0.85)
+    ax.legend(fontsize="small", loc="best", framealpha=0.85)
     return ax
 
 
@@ -524,12 +524,12 @@ def plot_policies(policies, *, max_units: int = 40, ax: Axes | None = None) -> A
                        linewidth=0, gid=f"policy {name}")
         mixed = int((table.max(axis=1) < 1 - 1e-9).sum())
         ticks.append(f"{name}\n({mixed} of {n_units} mixed)")
-    ax.set_yticks(np.arange(len(named)), ticks, fontsize=8)
+    ax.set_yticks(np.arange(len(named)), ticks, fontsize="small")
     ax.set_ylim(len(named) - 0.5, -0.5)  # the first policy on top
     ax.set_xlim(-0.6, n_units - 0.4)
     ax.set_xlabel(f"{unit}, first {n_units}")
-    ax.legend(handles=[Patch(color=colour[a], label=f"a = {a}") for a in range(n_actions)], fontsize=8,
-              title="action (bar height: π(a | unit))", title_fontsize=8, loc="upper left",
+    ax.legend(handles=[Patch(color=colour[a], label=f"a = {a}") for a in range(n_actions)], fontsize="small",
+              title="action (bar height: π(a | unit))", title_fontsize="small", loc="upper left",
               bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax
 
@@ -582,7 +582,7 @@ def plot_reliability(curves, *, ax: Axes | None = None) -> Axes:
         ax.errorbar(predicted, observed, yerr=bars, fmt="o-", color=colour, ms=4, lw=1.4, capsize=2,
                     label=f"{name} (±1.96 s.e.)")
         for x, y, n in zip(predicted, observed, curve["count"], strict=True):
-            ax.annotate(f"{int(n)}", (x, y), textcoords="offset points", xytext=(4, -9), fontsize=6,
+            ax.annotate(f"{int(n)}", (x, y), textcoords="offset points", xytext=(4, -9), fontsize="x-small",
                         color=colour)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
@@ -590,5 +590,5 @@ def plot_reliability(curves, *, ax: Axes | None = None) -> Axes:
     ax.set_xlabel("mean predicted P(a₁ preferred)")
     ax.set_ylabel("observed mean label (ties ½)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize="small", loc="upper left")
     return ax

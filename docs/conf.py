@@ -147,7 +147,8 @@ html_theme_options = {
                                 "reference/*": _TOC, "reference/generated/*": _TOC, "design": _TOC,
                                 "changelog": _TOC},
 }
-html_sidebars = {"index": []}
+# The landing page and the tutorials use the whole width (the tutorials' own index links them all).
+html_sidebars = {"index": [], "tutorials/0*": []}
 html_static_path = ["_static"]
 html_css_files = ["bayes_loco.css"]
 html_last_updated_fmt = None
