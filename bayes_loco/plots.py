@@ -157,7 +157,7 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     """Uncertainty sets and draws projected on two directions, with θ* when known.
 
     An ellipsoid {θ : (θ − θ̂)ᵀW(θ − θ̂) ≤ R²} projected on the span of an orthonormal
-    P (k × 2) is the ellipse Pᵀθ̂ + R (PᵀW⁺P)^{1/2} u, ‖u‖ = 1, drawn as a closed line
+    P (k × 2) is the ellipse Pᵀθ̂ + R (PᵀW⁺P)^½ u, ‖u‖ = 1, drawn as a closed line
     with a "+" at its centre. The projection is bounded only when P lies in range(W):
     along a direction that leaves it (a direction no comparison reaches) the set is a
     cylinder. Then what is bounded is drawn and the legend says so: a strip between two
@@ -371,10 +371,10 @@ def plot_reward_intervals(sets, population: Population, row: int, *, truth=None,
     """Each action's reward interval at one (x, s) under each set, against the truth when known.
 
     For population row ``row`` and each action a the interval is
-    [min_{θ ∈ set} θᵀz_a, max_{θ ∈ set} θᵀz_a] with z_a = z(x, s, a) − z(x, s, a_ref)
+    [min_(θ ∈ set) θᵀz_a, max_(θ ∈ set) θᵀz_a] with z_a = z(x, s, a) − z(x, s, a_ref)
     (:func:`~bayes_loco.design.candidate_features`): the lower end is
     ``lower_bound(z_a)``, the upper ``−lower_bound(−z_a)``. For an ellipsoid that is
-    θ̂ᵀz_a ± R‖z_a‖_{W⁻¹}; for a hull of draws the range of θ_jᵀz_a; for a
+    θ̂ᵀz_a ± R‖z_a‖_W⁻¹; for a hull of draws the range of θ_jᵀz_a; for a
     QuantileSet the pointwise central interval of the posterior of θᵀz_a. The marker
     is the set's point estimate (centre, mean of the draws). The reference action's
     interval is the point 0. An unbounded end (z_a outside range(W)) is drawn to the

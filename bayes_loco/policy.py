@@ -9,13 +9,13 @@ Two objectives:
 
 ``"relaxed"`` (the paper's appendix)
     Pessimism pointwise: each (x, s) — or, for a global policy, each s with the
-    average over x | s — picks argmax_a min_{θ ∈ set} θᵀz, a different worst-case
-    θ for every unit. For an ellipsoid that is θ̂ᵀz − C‖z‖_{W⁻¹}.
+    average over x | s — picks argmax_a min_(θ ∈ set) θᵀz, a different worst-case
+    θ for every unit. For an ellipsoid that is θ̂ᵀz − C‖z‖_W⁻¹.
 ``"exact"``
-    max_π min_{θ ∈ set} θᵀ m(π), m(π) = E_ρ Σ_a π(a) z: one worst case for the
+    max_π min_(θ ∈ set) θᵀ m(π), m(π) = E_ρ Σ_a π(a) z: one worst case for the
     whole policy. By minimax duality over stochastic policies and a convex
-    compact set this equals min_{θ ∈ set} V(θ), V(θ) = E_ρ max_a θᵀz (personalised)
-    or E_s max_a E_{x|s} θᵀz (global), a k-dimensional convex problem. The policy
+    compact set this equals min_(θ ∈ set) V(θ), V(θ) = E_ρ max_a θᵀz (personalised)
+    or E_s max_a E_x|s θᵀz (global), a k-dimensional convex problem. The policy
     is greedy under the minimiser, mixed over ties, and comes with a certificate:
     V at the returned θ bounds the optimum from above, the policy's own
     pessimistic value from below.
@@ -80,7 +80,7 @@ class Policy:
     objective : {"greedy", "relaxed", "exact"}
     reference_action : int
     pessimistic_value : float
-        L = min_{θ ∈ set} θᵀ m(π): the policy's worst-case value over the set,
+        L = min_(θ ∈ set) θᵀ m(π): the policy's worst-case value over the set,
         relative to always playing the reference action (NaN for greedy). With
         probability ≥ ``level`` the policy's true value relative to always playing
         a_ref is at least L (:meth:`bound` says it in words).

@@ -271,11 +271,11 @@ class PaperProblem:
             Contexts x drawn for each state; 1 gives the paper's i.i.d. (x, s) pairs.
             A global policy π(s) needs several (docs/design.md, pessimism point 6).
         context_law : {"uniform", "shifted", "target"}
-            x ~ Unif[−1, 1]^{d_x} (the paper's ρ), Unif[0, 1]^{d_x}, or
-            ``"target"``: x ~ μ + Unif[−½, ½]^{d_x} with μ = (1, −1, 0, …, 0),
-            partly outside the training support [−1, 1]^{d_x}, along the two
+            x ~ Unif[−1, 1]^d_x (the paper's ρ), Unif[0, 1]^d_x, or
+            ``"target"``: x ~ μ + Unif[−½, ½]^d_x with μ = (1, −1, 0, …, 0),
+            partly outside the training support [−1, 1]^d_x, along the two
             context directions the §5.1 Θ* reads most. Under the paper's law
-            E_{x|s} r(x, s, a) = 0 for every action, so a global policy is only
+            E_x|s r(x, s, a) = 0 for every action, so a global policy is only
             meaningful under the other two. Under ``"shifted"`` the actions are
             worth nearly the same (1.56–1.72); under ``"target"`` they form a
             ladder (0.86 for a = 1, 0.51, 0.36, …, 0.12 for a = 9).

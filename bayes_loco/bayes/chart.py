@@ -27,13 +27,13 @@ GL(r) as U_s = [T; B T], V_sᵀ = T⁻¹ [A, C].
 **The prior is unchanged.** Write the top block of U_s as G = T R with T lower
 triangular with a positive diagonal and R orthogonal (an LQ decomposition).
 The prior density is invariant under (U, V) → (U R, V R), so R can be
-integrated out exactly; for Gaussian G, T_ii ~ s_U χ_{r−i+1} (i = 1 … r) and
+integrated out exactly; for Gaussian G, T_ii ~ s_U χ_r−i+1 (i = 1 … r) and
 the entries below the diagonal are N(0, s_U²) (Bartlett). Changing variables
 from (T, H, V_s) to (T, B, A, C) with H = B T, V_sᵀ = T⁻¹ [A, C] multiplies
 the density by abs(det T)^(d_x' − r − m). So in the coordinates (A, B, C, T, U_⊥,
 V_⊥) the density is
 
-    p ∝ ∏_i T_ii^{r − i + d_x' − r − m} · exp(−(‖T‖² + ‖B T‖²)/2s_U² − ‖T⁻¹[A, C]‖²/2s_V²)
+    p ∝ ∏_i T_ii^(r − i + d_x' − r − m) · exp(−(‖T‖² + ‖B T‖²)/2s_U² − ‖T⁻¹[A, C]‖²/2s_V²)
         · N(U_⊥; 0, s_U²) · N(V_⊥; 0, s_V²) · L(y | Θ),
 
 and the implied law of Θ = U Vᵀ is exactly that of the factored model
@@ -46,7 +46,7 @@ shrinks like 1/√N while T's conditional law stays of order one. (A, B, C) is
 sampled as c = c₀ + L⁻ᵀ z, with c₀ the start (A = diag(σ̂₁ … σ̂_r), B = C = 0)
 and L Lᵀ the curvature of the negative log posterior there: the Fisher
 information of the comparisons in chart coordinates plus the prior's
-curvature with T held at diag(σ̂)^{1/2}. Where every component's column space
+curvature with T held at diag(σ̂)^½. Where every component's column space
 is determined, z is then close to N(0, I) and the tree depth does not grow with
 N.
 
@@ -69,13 +69,13 @@ rows have rank r₁ through A is of this form with B = Θ₂₁ A⁻¹ and W Z�
 Schur complement Θ₂₂ − Θ₂₁ A⁻¹ C, unique up to W → W G, Z → Z G⁻ᵀ. On the
 factors: rotate (U_s, V_s) so that the first r₁ rows of U_s are [T, 0], T
 lower triangular with a positive diagonal (an LQ decomposition; the rotation
-is integrated out, T_ii ~ s_U χ_{r−i+1}); write U_s = [[T, 0], [H₁, W]],
+is integrated out, T_ii ~ s_U χ_r−i+1); write U_s = [[T, 0], [H₁, W]],
 V_s = [V₁, [Y; Y']] with Y (r₁ × r_w). Then V₁ᵀ = T⁻¹ [A, C],
 H₁ = (B − W Yᵀ A⁻¹) T and Y' = Z + Cᵀ A⁻ᵀ Y. The Jacobian is again
 abs(det T)^(d_x' − r₁ − m) (block triangular), so in (A, B, C, T, W, Z, Y, U_⊥,
 V_⊥) the density is
 
-    p ∝ ∏_{i ≤ r₁} T_ii^{r − i + d_x' − r₁ − m} · exp(−(‖T‖² + ‖H₁‖² + ‖W‖²)/2s_U²
+    p ∝ ∏_(i ≤ r₁) T_ii^(r − i + d_x' − r₁ − m) · exp(−(‖T‖² + ‖H₁‖² + ‖W‖²)/2s_U²
         − (‖V₁‖² + ‖Y‖² + ‖Y'‖²)/2s_V²) · N(U_⊥; 0, s_U²) · N(V_⊥; 0, s_V²) · L(y | Θ):
 
 the factored model's prior and likelihood, exactly. r₁ = r is the chart
@@ -98,7 +98,7 @@ radius is the factors' scale while the data pin the directions across it to
 (the paper's q = 10 at N = 10,000: r₁ = 1, r_w = 2, about 40). It is integrated
 out as T's is: the top r_w rows of W are T_w, lower triangular (``chart_weak_log_diag``,
 ``chart_weak_last``, ``chart_weak_lower``; the rows below are ``chart_weak_U``), with
-Bartlett's factor ∏ T_w,ii^{r_w − i}. The last diagonal entry, of power 0, is sampled as
+Bartlett's factor ∏ T_w,ii^(r_w − i). The last diagonal entry, of power 0, is sampled as
 itself, either sign (a reflection, which leaves Θ): its log had a tail toward 0 (the q = 10
 chart drew 1.5–1.8× the ESS without it). For r_w = 1 the only rotation is a sign, W free.
 """
@@ -245,7 +245,7 @@ class ChartFrame:
 
     @property
     def center(self) -> np.ndarray:
-        """c₀: A = diag(σ̂₁ … σ̂_{r₁}), B = C = 0, packed as (vec A, vec C, vec B)."""
+        """c₀: A = diag(σ̂₁ … σ̂_r₁), B = C = 0, packed as (vec A, vec C, vec B)."""
         c0 = np.zeros(self.dim)
         r = self.chart_rank
         c0[: r * r] = np.diag(self.singular_values[:r]).ravel()
@@ -406,7 +406,7 @@ def _information(left, right, sv, theta0, data: PreferenceData) -> np.ndarray:
 
 
 def _prior_curvature(left, right, sv, scale: float) -> np.ndarray:
-    """The diagonal of −∇² log prior in c at T = diag(σ̂)^{1/2}: rows i of [A, C] 1/(σ̂_i s²), B_·j σ̂_j/s²."""
+    """The diagonal of −∇² log prior in c at T = diag(σ̂)^½: rows i of [A, C] 1/(σ̂_i s²), B_·j σ̂_j/s²."""
     r, m, dx = sv.size, right.shape[1], left.shape[1]
     diagonal = np.concatenate([np.repeat(1.0 / sv, r), np.repeat(1.0 / sv, m - r), np.tile(sv, dx - r)])
     return diagonal / scale**2
@@ -582,9 +582,9 @@ def frame_inputs(frame: ChartFrame) -> dict:
 
 
 def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scale: float = 1.0) -> dict:
-    """A start for :func:`build_chart_model`: the centre c₀ (the start's Θ̂ projected), T = diag(σ̂)^{1/2}.
+    """A start for :func:`build_chart_model`: the centre c₀ (the start's Θ̂ projected), T = diag(σ̂)^½.
 
-    With a partial chart, W = Z = [diag(σ̂_{r₁+1} … σ̂_r)^{1/2}; 0] (the rest of Θ̂'s
+    With a partial chart, W = Z = [diag(σ̂_r₁+1 … σ̂_r)^½; 0] (the rest of Θ̂'s
     SVD; W's top block lower triangular when r_w ≥ 2) and Y = 0. ``jitter`` is added
     to z (whose posterior sd is about 1) and, times ``scale``, to U_⊥, V_⊥, W, Z, Y
     and T's entries below its diagonal: nutpie refuses a start with a gradient entry

@@ -125,7 +125,7 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", ties
     start : LowRankResult, optional
         The frequentist low-rank fit to start from (fitted here if not given,
         with ``ridge``). Every chain, the MAP search and ADVI start at its
-        balanced factors U₀ = P S^{1/2}, V₀ = Q S^{1/2}, never at the origin.
+        balanced factors U₀ = P S^½, V₀ = Q S^½, never at the origin.
     basis : RTVBasis or LowRankResult, optional
         The RTV coordinates of θ_rtv (a LowRankResult gives its own); the
         start's by default.

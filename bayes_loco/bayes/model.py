@@ -186,7 +186,7 @@ def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool, layou
 
 
 def balanced_factors(theta: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
-    """U = P_r S_r^{1/2}, V = Q_r S_r^{1/2} from the SVD Θ = P S Qᵀ: balanced (UᵀU = VᵀV).
+    """U = P_r S_r^½, V = Q_r S_r^½ from the SVD Θ = P S Qᵀ: balanced (UᵀU = VᵀV).
 
     The start of every fit (docs/design.md, convention 5: U = V = 0 is a saddle).
 

@@ -264,7 +264,7 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         kind : {"credible", "sandwich", "draws", "quantile", "cvar"}
             ``"credible"`` (default; None means it too): the Gaussian credible
             ellipsoid around the posterior mean with W = inverse posterior
-            covariance of the identified directions and R² = χ²_{k_eff}(level)
+            covariance of the identified directions and R² = χ²_k_eff(level)
             (an EllipsoidSet; both objectives). ``"sandwich"``: the same
             ellipsoid with the sandwich shape Σ F Σ, F the Fisher information
             at the posterior mean Θ̄ (:meth:`information`) — a confidence set

@@ -193,13 +193,13 @@ def calibration(results: pd.DataFrame, levels=LEVELS, *,
                 by: tuple[str, ...] = ("method",)) -> pd.DataFrame:
     """Frequentist coverage of θ* against nominal level, for every ellipsoid method in ``results``.
 
-    θ* lies in the level-α set (Wald or credible ellipsoid, radius² = χ²_{k_eff}(α))
-    iff its W-distance² ≤ χ²_{k_eff}(α), so one run at any level gives the whole
+    θ* lies in the level-α set (Wald or credible ellipsoid, radius² = χ²_k_eff(α))
+    iff its W-distance² ≤ χ²_k_eff(α), so one run at any level gives the whole
     curve from the ``truth_distance`` and ``k_eff`` columns. Rows with no distance
     (greedy, hull, quantile sets; the paper's Gram set, whose radius is not a level)
     are left out, and so are rows whose ``covered`` is missing where that column
     exists: the runner leaves it empty for a set that does not claim to cover θ* (one
-    sized for the policy's values, whose radius is not χ²_{k_eff}(α), or a CVaR set).
+    sized for the policy's values, whose radius is not χ²_k_eff(α), or a CVaR set).
 
     Parameters
     ----------

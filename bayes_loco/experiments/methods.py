@@ -328,7 +328,7 @@ def _truth_columns(uset, truth) -> dict:
 
     ``truth`` is θ* in the set's coordinates, or None (no truth: coverage and
     distance are NaN). With the distance, coverage at any other level follows
-    from the same run: θ* is in the level-α set iff distance² ≤ χ²_{k_eff}(α)
+    from the same run: θ* is in the level-α set iff distance² ≤ χ²_k_eff(α)
     (Wald and credible sets).
     """
     out = dict.fromkeys(("covered", "truth_distance", "radius", "k_eff"), np.nan)
@@ -353,7 +353,7 @@ def _make_set(spec: MethodSpec, fit: Fit, c2: float, level: float):
 
 def _value_columns(policy, uset, population: Population, theta_star) -> dict:
     """Whether the policy's true value (relative to the reference action) is at least its pessimistic value,
-    and C* = ‖m(π*)‖_{W⁻¹} of the optimal policy π* in an ellipsoid's metric (the paper's concentrability)."""
+    and C* = ‖m(π*)‖_W⁻¹ of the optimal policy π* in an ellipsoid's metric (the paper's concentrability)."""
     out = {"value_covered": np.nan, "c_star": np.nan}
     if theta_star is None or uset is None:
         return out
@@ -473,7 +473,7 @@ def run_methods(truth, data: PreferenceData, populations: Mapping[str, Populatio
         in the method's set (NaN for sets that bound values, not θ: value-sized
         and CVaR); ``value_covered`` whether the policy's true value relative
         to the reference action is at least its pessimistic value; ``c_star``
-        the optimal policy's ‖m(π*)‖_{W⁻¹} in an ellipsoid's metric. Every row
+        the optimal policy's ‖m(π*)‖_W⁻¹ in an ellipsoid's metric. Every row
         carries its fit's largest R-hat and divergences (NaN for the
         optimisers), and a NUTS posterior's rows ``chart_rank``, the r₁ of
         its parametrisation (0: factored). The methods of one fit share it.

@@ -153,7 +153,7 @@ def task_inputs(study: str, cell_index: int, settings: dict, rep: int, seed: int
     data = truth.sample(int(s["n"]), seed=data_seed)
     populations = {"personalised": truth.population(int(s["population"]), seed=pop_seed)}
     if s["global_states"] and truth.has_global_populations:
-        # The paper's ρ makes every action's E_{x|s} reward 0 (docs/design.md, pessimism point 6), so the
+        # The paper's ρ makes every action's E_x|s reward 0 (docs/design.md, pessimism point 6), so the
         # global policy is studied under a shifted context law with several contexts per state.
         populations["global"] = truth.population(int(s["global_states"]), seed=global_seed,
                                                  contexts_per_state=int(s["contexts_per_state"]),

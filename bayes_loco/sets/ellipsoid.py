@@ -300,7 +300,7 @@ class EllipsoidSet:
     @classmethod
     def wald(cls, center: np.ndarray, information: np.ndarray, level: float, coordinates: Coordinates, *,
              overwrite: bool = False) -> EllipsoidSet:
-        """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I.
+        """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_k_eff(level)}, k_eff = rank I.
 
         With ``overwrite`` the set may factorise ``information`` in its own memory and keep only the
         factor (:meth:`factored`, from :data:`FACTORED_MIN` coordinates on). ``fit.calibrated_set(level)``
@@ -408,7 +408,7 @@ class EllipsoidSet:
         return factor
 
     def _split(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """‖z‖_{W⁻¹} and whether z lies in range(W), from one product with W's eigenvectors."""
+        """‖z‖_W⁻¹ and whether z lies in range(W), from one product with W's eigenvectors."""
         if self._cholesky is not None:
             return self._cholesky.split(z)
         vals, vecs, live = self._eigen
@@ -574,7 +574,7 @@ class EllipsoidSet:
         return self.distance(theta) <= self.radius * (1 + 1e-12)
 
     def solve_exact(self, problem: ExactProblem) -> ExactSolution:
-        """min_{‖u‖ ≤ 1} V(θ̂ + R L u), with a duality certificate.
+        """min_(‖u‖ ≤ 1) V(θ̂ + R L u), with a duality certificate.
 
         V(θ̂ + R L u) = Σ_i w_i max_a (c_ia + g_iaᵀ u) with c = θ̂ᵀz and g = R Lᵀz: the set reduces the
         problem's features to (c, g) a block of units at a time and

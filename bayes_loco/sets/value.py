@@ -1,6 +1,6 @@
 """Ellipsoids sized for the values of a scope's policies, not for every direction of θ.
 
-A calibrated ellipsoid (Wald, credible) of radius √χ²_{k_eff}(α) bounds θᵀm from
+A calibrated ellipsoid (Wald, credible) of radius √χ²_k_eff(α) bounds θᵀm from
 below for every m at once. A policy's value is one functional θᵀm(π), and the
 m(π) that the policies of one scope can reach fill a cone K far narrower than the
 whole space (for the global policy of the paper's simulation, the nine actions'
@@ -11,15 +11,15 @@ the value differences, and the global policy collapses onto the reference action
 The radius here guards exactly the directions the policies reach. With
 θ̂ − θ ≈ L g, g ~ N(0, I) (L Lᵀ = W⁻¹ on range(W)),
 
-    sup_{m ∈ K} (θ̂ − θ)ᵀm / ‖m‖_{W⁻¹} = ‖Π_{LᵀK}(g)‖,
+    sup_(m ∈ K) (θ̂ − θ)ᵀm / ‖m‖_W⁻¹ = ‖Π_LᵀK(g)‖,
 
 the length of g's projection onto the cone LᵀK (a non-negative least-squares
-problem per draw). Its α-quantile R_α makes θᵀm ≥ θ̂ᵀm − R_α‖m‖_{W⁻¹} hold for
+problem per draw). Its α-quantile R_α makes θᵀm ≥ θ̂ᵀm − R_α‖m‖_W⁻¹ hold for
 every policy of the scope at once with probability α, so it holds for the policy
 the solver picks. E‖Π(g)‖² is the statistical dimension δ(K) of the cone
 (Amelunxen, Lotz, McCoy & Tropp 2014): the principled effective dimension of the
 values, between 1 (one direction) and k_eff (the whole space, where R_α is
-√χ²_{k_eff}(α) again). When the cone is a subspace (some strictly positive
+√χ²_k_eff(α) again). When the cone is a subspace (some strictly positive
 combination of the generators vanishes, a linear program), the length is χ with
 the subspace's dimension and no draws are needed: the personalised policies of
 the paper's simulation reach every identified direction this way.
@@ -80,7 +80,7 @@ def value_directions(ellipsoid: EllipsoidSet, population: Population, *, scope: 
 
 def value_radius(ellipsoid: EllipsoidSet, directions: np.ndarray, level: float, *, draws: int = 2000,
                  seed=0) -> ValueRadius:
-    """R_α with P(θᵀm ≥ θ̂ᵀm − R_α‖m‖_{W⁻¹} for every m in the cone of ``directions``) = α.
+    """R_α with P(θᵀm ≥ θ̂ᵀm − R_α‖m‖_W⁻¹ for every m in the cone of ``directions``) = α.
 
     Under the set's Gaussian approximation θ̂ − θ ~ N(0, W⁻¹) (Wald: the
     sampling law of θ̂; credible: the posterior of θ); see the module docstring.
