@@ -15,6 +15,7 @@ Environment:
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -41,23 +42,22 @@ extensions = [
 
 QUICK = os.environ.get("BAYES_LOCO_QUICK", "1") != "0"
 EXECUTE = os.environ.get("BAYES_LOCO_DOCS_EXECUTE", "1") != "0"
-MODE_NOTE = (
-    "```{{note}}\n{what} `scripts/build_docs.sh` {how}. "
-    "To run it yourself: `jupyter lab notebooks/{name}` (set `BAYES_LOCO_QUICK=1` for the small sizes), "
-    "or `bash scripts/render_notebooks.sh notebooks/{name}` for the full sizes.\n```"
-)
 
 
 def _mode_note(name: str) -> str:
+    """The note under a tutorial's title: how its outputs were made, and how to run it."""
     if not EXECUTE:
-        what, how = "This page shows the notebook's code without its outputs:", "was run with BAYES_LOCO_DOCS_EXECUTE=0"
+        first = ("This page shows the notebook as committed, without its outputs (the site was built with "
+                 "`BAYES_LOCO_DOCS_EXECUTE=0`).")
     elif QUICK:
-        what, how = ("The outputs on this page were computed in QUICK mode (`BAYES_LOCO_QUICK=1`: the small "
-                     "sizes the notebook's first cells name, the sizes the test suite runs) when"), "built the site"
+        first = ("The outputs on this page were computed when the site was built, in QUICK mode "
+                 "(`BAYES_LOCO_QUICK=1`): the small sizes the notebook's first cells name, as in the "
+                 "test suite.")
     else:
-        what, how = "The outputs on this page were computed at full size (`BAYES_LOCO_QUICK=0`) when", \
-            "built the site"
-    return MODE_NOTE.format(what=what, how=how, name=name)
+        first = ("The outputs on this page were computed when the site was built, at full size "
+                 "(`BAYES_LOCO_QUICK=0`).")
+    return (f"```{{note}}\n{first} Run it yourself with `jupyter lab notebooks/{name}`, or at full size with "
+            f"`bash scripts/render_notebooks.sh notebooks/{name}`.\n```")
 
 
 def _copy_notebooks() -> None:
@@ -153,3 +153,19 @@ html_static_path = ["_static"]
 html_css_files = ["bayes_loco.css"]
 html_last_updated_fmt = None
 nitpicky = False
+
+
+# ------------------------------------------------------------------------------------------ docstrings
+
+# Docstrings cite the documentation by path ("docs/design.md, convention 6"), which reads well in a
+# terminal or Jupyter; on the site the path becomes a link to the page.
+_DOC_PATH = re.compile(r"(?<!`)docs/((?:results|howto|reference|explanation|tutorials)/[\w-]+|design)\.md")
+
+
+def _link_doc_paths(app, what, name, obj, options, lines):
+    for i, line in enumerate(lines):
+        lines[i] = _DOC_PATH.sub(lambda m: f":doc:`docs/{m.group(1)}.md </{m.group(1)}>`", line)
+
+
+def setup(app):
+    app.connect("autodoc-process-docstring", _link_doc_paths)
