@@ -330,18 +330,21 @@ def _cmd_plot(args) -> int:
 
 DESCRIPTION = "Run the studies of bayes_loco, compare its methods at one setting, and redraw figures."
 EPILOG = """\
-Exit codes: 0 success, 2 a bad argument, 3 a study or input file problem, 4 the output
-folder is in use by another run. 'bayes-loco COMMAND --help' describes each command."""
+Exit codes: 0 success, 2 a bad argument, 3 a study or input file problem, 4 the
+output folder is in use by another run. 'bayes-loco COMMAND --help' describes
+each command."""
 DEMO_DESCRIPTION = """\
-The paper's simulation at N = 3,000 comparisons, imbalance q = 3, rank 3, three replications,
-through MLE-Greedy, MLE-Pessimistic, PRS and the exact pessimistic policies of PRS's calibrated
-Wald set, for personalised policies and for a global policy deployed to shifted contexts. Prints
-a table and how to read it, and writes a CSV and figures to --out. About three minutes on two
+The paper's simulation at N = 3,000 comparisons, imbalance q = 3, rank 3, three
+replications, through MLE-Greedy, MLE-Pessimistic, PRS and the exact
+pessimistic policies of PRS's calibrated Wald set, for personalised policies
+and for a global policy deployed to shifted contexts. Prints a table and how to
+read it, and writes a CSV and figures to --out. About three minutes on two
 cores."""
 RUN_DESCRIPTION = """\
-Run a study, or resume it: every (cell, replication) is one task with its own seed, and each
-finished task's rows are appended to OUT/STUDY.csv, so a run that stops continues where it
-stopped. Prints a table (mean, standard error, seeds, coverage) and draws one figure per scope."""
+Run a study, or resume it: every (cell, replication) is one task with its own
+seed, and each finished task's rows are appended to OUT/STUDY.csv, so a run
+that stops continues where it stopped. Prints a table (mean, standard error,
+seeds, coverage) and draws one figure per scope."""
 
 
 def _study_list() -> str:

@@ -145,7 +145,7 @@ html_theme_options = {
     # pattern has no right-hand sidebar.
     "secondary_sidebar_items": {"howto/*": _TOC, "explanation/*": _TOC, "results/*": _TOC,
                                 "reference/*": _TOC, "reference/generated/*": _TOC, "design": _TOC,
-                                "changelog": _TOC},
+                                "changelog": _TOC, "reference/cli": []},
 }
 # The landing page and the tutorials use the whole width (the tutorials' own index links them all).
 html_sidebars = {"index": [], "tutorials/0*": []}
