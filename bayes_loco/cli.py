@@ -331,7 +331,7 @@ def _cmd_plot(args) -> int:
 DESCRIPTION = "Run the studies of bayes_loco, compare its methods at one setting, and redraw figures."
 EPILOG = """\
 Exit codes: 0 success, 2 a bad argument, 3 a study or input file problem, 4 the
-output folder is in use by another run. 'bayes-loco COMMAND --help' describes
+output folder is in use by another run. 'bayes-loco command --help' describes
 each command."""
 DEMO_DESCRIPTION = """\
 The paper's simulation at N = 3,000 comparisons, imbalance q = 3, rank 3, three
@@ -342,7 +342,7 @@ read it, and writes a CSV and figures to --out. About three minutes on two
 cores."""
 RUN_DESCRIPTION = """\
 Run a study, or resume it: every (cell, replication) is one task with its own
-seed, and each finished task's rows are appended to OUT/STUDY.csv, so a run
+seed, and each finished task's rows are appended to OUT/study.csv, so a run
 that stops continues where it stopped. Prints a table (mean, standard error,
 seeds, coverage) and draws one figure per scope."""
 
@@ -363,7 +363,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bayes-loco", description=DESCRIPTION, epilog=EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"bayes-loco {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
     def common(p, out_default):
         p.add_argument("--out", default=out_default, help="folder for CSV, JSON and figures")
@@ -378,7 +378,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="run (or resume) a study", description=RUN_DESCRIPTION,
                          epilog=_study_list(), formatter_class=argparse.RawDescriptionHelpFormatter)
-    run.add_argument("study", choices=list(STUDIES), metavar="STUDY", help="one of the studies listed below")
+    run.add_argument("study", choices=list(STUDIES), metavar="study", help="one of the studies listed below")
     run.add_argument("--reps", type=_positive_int, default=None, help="replications per cell")
     run.add_argument("--population", type=_positive_int, default=None, help="evaluation population size")
     run.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786)")
@@ -412,7 +412,7 @@ def build_parser() -> argparse.ArgumentParser:
                           description="Redraw a study's figures from the CSV that run wrote, next to it. "
                                       "Several CSVs of one study (parts run with --only) are combined, "
                                       "and the combined table is printed.")
-    plot.add_argument("csv", nargs="+", metavar="CSV", help="results CSVs written by 'run' (of one study: "
+    plot.add_argument("csv", nargs="+", help="results CSVs written by 'run' (of one study: "
                                                              "several combine runs of different cells, e.g. "
                                                              "with --only)")
     plot.set_defaults(func=_cmd_plot)

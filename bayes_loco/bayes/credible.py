@@ -27,7 +27,7 @@ import numpy as np
 from .._validation import check_option, check_real
 from ..coordinates import RTVBasis
 from ..sets import DrawsSet, EllipsoidSet, QuantileSet
-from ..sets.ellipsoid import chi_radius
+from ..sets.description import chi_radius
 from .reduced import draws_moments
 
 #: The kinds of :func:`credible_set`, each the ``kind`` of the set it returns.

@@ -42,7 +42,7 @@ three charts that diverged at 0.9 had no divergence at 0.95), and, where its cha
 components stand :data:`SNR_STEADY` standard deviations or more from 0, at
 :data:`STEADY_TARGET_ACCEPT` after that (:attr:`~.chart.ChartFrame.snr`); a chart of fewer
 components where more were charted, the largest r' whose boundary sits at a gap of the
-start's singular values (σ̂_r' ≥ :data:`GAP_MIN` σ̂_r'+1; an unseen problem, §5.1 at q = 1,
+start's singular values (σ̂_r' ≥ :data:`GAP_MIN` σ̂_(r'+1); an unseen problem, §5.1 at q = 1,
 N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in
 101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), at the target
 the larger chart's retries reached (in five of five such fall-backs the smaller chart diverged
@@ -129,7 +129,7 @@ N_PARTIAL_RETRY = 15000
 # their R-hat sits at the edge of 1.01 (sampler seed 2 missed at 1.012 and fell back to the factored model,
 # 289 s). At 1,500, four sampler seeds of four converged (R-hat 1.0036-1.0045, ESS 788-1,006, 76-79 s).
 PARTIAL_DRAWS = 1.5
-# A smaller chart's boundary r' must sit at a gap σ̂_r' ≥ GAP_MIN σ̂_r'+1: across a narrower one the
+# A smaller chart's boundary r' must sit at a gap σ̂_r' ≥ GAP_MIN σ̂_(r'+1): across a narrower one the
 # posterior swaps the components. Across 1.35 (§5.1, q = 10, N = 10,000, r₁ = 2) the chart diverged 38
 # times, across 1.23 (q = 30, N = 20,000) 19 times; across 9.9 and 7.3, 0 and 1 times
 # (docs/results/posterior.md).
@@ -564,7 +564,7 @@ def _retries(geometry: Geometry, nuts: NUTS, latest: Callable[[], Diagnostics]) 
 
 
 def smaller_chart_rank(frame: ChartFrame) -> int | None:
-    """The largest r' below the frame's r₁ whose boundary sits at a gap (σ̂_r' ≥ :data:`GAP_MIN` σ̂_r'+1).
+    """The largest r' below the frame's r₁ whose boundary sits at a gap (σ̂_r' ≥ :data:`GAP_MIN` σ̂_(r'+1)).
 
     None where no boundary below r₁ has one: the fall-back then goes to the factored model.
     """

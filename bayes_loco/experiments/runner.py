@@ -37,6 +37,7 @@ from .._validation import check_int, check_option, check_real
 from ..data import PreferenceData
 from ..problems import Problem
 from ..simulate import CONTEXT_LAWS
+from .figures import summarise as summarise  # it lived here: still importable
 from .methods import METHODS, POSTERIOR_PREFIX, posterior_settings, run_methods
 from .problems import PERSONALLLM_FILES, PROBLEM_KEYS, PROBLEM_SETTINGS, build_problem
 from .store import LOCK_NAME as LOCK_NAME  # these three and read_results lived here: still importable
@@ -569,46 +570,3 @@ def _versions() -> dict:
         except md.PackageNotFoundError:
             out[name] = None
     return out
-
-
-def summarise(results: pd.DataFrame, by: Iterable[str]) -> pd.DataFrame:
-    """Mean, standard error and replication count of sub-optimality, and coverage, per group.
-
-    ``coverage`` is of θ* by the set, ``value_coverage`` of the policy's true value by its pessimistic
-    value (results written before that column existed have no ``value_coverage``).
-
-    Parameters
-    ----------
-    results : pandas.DataFrame
-        Rows of :func:`run_study` (or :func:`read_results`).
-    by : iterable of str
-        The columns to group by, e.g. ``["scope", "n", "method"]``.
-
-    Returns
-    -------
-    pandas.DataFrame
-        ``mean`` and ``se`` of sub-optimality, ``reps``, ``coverage``, ``value_coverage``,
-        ``theta_error`` (and ``rank_correct`` where a rank was selected), per group.
-
-    Examples
-    --------
-    >>> from bayes_loco import experiments as ex
-    >>> tiny = ex.Study("tiny", ({"n": 300, "imbalance": 3}, {"n": 600, "imbalance": 3}),
-    ...                 methods=("MLE-Greedy", "PRS-exact-Wald"), reps=2,
-    ...                 fixed={"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50, "global_states": 0})
-    >>> results = ex.run_study(tiny, "tiny_study", workers=1, progress=False)
-    >>> table = ex.summarise(results, ["method"])
-    >>> list(table["method"]), list(table["reps"])
-    (['MLE-Greedy', 'PRS-exact-Wald'], [4, 4])
-    """
-    grouped = results.groupby(list(by), dropna=False)
-    table = grouped["suboptimality"].agg(mean="mean", se=lambda v: v.std(ddof=1) / np.sqrt(len(v)),
-                                         reps="count")
-    table["coverage"] = grouped["covered"].mean()
-    if "value_covered" in results:
-        table["value_coverage"] = grouped["value_covered"].mean()
-    table["theta_error"] = grouped["theta_error"].mean()
-    if "selected_rank" in results and "rank" in results:
-        hit = (results["selected_rank"] == results["rank"]).where(results["selected_rank"].notna())
-        table["rank_correct"] = hit.groupby([results[b] for b in by], dropna=False).mean()
-    return table.reset_index()

@@ -14,18 +14,14 @@ from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
-from scipy import stats
 
 from .._validation import (
     as_float_array,
-    check_finite,
     check_magnitude,
     check_memory,
-    check_option,
     check_real,
 )
 from ..coordinates import Coordinates
-from ..data import SCOPES
 from ..linalg import (
     CHOLESKY_MIN,
     CHOLESKY_RCOND,
@@ -43,18 +39,14 @@ from .base import (
     ValueRadius,
     check_features,
     check_set_coordinates,
-    check_set_level,
     minimax_solver,
 )
+from .description import KINDS as KINDS  # re-exported: the kinds were defined here
+from .description import check_description, check_factored, check_symmetric, chi_radius
 
 # EllipsoidSet.factored keeps only W's pivoted Cholesky factor, computed in W's memory, from this many
 # coordinates on (W of 512 MiB): WaldFit.calibrated_set at LLM width holds one k × k matrix, not two.
 FACTORED_MIN = 8192
-# What W and R mean (docs/design.md, "What each set's level means").
-KINDS = ("gram", "wald", "credible", "sandwich")
-# W must equal Wᵀ to this fraction of its largest entry; it is compared this many rows at a time.
-SYMMETRY_RTOL = 1e-8
-SYMMETRY_PANEL = 512
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,13 +86,8 @@ class EllipsoidSet:
 
     Examples
     --------
-    >>> wald = fit.calibrated_set(0.9)                  # PRS's 90% Wald set
-    >>> wald.kind, wald.level, round(wald.radius, 3), wald.dim, wald.effective_dim
-    ('wald', 0.9, 3.655, 16, 8)
-    >>> W = np.diag([4.0, 1.0, 0.0])                    # a set of your own: unbounded along e₃
-    >>> box = bl.EllipsoidSet(np.zeros(3), W, 1.0, bl.VecCoordinates(1, 3))
-    >>> box.lower_bound(np.array([[1.0, 0, 0], [0, 0, 1.0]]))
-    array([-0.5, -inf])
+    >>> fit.calibrated_set(0.9)                       # PRS's 90% Wald set
+    EllipsoidSet(kind='wald', k=16, k_eff=8, radius=3.655, level=0.9)
     """
 
     center: np.ndarray
@@ -123,7 +110,7 @@ class EllipsoidSet:
         k = center.shape[0]
         object.__setattr__(self, "center", center)
         check_set_coordinates(self.coordinates, k, "center")
-        _check_description(self.radius, self.kind, self.level, self.sized_for, self.sizing)
+        check_description(self.radius, self.kind, self.level, self.sized_for, self.sizing)
         object.__setattr__(self, "radius", float(self.radius))
         factor = (self.pivots, self.cholesky, self.cholesky_tail, self.rcond)
         if any(part is not None for part in factor):
@@ -153,7 +140,7 @@ class EllipsoidSet:
         if self.precision.dtype != np.float64:
             object.__setattr__(self, "precision", as_float_array(self.precision, "precision (W)", 2))
         check_magnitude(self.precision, "precision (W)")
-        _check_symmetric(self.precision)
+        check_symmetric(self.precision)
         if self._cholesky is None:
             self._eigen  # noqa: B018 - validates that W is positive semi-definite
 
@@ -166,7 +153,6 @@ class EllipsoidSet:
         Parameters
         ----------
         radius : float
-            R ≥ 0.
         **changes
             ``level``, ``sized_for`` or ``sizing``, as in the class.
 
@@ -176,16 +162,14 @@ class EllipsoidSet:
 
         Examples
         --------
-        >>> wald = fit.calibrated_set(0.9)
-        >>> wider = wald.with_radius(2 * wald.radius, level=None)   # twice as wide, no longer a 90% set
-        >>> round(wider.radius / wald.radius, 3), wider.level
-        (2.0, None)
+        >>> fit.calibrated_set(0.9).with_radius(7.31, level=None)   # twice as wide: no longer a 90% set
+        EllipsoidSet(kind='wald', k=16, k_eff=8, radius=7.31)
         """
         unknown = set(changes) - {"level", "sized_for", "sizing"}
         if unknown:
             raise TypeError(f"with_radius changes only level, sized_for and sizing, got {sorted(unknown)}")
         described = {"level": self.level, "sized_for": self.sized_for, "sizing": self.sizing, **changes}
-        _check_description(radius, self.kind, **described)
+        check_description(radius, self.kind, **described)
         new = copy.copy(self)  # the cached factorisation is in the instance's __dict__ and comes along
         for name, value in {"radius": float(radius), **changes}.items():
             object.__setattr__(new, name, value)
@@ -206,13 +190,8 @@ class EllipsoidSet:
 
         Parameters
         ----------
-        center : ndarray of shape (k,)
-        precision : ndarray of shape (k, k), float64
-            W; overwritten from :data:`FACTORED_MIN` coordinates on.
-        radius : float
-        coordinates : Coordinates
-        **fields
-            ``kind``, ``level``, ``sized_for``, ``sizing``.
+        center, precision, radius, coordinates, **fields
+            As in the class; ``precision`` must be float64.
 
         Returns
         -------
@@ -220,9 +199,8 @@ class EllipsoidSet:
 
         Examples
         --------
-        >>> W = np.diag([4.0, 1.0, 0.0])
-        >>> small = bl.EllipsoidSet.factored(np.zeros(3), W.copy(), 1.0, bl.VecCoordinates(1, 3))
-        >>> small.precision is None          # 3 coordinates: below FACTORED_MIN, W is kept
+        >>> W = np.diag([4.0, 1.0, 0.0])   # 3 coordinates, below FACTORED_MIN: the set keeps W
+        >>> bl.EllipsoidSet.factored(np.zeros(3), W.copy(), 1.0, bl.VecCoordinates(1, 3)).precision is None
         False
 
         Raises
@@ -238,18 +216,7 @@ class EllipsoidSet:
         k = center.shape[0]
         if k < FACTORED_MIN:
             return cls(center, precision, radius, coordinates, **fields)
-        if not isinstance(precision, np.ndarray) or precision.dtype != np.float64:
-            raise TypeError(f"precision (W) must be a ({k}, {k}) float64 array, got "
-                            f"{getattr(precision, 'dtype', type(precision).__name__)}")
-        if precision.shape != (k, k):
-            raise ValueError(f"precision (W) must have shape ({k}, {k}) to match center, got "
-                             f"{precision.shape}")
-        _check_description(radius, fields.get("kind", "gram"), fields.get("level"), fields.get("sized_for"),
-                           fields.get("sizing"))
-        check_magnitude(precision, "precision (W)")
-        _check_symmetric(precision)
-        check_memory(8.0 * k**2, f"the Cholesky factor of the {k} x {k} W, beside W",
-                     "use fewer coordinates (a lower rank)")
+        check_factored(precision, k, radius, fields)
         live = live_coordinates(precision)
         pivoted = pivoted_cholesky(precision, live, overwrite=True)
         if pivoted is None:
@@ -271,27 +238,18 @@ class EllipsoidSet:
 
         Parameters
         ----------
-        center : ndarray of shape (k,)
-            θ̂.
-        gram : ndarray of shape (k, k)
-            W = Σ_t z_t z_tᵀ over the estimation comparisons.
-        n : int
-            N, the number of those comparisons.
-        coordinates : Coordinates
-        c2 : float
-            C₂ ≥ 0.
+        center, gram, n, coordinates, c2
+            θ̂, W = Σ_t z_t z_tᵀ over the N = ``n`` estimation comparisons, their
+            coordinates, and C₂ ≥ 0.
 
         Returns
         -------
         EllipsoidSet
-            ``kind="gram"``, ``level`` None.
 
         Examples
         --------
-        >>> W = np.diag([4.0, 1.0, 0.0])
-        >>> paper = bl.EllipsoidSet.penalty(np.zeros(3), W, 100, bl.VecCoordinates(1, 3), c2=5.0)
-        >>> round(paper.radius, 3), paper.level              # 5·sqrt(3/100)
-        (0.866, None)
+        >>> bl.EllipsoidSet.penalty(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 100, bl.VecCoordinates(1, 3))
+        EllipsoidSet(kind='gram', k=3, k_eff=2, radius=0.866)
         """
         c2 = check_real(c2, "c2", 0.0)
         radius = c2 * float(np.sqrt(coordinates.dim / n))
@@ -308,27 +266,18 @@ class EllipsoidSet:
 
         Parameters
         ----------
-        center : ndarray of shape (k,)
-            θ̂.
-        information : ndarray of shape (k, k)
-            The Fisher information I at θ̂.
-        level : float
-            In (0, 1).
-        coordinates : Coordinates
-        overwrite : bool
-            Whether ``information`` may be overwritten.
+        center, information, level, coordinates, overwrite
+            θ̂, the Fisher information I at θ̂, the level in (0, 1), the coordinates, and
+            whether ``information`` may be overwritten.
 
         Returns
         -------
         EllipsoidSet
-            ``kind="wald"``, radius √χ²_k_eff(level).
 
         Examples
         --------
-        >>> W = np.diag([4.0, 1.0, 0.0])
-        >>> wald = bl.EllipsoidSet.wald(np.zeros(3), W, 0.9, bl.VecCoordinates(1, 3))
-        >>> wald.effective_dim, round(wald.radius, 3)          # sqrt(χ²₂(0.9))
-        (2, 2.146)
+        >>> bl.EllipsoidSet.wald(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 0.9, bl.VecCoordinates(1, 3))
+        EllipsoidSet(kind='wald', k=3, k_eff=2, radius=2.146, level=0.9)
         """
         build = cls.factored if overwrite else cls
         unit = build(center, information, 1.0, coordinates, kind="wald", level=level)
@@ -464,8 +413,7 @@ class EllipsoidSet:
 
         Examples
         --------
-        >>> box = bl.EllipsoidSet(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 1.0, bl.VecCoordinates(1, 3))
-        >>> box.identified(np.array([[1.0, 2.0, 0.0], [0.0, 0.0, 1.0]]))
+        >>> bl.EllipsoidSet([0, 0], np.diag([4.0, 0]), 1, bl.VecCoordinates(1, 2)).identified(np.eye(2))
         array([ True, False])
         """
         return self._split(check_features(z, self.dim))[1]
@@ -483,8 +431,7 @@ class EllipsoidSet:
 
         Examples
         --------
-        >>> box = bl.EllipsoidSet(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 1.0, bl.VecCoordinates(1, 3))
-        >>> box.dual_norm(np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]))
+        >>> bl.EllipsoidSet([0, 0], np.diag([4.0, 1]), 1, bl.VecCoordinates(1, 2)).dual_norm(np.eye(2))
         array([0.5, 1. ])
         """
         return self._split(check_features(z, self.dim))[0]
@@ -501,9 +448,8 @@ class EllipsoidSet:
 
         Examples
         --------
-        >>> box = bl.EllipsoidSet(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 1.0, bl.VecCoordinates(1, 3))
-        >>> box.coordinate_widths()
-        array([0.5, 1. , inf])
+        >>> bl.EllipsoidSet([0, 0], np.diag([4.0, 0]), 1, bl.VecCoordinates(1, 2)).coordinate_widths()
+        array([0.5, inf])
         """
         width, inside = self._split(np.eye(self.dim))
         return np.where(inside, width, np.inf)
@@ -523,8 +469,7 @@ class EllipsoidSet:
 
         Examples
         --------
-        >>> box = bl.EllipsoidSet(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 1.0, bl.VecCoordinates(1, 3))
-        >>> box.lower_bound(np.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]]))
+        >>> bl.EllipsoidSet([0, 0], np.diag([4.0, 0]), 1, bl.VecCoordinates(1, 2)).lower_bound(np.eye(2))
         array([-0.5, -inf])
         """
         z = check_features(z, self.dim)
@@ -545,10 +490,8 @@ class EllipsoidSet:
 
         Examples
         --------
-        >>> wald = fit.calibrated_set(0.9)
-        >>> theta_star = fit.coordinates.to_coordinates(problem.theta)    # θ*_rtv
-        >>> round(float(wald.distance(theta_star)), 3), round(wald.radius, 3)
-        (2.054, 3.655)
+        >>> round(float(fit.calibrated_set(0.9).distance(fit.coordinates.to_coordinates(problem.theta))), 3)
+        2.054
         """
         d = check_features(theta, self.dim, "theta") - self.center
         if self.precision is None:
@@ -585,18 +528,14 @@ class EllipsoidSet:
         Parameters
         ----------
         problem : ExactProblem
-            The units, candidates and weights :func:`~bayes_loco.pessimistic_policy` hands over.
 
         Returns
         -------
         ExactSolution
-            The minimising θ, the policy's probabilities and the certificate.
 
         Examples
         --------
-        :func:`~bayes_loco.pessimistic_policy` calls it with ``objective="exact"``:
-
-        >>> policy = bl.pessimistic_policy(fit.calibrated_set(0.9), pop, objective="exact")
+        >>> policy = bl.pessimistic_policy(fit.calibrated_set(0.9), pop, objective="exact")  # calls it
         >>> policy.certificate.relative_gap < 1e-4
         True
         """
@@ -609,43 +548,6 @@ class EllipsoidSet:
         sized = "" if self.sized_for is None else f", sized_for={self.sized_for!r}"
         return (f"EllipsoidSet(kind={self.kind!r}, k={self.dim}, k_eff={self.effective_dim}, "
                 f"radius={self.radius:.4g}{lvl}{sized})")
-
-
-def chi_radius(level: float, dim: int) -> float:
-    """√χ²_dim(level): the radius of a Gaussian ellipsoid of probability ``level`` in ``dim`` dimensions."""
-    return float(np.sqrt(stats.chi2.ppf(level, dim)))
-
-
-def _check_description(radius, kind, level, sized_for, sizing) -> None:
-    """The radius, kind, level, scope and sizing of an ellipsoid, or one error naming the wrong one."""
-    radius = check_finite(radius, "radius")
-    if radius < 0:
-        raise ValueError(f"radius must be finite and >= 0, got {radius}")
-    check_option(kind, "kind", KINDS)
-    check_set_level(level, allow_none=True)
-    if sized_for is not None:
-        check_option(sized_for, "sized_for", SCOPES)
-    if sizing is not None and not isinstance(sizing, ValueRadius):
-        raise TypeError(f"sizing must be a ValueRadius or None, got {type(sizing).__name__}")
-
-
-def _check_symmetric(precision: np.ndarray) -> None:
-    """Refuse a W that differs from Wᵀ by more than :data:`SYMMETRY_RTOL` of its largest entry.
-
-    By panels of :data:`SYMMETRY_PANEL` rows against the matching columns: no k × k temporary.
-    """
-    k = precision.shape[0]
-    top = max(float(precision.max()), -float(precision.min()), np.finfo(float).tiny)
-    for lo in range(0, k, SYMMETRY_PANEL):
-        hi = min(lo + SYMMETRY_PANEL, k)
-        gap = np.abs(precision[lo:hi] - precision[:, lo:hi].T)
-        if float(gap.max()) > SYMMETRY_RTOL * top:
-            i, j = np.unravel_index(int(gap.argmax()), gap.shape)
-            i = lo + int(i)
-            raise ValueError(f"precision (W) must be symmetric: W[{i}, {j}] = {precision[i, j]:.6g} but "
-                             f"W[{j}, {i}] = {precision[j, i]:.6g}; pass (W + W.T) / 2 if the difference is "
-                             "rounding")
-
 
 
 def wald_set(center: np.ndarray, information: np.ndarray, level: float, coordinates: Coordinates, *,

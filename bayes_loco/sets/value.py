@@ -34,7 +34,8 @@ from .._validation import check_int, check_option, check_real, rng_from
 from ..data import SCOPES, Population
 from ..design import mean_candidate_features
 from .base import ValueRadius
-from .ellipsoid import EllipsoidSet, chi_radius
+from .description import chi_radius
+from .ellipsoid import EllipsoidSet
 
 # Directions shorter than this (relative to the longest) are the reference action's own zeros.
 ZERO_RTOL = 1e-12
