@@ -180,14 +180,13 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", ties
     >>> post.method, post.k, post.k_eff
     ('map', 16, 8)
 
-    A short NUTS run of PyMC's own sampler (no compilation wait). It is too short for the
-    ESS bar: the default runs it longer once, then warns (``SamplerWarning``) with advice
-    in ``post.advice`` if that still misses:
+    The default NUTS fit, and one of PyMC's own sampler (no compilation wait) too short
+    for the ESS bar, which the default runs longer once and then warns about
+    (``SamplerWarning``) with advice in ``post.advice`` (not run here: 30 s and more):
 
+    >>> post = bl.bayes.fit_posterior(data, rank=2)  # doctest: +SKIP
     >>> short = bl.bayes.fit_posterior(data, rank=2, nuts={"sampler": "pymc", "draws": 200, "tune": 200,
-    ...                                                    "chains": 2}, random_seed=0, progressbar=False)
-    >>> short.diagnostics.method, short.rtv_draws.shape[1]
-    ('nuts-pymc', 16)
+    ...                                                    "chains": 2})  # doctest: +SKIP
     """
     run, group, start_note = _resolve(data, rank, method, ties, prior, nuts, map, vi, start, basis, ridge,
                                       random_seed, predictive_draws, progressbar)
