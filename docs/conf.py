@@ -148,7 +148,10 @@ html_theme_options = {
                                 "changelog": _TOC, "reference/cli": []},
 }
 # The landing page and the tutorials use the whole width (the tutorials' own index links them all).
-html_sidebars = {"index": [], "tutorials/0*": []}
+# Only the reference keeps a left-hand navigation (its list of names); the other sections have
+# a few pages each, reached from the top bar, and their tables, code and figures need the width.
+html_sidebars = {"index": [], "tutorials/0*": [], "howto/*": [], "results/*": [],
+                 "explanation/*": [], "design": [], "changelog": []}
 html_static_path = ["_static"]
 html_css_files = ["bayes_loco.css"]
 html_last_updated_fmt = None
@@ -158,13 +161,13 @@ nitpicky = False
 # ------------------------------------------------------------------------------------------ docstrings
 
 # Docstrings cite the documentation by path ("docs/design.md, convention 6"), which reads well in a
-# terminal or Jupyter; on the site the path becomes a link to the page.
+# terminal or Jupyter; on the site the path becomes a link named by the page's title.
 _DOC_PATH = re.compile(r"(?<!`)docs/((?:results|howto|reference|explanation|tutorials)/[\w-]+|design)\.md")
 
 
 def _link_doc_paths(app, what, name, obj, options, lines):
     for i, line in enumerate(lines):
-        lines[i] = _DOC_PATH.sub(lambda m: f":doc:`docs/{m.group(1)}.md </{m.group(1)}>`", line)
+        lines[i] = _DOC_PATH.sub(lambda m: f":doc:`/{m.group(1)}`", line)  # the page's title
 
 
 def setup(app):
