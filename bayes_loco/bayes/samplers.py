@@ -244,7 +244,19 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
 
 
 def available_samplers() -> tuple[str, ...]:
-    """The NUTS implementations installed here: always ``"pymc"``, then nutpie and numpyro if present."""
+    """The NUTS implementations installed here: always ``"pymc"``, then nutpie and numpyro if present.
+
+    nutpie, a dependency, is the default (``nuts={"sampler": ...}`` chooses).
+
+    Returns
+    -------
+    tuple of str
+
+    Examples
+    --------
+    >>> "pymc" in bl.bayes.available_samplers()
+    True
+    """
     found = ["pymc"]
     if importlib.util.find_spec("nutpie") is not None:
         found.append("nutpie")
@@ -298,7 +310,7 @@ def reads_distinct_rows(nuts: NUTS) -> bool:
     numpyro, on a GPU): there the gradient of the gather is a scatter-add of N rows onto
     the few distinct ones, whose colliding float64 adds are serialised. On an H200 at
     N = 100,000 (q = 10, the default chart) that took 1.4 ms per gradient, where the N-row
-    graph's two products take a fraction of it (docs/results.md, "The JAX path").
+    graph's two products take a fraction of it (docs/results/posterior.md, "On a GPU").
     """
     return not ((nuts.backend == "jax" or nuts.sampler == "numpyro") and jax_accelerator())
 

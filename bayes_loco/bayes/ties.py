@@ -14,8 +14,8 @@ likelihood:
     (:func:`observe_bernoulli`; same graph, same draws for the same seed).
 ``"davidson"``
     Davidson's (1970) model with one tie parameter ν ≥ 0:
-    P(y = 1) : P(tie) : P(y = 0) = e^{η/2} : ν : e^{−η/2}, so the term of t is
-    w_t [(y_t − ½) η_t + 1{y_t = ½} log ν − log(e^{η_t/2} + ν + e^{−η_t/2})]
+    P(y = 1) : P(tie) : P(y = 0) = e^η/2 : ν : e^−η/2, so the term of t is
+    w_t [(y_t − ½) η_t + 1{y_t = ½} log ν − log(e^η_t/2 + ν + e^−η_t/2)]
     (:func:`bayes_loco.model.outcome_probabilities` is the NumPy reference).
 
 **The prior of ν** is log ν ~ N(0, σ_ν²) with σ_ν = ``prior.nu_scale``
@@ -108,7 +108,7 @@ def log_nu_start(data: PreferenceData) -> float:
 
 
 def log_likelihood_term(value, eta):
-    """y log σ(η) + (1 − y) log σ(−η) as a graph, written (y − ½) η − ½|η| − log1p(e^{−|η|}).
+    """y log σ(η) + (1 − y) log σ(−η) as a graph, written (y − ½) η − ½|η| − log1p(e^−|η|).
 
     The value of PyMC's ``Bernoulli(logit_p=η)`` log mass on y ∈ {0, 1} (to rounding),
     at one exp and one log1p per comparison: softplus and the σ of its gradient take

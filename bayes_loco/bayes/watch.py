@@ -9,7 +9,7 @@ can move to other coordinates having spent a tenth of the warm-up, not the whole
 trajectories of 2^depth leapfrog steps. nutpie's
 step size has settled by then: over 54 logged problems the mean depth of those draws tracked
 log₂ of the run's leapfrog steps per draw with correlation 0.98, reading 0.3-1.1 below it
-(docs/results.md, "A watched warm-up").
+(docs/results/posterior.md).
 
 **A run stopped at its first divergence.** A watch with ``divergence`` set also follows the
 chains' progress (nutpie's ``progress_callback``, which costs no read of the trace) after the
@@ -183,8 +183,8 @@ def remaining_seconds(tree: xr.DataTree, elapsed: float, total: int) -> float:
     far (those of every chain, warm-up and after), the same per draw for the rest of ``total``.
 
     An overestimate where the warm-up's first draws take longer trees than the later ones: on
-    five unseen problems it exceeded the whole factored run's logged seconds by 1.2-2.8× (docs/results.md,
-    "A watched warm-up"; the two were timed under different loads).
+    five unseen problems it exceeded the whole factored run's logged seconds by 1.2-2.8× (the two
+    were timed under different loads; docs/results/posterior.md).
     """
     drawn = sum(int(np.isfinite(tree[name]["step_size"].values).sum())
                 for name in ("warmup_sample_stats", "sample_stats") if name in tree.children)

@@ -63,6 +63,7 @@ class MethodSpec:
     sized: bool = False
 
 
+#: Every method by name: the fit it uses, its uncertainty set and the objective of its policy.
 METHODS: dict[str, MethodSpec] = {
     "MLE-Greedy": MethodSpec("mle", None, "greedy"),
     "MLE-Pessimistic": MethodSpec("mle", "gram", "relaxed"),
@@ -85,8 +86,9 @@ METHODS: dict[str, MethodSpec] = {
     "Posterior-exact-cvar": MethodSpec("posterior", "cvar", "exact"),
     "Posterior-exact-ellipsoid-values": MethodSpec("posterior", "credible", "exact", sized=True),
 }
+#: The methods a study runs unless it names others: the paper's three and the exact Wald policy.
 DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
-# compare_policies' default: the paper's PRS set and the Wald set against every posterior set.
+#: :func:`compare_policies`' default: the paper's PRS set and the Wald set against every posterior set.
 COMPARE_METHODS = ("PRS", "PRS-exact-Gram", "PRS-exact-Wald", "PRS-relaxed-Wald", "LowRank-Greedy",
                    "Posterior-mean-Greedy", "Posterior-exact-ellipsoid", "Posterior-relaxed-ellipsoid",
                    "Posterior-exact-sandwich", "Posterior-exact-draws", "Posterior-relaxed-draws",
@@ -95,12 +97,13 @@ GIC_RANKS = 5
 
 # fit_posterior's settings that come in groups (its arguments nuts, prior, vi), and their defaults here.
 POSTERIOR_GROUPS = ("nuts", "prior", "vi")
+#: The posterior settings of the studies' tasks: 4 chains × (500 + 500) on one core each.
 POSTERIOR_DEFAULTS: dict[str, dict] = {"nuts": {"draws": 500, "tune": 500, "chains": 4, "cores": 1}}
 # fit_posterior's ungrouped settings that a study may set (posterior_method=vi).
 POSTERIOR_KEYWORDS = ("method",)
 POSTERIOR_PREFIX = "posterior_"
 
-# The columns of every row, in order.
+#: The columns of every row of a study's results, in order.
 COLUMNS = ["method", "fit", "set_kind", "level", "objective", "scope", "suboptimality", "pessimistic_value",
            "relative_gap", "covered", "value_covered", "truth_distance", "radius", "k_eff", "c_star",
            "theta_error", "fit_seconds", "policy_seconds", "selected_rank", "max_rhat", "divergences",
@@ -195,6 +198,8 @@ def _fit_posterior(fits: Fits) -> Fit:
     return fit_posterior(fits.data, fits.rank, **(arguments | posterior_arguments(fits.posterior)))
 
 
+#: The fitters by a method's ``fit`` (``"mle"``, ``"prs"``, ``"low_rank"``, ``"gic"``, ``"posterior"``): each
+#: fits a task's data once, and the methods that share a fit share it.
 FITTERS: dict[str, Fitter] = {
     "mle": Fitter(_fit_mle, at_rank=False),
     "prs": Fitter(_fit_prs),
@@ -257,10 +262,26 @@ def posterior_settings(settings: Mapping) -> dict:
     :data:`POSTERIOR_GROUPS`, and ``posterior_method`` sets the method. Other
     settings are ignored.
 
+    Parameters
+    ----------
+    settings : Mapping
+        A task's settings.
+
+    Returns
+    -------
+    dict
+        ``fit_posterior``'s keyword arguments.
+
     Raises
     ------
     ValueError
         A ``posterior_*`` setting that is neither, naming it.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> ex.posterior_settings({"posterior_nuts_draws": 200, "posterior_prior_scale": 2, "n": 3000})
+    {'nuts': {'draws': 200}, 'prior': {'scale': 2}}
     """
     out: dict = {}
     for key, value in settings.items():
@@ -307,7 +328,7 @@ def _truth_columns(uset, truth) -> dict:
 
     ``truth`` is θ* in the set's coordinates, or None (no truth: coverage and
     distance are NaN). With the distance, coverage at any other level follows
-    from the same run: θ* is in the level-α set iff distance² ≤ χ²_{k_eff}(α)
+    from the same run: θ* is in the level-α set iff distance² ≤ χ²_k_eff(α)
     (Wald and credible sets).
     """
     out = dict.fromkeys(("covered", "truth_distance", "radius", "k_eff"), np.nan)
@@ -332,7 +353,7 @@ def _make_set(spec: MethodSpec, fit: Fit, c2: float, level: float):
 
 def _value_columns(policy, uset, population: Population, theta_star) -> dict:
     """Whether the policy's true value (relative to the reference action) is at least its pessimistic value,
-    and C* = ‖m(π*)‖_{W⁻¹} of the optimal policy π* in an ellipsoid's metric (the paper's concentrability)."""
+    and C* = ‖m(π*)‖_W⁻¹ of the optimal policy π* in an ellipsoid's metric (the paper's concentrability)."""
     out = {"value_covered": np.nan, "c_star": np.nan}
     if theta_star is None or uset is None:
         return out
@@ -452,10 +473,17 @@ def run_methods(truth, data: PreferenceData, populations: Mapping[str, Populatio
         in the method's set (NaN for sets that bound values, not θ: value-sized
         and CVaR); ``value_covered`` whether the policy's true value relative
         to the reference action is at least its pessimistic value; ``c_star``
-        the optimal policy's ‖m(π*)‖_{W⁻¹} in an ellipsoid's metric. Every row
+        the optimal policy's ‖m(π*)‖_W⁻¹ in an ellipsoid's metric. Every row
         carries its fit's largest R-hat and divergences (NaN for the
         optimisers), and a NUTS posterior's rows ``chart_rank``, the r₁ of
         its parametrisation (0: factored). The methods of one fit share it.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> rows = ex.run_methods(problem, data, {"personalised": pop}, ["MLE-Greedy", "PRS-exact-Wald"], rank=2)
+    >>> [(row["method"], round(row["suboptimality"], 3)) for row in rows]
+    [('MLE-Greedy', 0.063), ('PRS-exact-Wald', 0.057)]
     """
     methods = _check_methods(methods)
     theta_star = None if truth is None else truth_theta(truth, data.d_x, data.d_phi)
@@ -538,6 +566,19 @@ def compare_policies(data: PreferenceData, population: Population, *, rank: int,
     ValueError
         An unknown method or fit kind, a fit of another rank, a truth of the
         wrong shape, a bad scope or level; the message names the argument.
+
+    Examples
+    --------
+    The default methods include a NUTS posterior of the data (about 4 minutes at the paper's
+    size on two cores); the frequentist ones take a second:
+
+    >>> from bayes_loco import experiments as ex
+    >>> table = ex.compare_policies(data, pop, rank=2, truth=problem, methods=["PRS", "PRS-exact-Wald"],
+    ...                             ridge=1.0)
+    >>> table[["method", "suboptimality", "covered"]].round(3)
+               method  suboptimality  covered
+    0             PRS          0.064      0.0
+    1  PRS-exact-Wald          0.057      1.0
     """
     if not isinstance(population, Population):
         raise TypeError(f"population must be a Population, got {type(population).__name__}")
