@@ -29,10 +29,11 @@ import pandas as pd
 import pymc as pm
 import xarray as xr
 
+from .._checks import checks_data
 from .._validation import check_int, check_option, check_rank, check_real
 from .._version import __version__
 from ..coordinates import RTVBasis, rtv_basis
-from ..data import PreferenceData, checks_data
+from ..data import PreferenceData
 from ..design import identified_directions
 from ..exceptions import ConvergenceWarning, SamplerWarning
 from ..frequentist.fgd import LowRankResult

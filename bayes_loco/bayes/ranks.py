@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import arviz as az
 import pandas as pd
 
-from ..data import PreferenceData, checks_data
+from .._checks import checks_data
+from ..data import PreferenceData
 from .fit import fit_posterior
 from .loocv import loo
 

@@ -153,34 +153,7 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
         A file of another schema (one error naming the missing columns), an empty
         file, an unknown winner, a missing model name or context column.
     """
-    if isinstance(path, pd.DataFrame):
-        frame, where = path.reset_index(drop=True), "the frame"
-        if frame.empty:
-            raise ValueError("read_arena: the frame has no rows")
-    if isinstance(contexts, str) or not all(isinstance(c, str) for c in contexts):
-        raise TypeError(f"contexts must be a sequence of column names, got {contexts!r}")
-    if not isinstance(style, bool):
-        raise TypeError(f"style must be a bool, got {style!r}")
-    if not isinstance(path, pd.DataFrame):
-        wanted = {*WINNER_SCHEMA, *ONE_HOT_SCHEMA, *USER_COLUMNS, "question_id", "id", *contexts}
-        if style:
-            wanted |= {"conv_metadata", *(k.format(side) for k in STYLE_ELEMENTS.values() for side in "ab")}
-        frame, where = read_table(path, "Arena", columns=wanted), str(path)
-    if all(c in frame for c in WINNER_SCHEMA):
-        schema = "winner"
-    elif all(c in frame for c in ONE_HOT_SCHEMA):
-        schema = "55k"
-    else:
-        missing = [c for c in WINNER_SCHEMA if c not in frame]
-        found = sorted(map(str, frame.attrs.get("columns", frame.columns)))[:12]
-        raise schema_error(where, "a Chatbot Arena file", missing,
-                           f"found columns {found}; the conversation and 100k/140k releases have model_a, "
-                           "model_b, winner; the 55k release model_a, model_b, winner_model_a, "
-                           "winner_model_b, winner_tie")
-    missing = [c for c in contexts if c not in frame]
-    if missing:
-        raise schema_error(where, "an Arena file with these contexts", missing,
-                           f"contexts names columns that {where} lacks")
+    frame, where, schema = _battles(path, contexts, style)
     names = {}
     for column in ("model_a", "model_b"):
         names[column] = id_series(frame[column])
@@ -218,6 +191,40 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
     release = "conversations / 100k / 140k" if schema == "winner" else "55k"
     return Dataset(data, comparisons, user_table, actions, tuple(context_names), tuple(feature_names),
                    groups, f"Arena ({release} schema) {where}", notes)
+
+
+def _battles(path, contexts: Sequence[str], style: bool) -> tuple[pd.DataFrame, str, str]:
+    """The battles of ``path`` (a file, read for the columns it maps only, or a frame), where they came
+    from, and their schema (``"winner"`` or ``"55k"``); one error naming what is missing."""
+    if isinstance(path, pd.DataFrame):
+        frame, where = path.reset_index(drop=True), "the frame"
+        if frame.empty:
+            raise ValueError("read_arena: the frame has no rows")
+    if isinstance(contexts, str) or not all(isinstance(c, str) for c in contexts):
+        raise TypeError(f"contexts must be a sequence of column names, got {contexts!r}")
+    if not isinstance(style, bool):
+        raise TypeError(f"style must be a bool, got {style!r}")
+    if not isinstance(path, pd.DataFrame):
+        wanted = {*WINNER_SCHEMA, *ONE_HOT_SCHEMA, *USER_COLUMNS, "question_id", "id", *contexts}
+        if style:
+            wanted |= {"conv_metadata", *(k.format(side) for k in STYLE_ELEMENTS.values() for side in "ab")}
+        frame, where = read_table(path, "Arena", columns=wanted), str(path)
+    if all(c in frame for c in WINNER_SCHEMA):
+        schema = "winner"
+    elif all(c in frame for c in ONE_HOT_SCHEMA):
+        schema = "55k"
+    else:
+        missing = [c for c in WINNER_SCHEMA if c not in frame]
+        found = sorted(map(str, frame.attrs.get("columns", frame.columns)))[:12]
+        raise schema_error(where, "a Chatbot Arena file", missing,
+                           f"found columns {found}; the conversation and 100k/140k releases have model_a, "
+                           "model_b, winner; the 55k release model_a, model_b, winner_model_a, "
+                           "winner_model_b, winner_tie")
+    missing = [c for c in contexts if c not in frame]
+    if missing:
+        raise schema_error(where, "an Arena file with these contexts", missing,
+                           f"contexts names columns that {where} lacks")
+    return frame, where, schema
 
 
 def _users(frame: pd.DataFrame, where: str) -> tuple[pd.Series, tuple[str, ...]]:

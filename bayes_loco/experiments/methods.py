@@ -25,8 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._checks import checks_data
 from .._validation import check_option, check_real
-from ..data import SCOPES, Population, PreferenceData, checks_data
+from ..data import SCOPES, Population, PreferenceData
 from ..design import mean_candidate_features
 from ..evaluate import relative_value, suboptimality, truth_rewards, truth_theta
 from ..frequentist import fit_low_rank, fit_mle, fit_prs, select_rank

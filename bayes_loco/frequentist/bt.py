@@ -20,8 +20,9 @@ import numpy as np
 import pandas as pd
 from scipy import sparse, stats
 
+from .._checks import checks_data
 from .._validation import check_real
-from ..data import Population, PreferenceData, checks_data
+from ..data import Population, PreferenceData
 from ..predict import Prediction
 from ..results import Summary
 from .mle import MLEResult, fit_mle

@@ -21,6 +21,7 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 from threadpoolctl import threadpool_limits
 
+from .._checks import checks_data
 from .._validation import (
     as_float_array,
     check_finite,
@@ -32,7 +33,7 @@ from .._validation import (
     check_shape,
 )
 from ..coordinates import RTVBasis, rtv_basis
-from ..data import PreferenceData, checks_data
+from ..data import PreferenceData
 from ..design import information
 from ..exceptions import ConvergenceWarning, DataWarning
 from ..indexed import ItemDifferences

@@ -8,9 +8,10 @@ from functools import cached_property
 
 import numpy as np
 
+from .._checks import checks_data
 from .._validation import check_finite, check_int, check_option, check_real
 from ..coordinates import VecCoordinates
-from ..data import PreferenceData, checks_data
+from ..data import PreferenceData
 from ..design import information
 from ..model import COV_TYPES, margins, score_matrix
 from ..results import (

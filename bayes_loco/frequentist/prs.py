@@ -16,6 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .._checks import checks_data
 from .._validation import (
     as_float_array,
     check_finite,
@@ -26,7 +27,7 @@ from .._validation import (
     check_shape,
 )
 from ..coordinates import RTVBasis
-from ..data import PreferenceData, checks_data
+from ..data import PreferenceData
 from ..design import DESIGN_BLOCK_BYTES, design, design_operator, gram_rows, information
 from ..model import TIE_MODELS
 from ..results import (
