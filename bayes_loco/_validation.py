@@ -215,6 +215,32 @@ def check_real(value, name: str, low: float = -np.inf, high: float = np.inf,
     return value
 
 
+#: The one default nominal level of every set, interval, summary and decision (the paper's 90 %).
+LEVEL = 0.9
+
+
+def check_level(level, name: str = "level", *, allow_none: bool = False) -> float | None:
+    """A nominal level in (0, 1) as a float (None allowed with ``allow_none``), or one error.
+
+    The one check of every ``level`` argument: sets, predictions, summaries and decisions
+    read a level the same way, so 0 and 1 are refused everywhere (a set of level 1 is the
+    whole space, one of level 0 is empty).
+
+    >>> check_level(0.9)
+    0.9
+    >>> check_level(1.0)
+    Traceback (most recent call last):
+    ...
+    ValueError: level must be in (0, 1), got 1.0
+    """
+    if level is None and allow_none:
+        return None
+    value = check_finite(level, name)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"{name} must be in (0, 1){' or None' if allow_none else ''}, got {value}")
+    return value
+
+
 def check_option(value, name: str, options: tuple[str, ...]) -> str:
     """Return ``value`` if it is one of ``options`` or raise naming ``name``."""
     if value not in options:

@@ -20,12 +20,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from ._validation import check_option
+from ._validation import LEVEL, check_level, check_option
 from .data import SCOPES, Population
 from .design import population_coordinates
 from .policy import FEATURE_BLOCK_BYTES, _check_set, _feature_blocks, read_population
 from .results import Fit
-from .sets.base import UncertaintySet, check_set_level, guarantee
+from .sets.base import UncertaintySet, guarantee
 
 # A given level equal to the set's own within this (it was stored as a float) is the set's.
 LEVEL_ATOL = 1e-12
@@ -166,13 +166,13 @@ def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, 
     if not isinstance(population, Population):
         raise TypeError(f"population must be a Population, got {type(population).__name__}")
     if level is not None:
-        level = check_set_level(level, allow_none=False)
+        level = check_level(level)
     if isinstance(uncertainty_set, Fit) and not isinstance(uncertainty_set, UncertaintySet):
         population = read_population(uncertainty_set, population)
         if action_names is None:  # the fit's item names, where the candidates are its items
             items = getattr(getattr(uncertainty_set, "data", None), "item_names", None)
             action_names = items if items is not None and len(items) == population.n_actions else None
-        uncertainty_set = uncertainty_set.calibrated_set(0.9 if level is None else level)
+        uncertainty_set = uncertainty_set.calibrated_set(LEVEL if level is None else level)
     _check_set(uncertainty_set)
     population_coordinates(uncertainty_set, population)
     found = guarantee(uncertainty_set)

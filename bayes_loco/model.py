@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 from scipy.special import expit, log_expit, logsumexp, softmax
 
+from ._validation import check_option
 from .design import gram_rows
 from .indexed import ItemDifferences
 from .linalg import sandwich_precision
@@ -104,8 +106,21 @@ def expected_label(eta: np.ndarray, nu: float | None = None) -> np.ndarray:
     return probs[..., 2] + 0.5 * probs[..., 1]
 
 
-# How a fit reads a tie (its ``ties=`` argument): half a win each way, or Davidson's model with ν.
-TIE_MODELS = ("half", "davidson")
+#: How every fit reads a tie (its ``ties=`` argument, frequentist and Bayesian alike): half a win
+#: each way, or Davidson's model with a tie parameter ν.
+HALF = "half"
+DAVIDSON = "davidson"
+TIE_MODELS = (HALF, DAVIDSON)
+Ties = Literal["half", "davidson"]
+
+
+def check_ties(ties) -> str:
+    """``ties`` if it names a tie model of :data:`TIE_MODELS`, or one error naming the argument.
+
+    >>> check_ties("davidson")
+    'davidson'
+    """
+    return check_option(ties, "ties", TIE_MODELS)
 
 
 @dataclass(frozen=True, eq=False)

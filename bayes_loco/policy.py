@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import solvers  # noqa: F401 - registers the sets' minimax solvers (sets/ never import them)
-from ._validation import as_float_array, check_int, check_option, check_real
+from ._validation import as_float_array, check_int, check_level, check_option, check_real
 from .data import SCOPES, Population, Units
 from .design import candidate_features, mean_candidate_features, population_coordinates, relative_features
 from .exceptions import ConvergenceWarning
@@ -49,7 +49,6 @@ from .sets.base import (
     NashSet,
     PolicyStatus,
     UncertaintySet,
-    check_set_level,
     guarantee,
     reads_feature_blocks,
 )
@@ -165,7 +164,7 @@ class Policy:
         if self.population is not None and not isinstance(self.population, str):
             raise TypeError(f"population must be a population's fingerprint (str) or None, got "
                             f"{type(self.population).__name__}")
-        check_set_level(self.level, allow_none=True)
+        check_level(self.level, allow_none=True)
         if self.level_meaning is not None and not isinstance(self.level_meaning, str):
             raise TypeError(f"level_meaning must be a str or None, got {type(self.level_meaning).__name__}")
         for name, arr in (("probabilities", probabilities), ("unit_of_row", unit_of_row)):

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._validation import as_float_array, as_names, check_instance, check_int, check_real
+from ._validation import LEVEL, as_float_array, as_names, check_instance, check_int, check_level
 from .data import Population, PreferenceData
 from .design import DESIGN_BLOCK_BYTES
 from .model import MARGIN_BLOCK_BYTES, expected_label, margins
@@ -115,10 +115,6 @@ def on_fit_items(fit, data: PreferenceData) -> PreferenceData:
     return data.on_items(fitted) if isinstance(fitted, PreferenceData) else data
 
 
-def _check_level(level) -> float:
-    return check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
-
-
 def _posterior_nu(fit, draws: int):
     """Davidson's ν of a posterior: per draw (shape (draws, 1)) from the tree's ``posterior.nu``, else
     the MAP's ``point_estimate.nu`` held for every Laplace draw, else ``fit.nu`` (None: no tie model)."""
@@ -199,7 +195,7 @@ def _wald_widths(fit, rows_of, n: int, level: float) -> np.ndarray:
     return widths
 
 
-def predict_interval(fit, data: PreferenceData, level: float = 0.9) -> Prediction:
+def predict_interval(fit, data: PreferenceData, level: float = LEVEL) -> Prediction:
     """Pointwise ``level`` intervals for the probabilities of :func:`predict_proba`.
 
     Frequentist fits: the delta method on the identified coordinates. With z_t the
@@ -220,7 +216,7 @@ def predict_interval(fit, data: PreferenceData, level: float = 0.9) -> Predictio
         ``estimate`` is :func:`predict_proba`; ``lower``, ``upper`` shape (N,).
     """
     check_instance(data, "data", PreferenceData)
-    level = _check_level(level)
+    level = check_level(level)
     data = on_fit_items(fit, data)
     theta = _check_sizes(fit, data.d_x, data.d_phi, "data")
     if _is_posterior(fit):
@@ -285,7 +281,7 @@ def reward(fit, contexts, features=None, level: float | None = None, *, referenc
     contexts, relative, reference = _reward_inputs(contexts, features, reference)
     theta = _check_sizes(fit, contexts.shape[1], relative.shape[2], "contexts/features")
     if level is not None:
-        level = _check_level(level)
+        level = check_level(level)
     n, a, d_phi = relative.shape
     if _is_posterior(fit):
         draws = np.asarray(fit.theta_draws, dtype=float)
@@ -324,7 +320,7 @@ class Predictive:
         """P(a_t1 preferred), a tie counting half (:func:`bayes_loco.predict.predict_proba`)."""
         return predict_proba(self, data)
 
-    def predict_interval(self, data: PreferenceData, level: float = 0.9) -> Prediction:
+    def predict_interval(self, data: PreferenceData, level: float = LEVEL) -> Prediction:
         """Pointwise ``level`` intervals of them (:func:`bayes_loco.predict.predict_interval`)."""
         return predict_interval(self, data, level)
 

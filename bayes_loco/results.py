@@ -30,10 +30,12 @@ import pandas as pd
 import xarray as xr
 
 from ._validation import (
+    LEVEL,
     as_float_array,
     check_finite,
     check_instance,
     check_int,
+    check_level,
     check_option,
     check_real,
     check_shape,
@@ -41,7 +43,7 @@ from ._validation import (
 from .coordinates import Coordinates, RTVBasis
 from .data import PreferenceData
 from .design import reached_coordinates
-from .model import COV_TYPES, TIE_MODELS, Likelihood, resolve_cov_type, score_matrix, wald_precision
+from .model import COV_TYPES, Likelihood, check_ties, resolve_cov_type, score_matrix, wald_precision
 from .predict import Predictive
 from .sets import EllipsoidSet, UncertaintySet
 from .sets.ellipsoid import penalty_ellipsoid  # noqa: F401 - re-exported: it was defined here
@@ -145,9 +147,9 @@ class Fit(Protocol):
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet: ...
 
-    def calibrated_set(self, level: float = 0.9, kind: str | None = None) -> UncertaintySet: ...
+    def calibrated_set(self, level: float = LEVEL, kind: str | None = None) -> UncertaintySet: ...
 
-    def summary(self, level: float = 0.95) -> Summary: ...
+    def summary(self, level: float = LEVEL) -> Summary: ...
 
 
 class SummaryHTML:
@@ -193,7 +195,7 @@ class WaldFit(Predictive, SummaryHTML):
         likelihood = Likelihood.of(data, "half" if self.nu == 0 else self.ties)
         return resolve_cov_type(likelihood, getattr(self, "cov_type", None))
 
-    def calibrated_set(self, level: float = 0.9, kind: str | None = None, *,
+    def calibrated_set(self, level: float = LEVEL, kind: str | None = None, *,
                        cov_type: str | None = None) -> EllipsoidSet:
         """Asymptotic Wald set: precision I at the estimate, radius² = χ²_{k_eff}(level).
 
@@ -206,7 +208,7 @@ class WaldFit(Predictive, SummaryHTML):
         From ``sets.ellipsoid.FACTORED_MIN`` coordinates on the set holds I's Cholesky factor
         and not I (its ``precision`` is None; :meth:`EllipsoidSet.factored`).
         """
-        level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+        level = check_level(level)
         check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
         # The information is this call's own: at LLM width the set factorises it in place (one k × k matrix).
         if cov_type is not None:
@@ -233,7 +235,7 @@ def check_fit_theta(theta, name: str, data: PreferenceData) -> np.ndarray:
 
 def check_fit_ties(fit) -> None:
     """A fit's ``ties`` (one of TIE_MODELS) and ``nu`` (None for "half", ν ≥ 0 for "davidson"), or error."""
-    ties = check_option(fit.ties, "ties", TIE_MODELS)
+    ties = check_ties(fit.ties)
     if ties == "half" and fit.nu is not None:
         raise ValueError(f"nu is Davidson's tie parameter: a fit with ties='half' has nu None, got "
                          f"{fit.nu!r}")
@@ -467,7 +469,7 @@ def wald_summary(title: str, fit, data: PreferenceData, level: float, extra: Map
     identified (:func:`feature_contrasts`), the table adds them, with their Wald
     intervals. ``iterations``: the header's name for the fit's iterations.
     """
-    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    level = check_level(level)
     coordinates, estimate = fit.coordinates, fit.estimate
     labels = coordinate_names(coordinates, data)
     facts = diagnostics_header(fit.diagnostics, iterations) | dict(extra)

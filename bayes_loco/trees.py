@@ -62,7 +62,7 @@ import json
 import numpy as np
 import xarray as xr
 
-from ._validation import check_int
+from ._validation import LEVEL, check_int
 from ._version import __version__
 from .coordinates import RTVBasis, VecCoordinates
 from .linalg import IDENTIFIED_RTOL, in_range
@@ -197,7 +197,7 @@ def identified_coords(tree: xr.DataTree) -> dict[str, list[str]]:
     return {RTV_COORD: [str(label) for label in labels[mask]]}
 
 
-def fit_tree(fit, *, chains: int = 4, draws: int = 1000, seed: int = 0, level: float = 0.9) -> xr.DataTree:
+def fit_tree(fit, *, chains: int = 4, draws: int = 1000, seed: int = 0, level: float = LEVEL) -> xr.DataTree:
     """A frequentist fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.
 
     See the module docstring for the layout. The draws are exact samples of the

@@ -321,3 +321,31 @@ def test_davidson_vi_fits_nu_too(vi_method):
                             vi={"iterations": 3000, "draws": 200, "method": vi_method})
     assert post.tree[D.POSTERIOR][T.NU].shape == (1, 200)
     assert abs(np.log(post.nu) - np.log(nu)) < 4 * _log_nu_se(data, theta, nu)
+
+
+def test_davidson_posterior_starts_from_davidsons_fit(monkeypatch):
+    """``ties="davidson"`` reaches the start: the default start is the rank-r fit under Davidson's model (its ν̂
+    fitted), the same fit ``fit_low_rank(..., ties="davidson")`` gives, and ``"half"`` starts from the "half" fit."""
+    from bayes_loco.bayes import geometry
+
+    data, _ = davidson_data(600, 0.8, seed=12)
+    seen = []
+    real = geometry.fit_low_rank
+
+    def spy(*args, **kwargs):
+        fit = real(*args, **kwargs)
+        seen.append(fit)
+        return fit
+
+    monkeypatch.setattr(geometry, "fit_low_rank", spy)
+    for ties in ("davidson", "half"):
+        seen.clear()
+        post = bb.fit_posterior(data, RANK, method="map", ties=ties, progressbar=False, map={"draws": 50})
+        assert post.ties == ties
+        assert seen and {fit.ties for fit in seen} == {ties}
+    start, _, _ = geometry.default_start(data, RANK, 0.0, 1.0, "davidson")
+    direct = bl.fit_low_rank(data, RANK, ties="davidson")
+    assert start.ties == "davidson" and start.nu is not None and start.nu > 0
+    np.testing.assert_allclose(start.theta, direct.theta, rtol=1e-10, atol=1e-12)
+    half, _, _ = geometry.default_start(data, RANK, 0.0, 1.0)
+    assert half.ties == "half" and not np.allclose(half.theta, start.theta, rtol=1e-3)

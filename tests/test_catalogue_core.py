@@ -1051,7 +1051,7 @@ def test_value_sizing_refuses_bad_inputs(world, call, exc, match):
      "population must be a Population, got ndarray"),
     (lambda w: w["problem"].rewards(bl.Population(w["px"], w["pf"], w["ps"])), ValueError,
      r"population has \(d_x, d_phi\) = \(3, 4\), the problem \(3, 5\)"),
-    (lambda w: w["prs"].summary(level=1.5), ValueError, r"level must be in \(0.0, 1.0\)"),
+    (lambda w: w["prs"].summary(level=1.5), ValueError, r"level must be in \(0, 1\)"),
     (lambda w: w["mle"].summary(level="high"), TypeError, "level must be a real number"),
 ], ids=["split-0", "split-n", "split-str", "units-scope", "rewards-array", "rewards-dims", "summary-level",
         "summary-level-str"])

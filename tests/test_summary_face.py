@@ -140,7 +140,7 @@ def test_low_rank_and_map_summaries_list_the_same_differences(bradley_terry):
 def test_every_summary_prints_its_interval_level(small):
     data, prs = small
     for fit in (bl.fit_mle(data), prs.low_rank, prs):
-        assert fit.summary().header["interval"] == "95% Wald"
+        assert fit.summary().header["interval"] == "90% Wald"
         summary = fit.summary(0.8)
         assert summary.header["interval"] == "80% Wald" and "80% Wald" in str(summary)
         half = summary.to_frame()["upper"] - summary.to_frame()["estimate"]
@@ -155,7 +155,7 @@ def test_posterior_summary_at_arviz_default_level_is_arviz_summary(small):
                                progressbar=False)
     default = az.rcParams["stats.ci_prob"]
     ours = post.summary().header["interval"]
-    assert ours == "95% equal-tailed" and default != 0.95  # the two defaults differ: the header says ours
+    assert ours == "90% equal-tailed" and default != 0.9  # the two defaults differ: the header says ours
     summary = post.summary(level=default)
     assert summary.header["interval"] == f"{100 * default:.4g}% equal-tailed"
     theirs = az.summary(post.tree, var_names=["theta_rtv"], coords=post.identified_coords())
@@ -200,6 +200,6 @@ def test_a_sampler_summary_gives_its_draws_not_iterations(bayes_nuts):
     header = bayes_nuts.summary().header
     # a sampler's n_iter is its draws per chain, which the header gives as such
     assert "iterations" not in header and header["draws"] == bayes_nuts.diagnostics.n_iter
-    assert header["interval"] == "95% equal-tailed"
+    assert header["interval"] == "90% equal-tailed"
     rows = printed_rows(bayes_nuts.summary())
     assert all(re.fullmatch(r"\d+", cell) for row in rows for cell in row[-3:-1])  # ESS as whole numbers

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._validation import check_option, check_real
+from .._validation import LEVEL, check_level, check_option
 from ..coordinates import RTVBasis
 from ..sets import DrawsSet, EllipsoidSet, QuantileSet
 from ..sets.description import chi_radius
@@ -73,7 +73,7 @@ def mahalanobis(draws, center, directions, precision) -> np.ndarray:
     return np.sqrt(np.maximum(np.einsum("ji,il,jl->j", y, precision, y), 0.0))
 
 
-def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
+def credible_ellipsoid(draws, basis: RTVBasis, level: float = LEVEL, *,
                        directions: np.ndarray | None = None,
                        information: np.ndarray | None = None) -> EllipsoidSet:
     """Gaussian credible ellipsoid {θ : (θ − θ̄)ᵀ W (θ − θ̄) ≤ χ²_k_eff(level)}, or its sandwich.
@@ -124,7 +124,7 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
     >>> bl.bayes.credible_ellipsoid(post.rtv_draws, post.basis, 0.9, directions=post.directions)
     EllipsoidSet(kind='credible', k=16, k_eff=8, radius=3.655, level=0.9)
     """
-    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    level = check_level(level)
     draws = _check_draws(draws, basis)
     mean, p, precision = _frame(draws, directions)
     kind = "credible"
@@ -142,7 +142,7 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
     return unit.with_radius(chi_radius(level, unit.effective_dim))
 
 
-def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,
+def credible_draws(draws, basis: RTVBasis, level: float = LEVEL, *,
                    directions: np.ndarray | None = None) -> DrawsSet:
     """The convex hull of the ``level`` fraction of draws nearest the mean in Mahalanobis distance.
 
@@ -165,7 +165,7 @@ def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,
     basis : RTVBasis
         Their coordinates (``post.basis``).
     level : float
-        In (0, 1).
+        In (0, 1), refused here at 1 as the :class:`~bayes_loco.DrawsSet` it builds would.
     directions : ndarray of shape (k, k_eff), optional
         As in :func:`credible_ellipsoid`.
 
@@ -179,7 +179,7 @@ def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,
     >>> bl.bayes.credible_draws(post.rtv_draws, post.basis, 0.9)       # 90% of 1,000 draws
     DrawsSet(kind='draws', draws=900, k=16, level=0.9)
     """
-    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=False)
+    level = check_level(level)
     draws = _check_draws(draws, basis)
     mean, p, precision = _frame(draws, directions)
     dist = mahalanobis(draws, mean, p, precision)
@@ -188,7 +188,7 @@ def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,
     return DrawsSet(kept, basis, kind="draws", level=level)
 
 
-def credible_cvar(draws, basis: RTVBasis, level: float = 0.9) -> DrawsSet:
+def credible_cvar(draws, basis: RTVBasis, level: float = LEVEL) -> DrawsSet:
     """All draws as a CVaR set of tail β = 1 − ``level``: pessimistic values are posterior CVaRs.
 
     Guarantees: every policy's value θᵀm(π) exceeds its pessimistic value with
@@ -219,12 +219,12 @@ def credible_cvar(draws, basis: RTVBasis, level: float = 0.9) -> DrawsSet:
     >>> bl.bayes.credible_cvar(post.rtv_draws, post.basis, 0.9)
     DrawsSet(kind='cvar', draws=1000, k=16, level=0.9, tail=0.1)
     """
-    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    level = check_level(level)
     draws = _check_draws(draws, basis)
     return DrawsSet(draws, basis, kind="cvar", level=level, tail=1.0 - level)
 
 
-def credible_quantile(draws, basis: RTVBasis, level: float = 0.9) -> QuantileSet:
+def credible_quantile(draws, basis: RTVBasis, level: float = LEVEL) -> QuantileSet:
     """Pointwise lower posterior quantile: ``lower_bound(z)`` = (1 − level) quantile of θ_jᵀz.
 
     Guarantees: P(θᵀz ≥ bound | data) ≈ ``level`` for each z separately (up to
@@ -249,12 +249,12 @@ def credible_quantile(draws, basis: RTVBasis, level: float = 0.9) -> QuantileSet
     >>> bl.bayes.credible_quantile(post.rtv_draws, post.basis, 0.9)
     QuantileSet(draws=1000, k=16, level=0.9)
     """
-    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    level = check_level(level)
     draws = _check_draws(draws, basis)
     return QuantileSet(draws, basis, level=level)
 
 
-def credible_set(draws, basis: RTVBasis, level: float = 0.9, kind: str = "credible", *,
+def credible_set(draws, basis: RTVBasis, level: float = LEVEL, kind: str = "credible", *,
                  directions: np.ndarray | None = None, information: np.ndarray | None = None):
     """The ``kind`` set of :data:`KINDS` from posterior draws of θ_rtv; its ``.kind`` is ``kind``.
 

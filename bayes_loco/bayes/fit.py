@@ -38,6 +38,7 @@ from ..design import identified_directions
 from ..exceptions import ConvergenceWarning, SamplerWarning
 from ..frequentist.fgd import LowRankResult
 from ..linalg import range_basis
+from ..model import Ties, check_ties
 from ..results import Diagnostics
 from .chart import build_chart_model, chart_start
 from .diagnostics import (
@@ -97,7 +98,7 @@ __all__ = ["MAP", "METHODS", "NUTS", "NUTS_SAMPLERS", "VI", "VI_METHODS", "Poste
 
 
 @checks_data
-def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", ties: str = "half",
+def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", ties: Ties = "half",
                   prior: Prior | dict | None = None,
                   nuts: NUTS | dict | None = None, map: MAP | dict | None = None,
                   vi: VI | dict | None = None, start: LowRankResult | None = None,
@@ -265,6 +266,7 @@ def _resolve(data, rank, method, ties, prior, nuts, map_settings, vi, start, bas
     """Stage 1: the checked settings, start and basis; the method's settings group; the start's note."""
     rank = check_rank(rank, data.d_x, data.d_phi)
     check_option(method, "method", METHODS)
+    ties = check_ties(ties)
     prior = tie_prior(settings_group(prior, Prior, "prior"), ties)
     nuts = settings_group(nuts, NUTS, "nuts")
     map_settings = settings_group(map_settings, MAP, "map")
@@ -276,20 +278,20 @@ def _resolve(data, rank, method, ties, prior, nuts, map_settings, vi, start, bas
         raise TypeError(f"progressbar must be a bool, got {progressbar!r}")
     if method == "nuts":
         nuts = resolve_sampler(nuts, data.n)
-    start, start_ridge, start_note = _start_fit(data, rank, start, ridge, prior.scale)
+    start, start_ridge, start_note = _start_fit(data, rank, start, ridge, prior.scale, ties)
     basis = _resolve_basis(basis, start, rank, data)
     run = _Run(data, rank, prior, basis, identified_directions(basis, data), predictive_draws, random_seed,
                progressbar, start, start_ridge)
     return run, {"nuts": nuts, "map": map_settings, "vi": vi}[method], start_note
 
 
-def _start_fit(data, rank, start, ridge, scale) -> tuple[LowRankResult, float, str]:
+def _start_fit(data, rank, start, ridge, scale, ties) -> tuple[LowRankResult, float, str]:
     """The start of every chain, the ridge it was fitted with, and a note where that is not ``ridge``.
 
-    :func:`~.geometry.default_start` when none is given.
+    :func:`~.geometry.default_start` with the fit's own ``ties`` when none is given.
     """
     if start is None:
-        return default_start(data, rank, ridge, scale)
+        return default_start(data, rank, ridge, scale, ties)
     if not isinstance(start, LowRankResult):
         raise TypeError(f"start must be a LowRankResult, got {type(start).__name__}")
     if start.rank != rank or start.theta.shape != (data.d_x, data.d_phi):

@@ -78,7 +78,7 @@ import numpy as np
 from ..data import PreferenceData
 from ..exceptions import ConvergenceWarning, SeparationWarning
 from ..frequentist.fgd import LowRankResult, fit_low_rank
-from ..model import margins
+from ..model import Ties, margins
 from ..results import Diagnostics
 from .chart import ANGLE_MAX, SNR_CHARTED_MIN, ChartFrame, chart_frame, partial_frame
 from .diagnostics import twice_reaches
@@ -268,9 +268,12 @@ def check_user_start(start: LowRankResult, data: PreferenceData, scale: float) -
                       SeparationWarning, stacklevel=6)  # the user's call of fit_posterior
 
 
-def default_start(data: PreferenceData, rank: int, ridge: float,
-                  scale: float) -> tuple[LowRankResult, float, str]:
+def default_start(data: PreferenceData, rank: int, ridge: float, scale: float,
+                  ties: Ties = "half") -> tuple[LowRankResult, float, str]:
     """The frequentist low-rank fit NUTS starts from, its ridge, and a note when it is not ``ridge``'s.
+
+    The fit reads ties as the posterior does (``ties``): Davidson's posterior starts from
+    Davidson's rank-r fit.
 
     With ``ridge`` 0 (the default) the unpenalised fit is tried first; if its MLE
     start was separated, a margin |η_t| exceeds :data:`MARGIN_MAX`, or FGD did not
@@ -278,10 +281,10 @@ def default_start(data: PreferenceData, rank: int, ridge: float,
     note says so. Their warnings are not passed on then: the posterior is proper.
     """
     if ridge > 0:
-        return fit_low_rank(data, rank, ridge=ridge), ridge, ""
+        return fit_low_rank(data, rank, ridge=ridge, ties=ties), ridge, ""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        plain = fit_low_rank(data, rank)
+        plain = fit_low_rank(data, rank, ties=ties)
     margin = largest_margin(plain.theta, data)
     separated = (plain.initial is not None and plain.initial.separated) or margin > MARGIN_MAX
     if not separated and plain.diagnostics.converged:
@@ -292,7 +295,7 @@ def default_start(data: PreferenceData, rank: int, ridge: float,
     why = f"separated: max |η| = {margin:.3g}" if separated else "FGD did not converge"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", (SeparationWarning, ConvergenceWarning))
-        fit = fit_low_rank(data, rank, ridge=lam)
+        fit = fit_low_rank(data, rank, ridge=lam, ties=ties)
     return fit, lam, (f"started from the ridge fit (λ = {lam:g}): the unpenalised start was unusable ({why}, "
                  f"largest singular value {np.linalg.norm(plain.theta, 2):.3g})")
 

@@ -23,7 +23,7 @@ import pandas as pd
 import pymc as pm
 import xarray as xr
 
-from .._validation import check_option, check_real
+from .._validation import LEVEL, check_level, check_option
 from ..coordinates import RTVBasis, check_coordinates
 from ..data import PreferenceData
 from ..design import information, reached_coordinates
@@ -252,7 +252,7 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         gram = information(self.basis, self.data)
         return EllipsoidSet.penalty(self.estimate, gram, self.data.n, self.basis, c2)
 
-    def calibrated_set(self, level: float = 0.9, kind: str | None = "credible", *, identified: bool = True):
+    def calibrated_set(self, level: float = LEVEL, kind: str | None = "credible", *, identified: bool = True):
         """A ``kind`` set for θ_rtv at ``level`` that :func:`bayes_loco.pessimistic_policy` accepts.
 
         The set's ``.kind`` is ``kind``.
@@ -386,7 +386,7 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         tree = xr.DataTree.from_dict({D.POSTERIOR: xr.Dataset({"difference": values})})
         return _fill_draw_stats(table, tree, "difference", level)
 
-    def summary(self, level: float = 0.95) -> Summary:
+    def summary(self, level: float = LEVEL) -> Summary:
         """Posterior mean, sd and equal-tailed ``level`` interval of each identified θ_rtv coordinate (and ν).
 
         The table has one row per coordinate e_i of θ_rtv (labels of
@@ -401,11 +401,12 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         ``"[c,j] − [c,0]"`` (:func:`~bayes_loco.results.feature_contrasts`), from
         the draws of θ_rtv.
 
-        ``level`` defaults to 0.95, while ``az.summary`` defaults to
+        ``level`` defaults to 0.9, the level every set,
+        prediction, summary and decision defaults to, while ``az.summary`` defaults to
         ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x) and its
         ``ci_kind`` (equal-tailed, ``"eti"``): the header's ``interval`` says
         which level is printed; ``summary(level=az.rcParams["stats.ci_prob"])``
-        gives ArviZ's own intervals, and ``az.summary(..., ci_prob=0.95)`` these.
+        gives ArviZ's own intervals, and ``az.summary(..., ci_prob=level)`` these.
 
         Parameters
         ----------
@@ -425,7 +426,7 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         >>> len(table)                     # the k_eff identified coordinates
         8
         """
-        level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+        level = check_level(level)
         identified = self.identified
         table = self._summary_table(level)[identified]
         names, contrasts = feature_contrasts(self.basis, self.data, int(identified.sum()), self.k_eff)

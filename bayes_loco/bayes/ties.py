@@ -42,16 +42,12 @@ import pymc as pm
 import pytensor.tensor as pt
 from scipy.special import expit, log_expit, logsumexp
 
-from .._validation import check_option
 from ..data import PreferenceData
+from ..model import DAVIDSON, HALF, check_ties
 from . import dims as D
 from .dims import DATA_NU_START, DATA_WEIGHTS, NU, NU_SHIFT
 from .settings import Prior
 
-#: The tie models of ``fit_posterior(ties=...)``.
-HALF = "half"
-DAVIDSON = "davidson"
-TIES = (HALF, DAVIDSON)
 #: The likelihood of data without ties and without weights under ``"half"``: the observed Bernoulli.
 BERNOULLI = "bernoulli"
 #: σ_ν of Davidson's prior log ν ~ N(0, σ_ν²) when ``prior.nu_scale`` is not given.
@@ -68,7 +64,7 @@ def tie_prior(prior: Prior, ties: str | None) -> Prior:
     """
     if ties is None:
         return prior
-    check_option(ties, "ties", TIES)
+    check_ties(ties)
     if ties == DAVIDSON:
         return prior if prior.nu_scale is not None else dataclasses.replace(prior, nu_scale=NU_SCALE)
     if prior.nu_scale is not None:
@@ -182,7 +178,7 @@ def pointwise_log_likelihood(eta: np.ndarray, labels: np.ndarray, weights: np.nd
     nu : float or ndarray, shape (...)
         ν, one per leading index of ``eta`` (Davidson only).
     """
-    check_option(ties, "ties", TIES)
+    check_ties(ties)
     y = np.asarray(labels, dtype=float)
     if ties == HALF:
         term = y * log_expit(eta) + (1.0 - y) * log_expit(-eta)

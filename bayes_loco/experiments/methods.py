@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from .._checks import checks_data
-from .._validation import check_option, check_real
+from .._validation import LEVEL, check_level, check_option, check_real
 from ..data import SCOPES, Population, PreferenceData
 from ..design import mean_candidate_features
 from ..evaluate import relative_value, suboptimality, truth_rewards, truth_theta
@@ -431,7 +431,7 @@ def _check_methods(methods) -> list[str]:
 
 @checks_data
 def run_methods(truth, data: PreferenceData, populations: Mapping[str, Population], methods: Iterable[str], *,
-                rank: int, c2: float = 5.0, level: float = 0.9, ridge: float = 1.0,
+                rank: int, c2: float = 5.0, level: float = LEVEL, ridge: float = 1.0,
                 n_initial: int | None = None, seed: int = 0, posterior: Mapping | None = None,
                 fits: Mapping[str, Fit] | None = None) -> list[dict]:
     """One row per method × scope with sub-optimality, coverage of the truth and timings.
@@ -509,7 +509,7 @@ def _check_fits(fits: Mapping | None, rank: int) -> dict:
 @checks_data
 def compare_policies(data: PreferenceData, population: Population, *, rank: int, truth=None,
                      methods: Iterable[str] = COMPARE_METHODS, fits: Mapping[str, Fit] | None = None,
-                     level: float = 0.9, c2: float = 5.0, ridge: float = 0.0, scope: str = "personalised",
+                     level: float = LEVEL, c2: float = 5.0, ridge: float = 0.0, scope: str = "personalised",
                      posterior: Mapping | None = None, seed: int = 0) -> pd.DataFrame:
     """Every method's policy on ``population`` through the one solver: a tidy table, one row per method.
 
@@ -584,7 +584,7 @@ def compare_policies(data: PreferenceData, population: Population, *, rank: int,
     if not isinstance(population, Population):
         raise TypeError(f"population must be a Population, got {type(population).__name__}")
     check_option(scope, "scope", SCOPES)
-    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    level = check_level(level)
     c2 = check_real(c2, "c2", 0.0)
     rows = run_methods(truth, data, {scope: population}, methods, rank=rank, c2=c2, level=level, ridge=ridge,
                        seed=seed, posterior=posterior, fits=fits)

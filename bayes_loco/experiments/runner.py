@@ -33,7 +33,7 @@ import pandas as pd
 from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
-from .._validation import check_int, check_option, check_real
+from .._validation import check_int, check_level, check_option, check_real
 from ..data import PreferenceData
 from ..problems import Problem
 from ..simulate import CONTEXT_LAWS
@@ -273,7 +273,7 @@ SETTING_CHECKS = {
     "contexts_per_state": lambda v: check_int(v, "contexts_per_state", 1),
     "global_law": lambda v: check_option(v, "global_law", CONTEXT_LAWS),
     "c2": lambda v: check_real(v, "c2", 0.0, low_open=True),
-    "level": lambda v: check_real(v, "level", 0.0, 1.0, low_open=True, high_open=True),
+    "level": lambda v: check_level(v),
     "ridge": lambda v: check_real(v, "ridge", 0.0),
     "n_initial_fraction": lambda v: v is None or check_real(v, "n_initial_fraction", 0.0, 1.0, low_open=True,
                                                             high_open=True),

@@ -17,11 +17,10 @@ import numpy as np
 from scipy.optimize import OptimizeResult, minimize
 from threadpoolctl import threadpool_limits
 
-from .._validation import check_option
 from ..data import PreferenceData
 from ..exceptions import ConvergenceWarning, DataWarning, SeparationWarning
 from ..linalg import RANGE_RTOL
-from ..model import TIE_MODELS, Likelihood
+from ..model import Likelihood, check_ties
 from ..results import Diagnostics, FitStatus
 
 # Separation test by recession: re-solving with a 1e4 times tighter gradient tolerance moves a
@@ -227,7 +226,7 @@ def tie_likelihood(data: PreferenceData, ties: str,
     λ None and a :class:`~bayes_loco.exceptions.DataWarning`; :func:`fitted_nu` then gives ν = 0.
     Data that are all ties have ν̂ = ∞ and are refused.
     """
-    check_option(ties, "ties", TIE_MODELS)
+    check_ties(ties)
     likelihood = Likelihood.of(data, ties)
     if ties == "half":
         return likelihood, None, ()

@@ -21,8 +21,9 @@ import pandas as pd
 from scipy import sparse, stats
 
 from .._checks import checks_data
-from .._validation import check_real
+from .._validation import LEVEL, check_level
 from ..data import Population, PreferenceData
+from ..model import Ties
 from ..predict import Prediction
 from ..results import Summary
 from .mle import MLEResult, fit_mle
@@ -115,7 +116,7 @@ class BradleyTerryFit:
     def penalty_set(self, c2: float = 5.0):
         return self.mle.penalty_set(c2)
 
-    def calibrated_set(self, level: float = 0.9, kind: str | None = None, *, cov_type: str | None = None):
+    def calibrated_set(self, level: float = LEVEL, kind: str | None = None, *, cov_type: str | None = None):
         """The MLE's Wald set (:meth:`MLEResult.calibrated_set`)."""
         return self.mle.calibrated_set(level, kind, cov_type=cov_type)
 
@@ -129,7 +130,7 @@ class BradleyTerryFit:
         """P(a_t1 preferred) for each comparison of ``data``, its contexts ignored."""
         return self.mle.predict_proba(one_context(data))
 
-    def predict_interval(self, data: PreferenceData, level: float = 0.9) -> Prediction:
+    def predict_interval(self, data: PreferenceData, level: float = LEVEL) -> Prediction:
         """Pointwise Wald ``level`` intervals of :meth:`predict_proba`."""
         return self.mle.predict_interval(one_context(data), level)
 
@@ -143,14 +144,14 @@ class BradleyTerryFit:
         n = np.shape(contexts)[0] if np.ndim(contexts) else 0
         return self.mle.reward(np.ones((n, 1)), features, level, reference=reference)
 
-    def summary(self, level: float = 0.95) -> Summary:
+    def summary(self, level: float = LEVEL) -> Summary:
         """The MLE's summary: θ̂ with its Wald intervals."""
         return self.mle.summary(level)
 
     def _repr_html_(self) -> str:
         return self.summary()._repr_html_()
 
-    def leaderboard(self, level: float = 0.95, *, cov_type: str | None = None) -> pd.DataFrame:
+    def leaderboard(self, level: float = LEVEL, *, cov_type: str | None = None) -> pd.DataFrame:
         """The items ranked by rating, with ``level`` Wald intervals and rank intervals.
 
         An item's rating is r_a = φ(a)ᵀθ̂ centred to mean 0 over the items (only
@@ -188,7 +189,7 @@ class BradleyTerryFit:
         >>> list(board.columns)
         ['rating', 'std_err', 'lower', 'upper', 'rank', 'rank_upper', 'rank_lower', 'comparisons']
         """
-        level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+        level = check_level(level)
         data = self.mle.data
         if not data.indexed:
             raise ValueError("leaderboard rates items: fit data read with items (PreferenceData.from_items, "
@@ -220,7 +221,7 @@ class BradleyTerryFit:
 
 
 @checks_data
-def fit_bradley_terry(data: PreferenceData, *, ridge: float = 0.0, ties: str = "half",
+def fit_bradley_terry(data: PreferenceData, *, ridge: float = 0.0, ties: Ties = "half",
                       cov_type: str | None = None) -> BradleyTerryFit:
     """Fit plain Bradley–Terry (x ≡ 1) to ``data`` by maximum likelihood.
 

@@ -23,6 +23,7 @@ from threadpoolctl import threadpool_limits
 
 from .._checks import checks_data
 from .._validation import (
+    LEVEL,
     as_float_array,
     check_finite,
     check_instance,
@@ -37,7 +38,7 @@ from ..data import PreferenceData
 from ..design import information
 from ..exceptions import ConvergenceWarning, DataWarning
 from ..indexed import ItemDifferences
-from ..model import TIE_MODELS, Likelihood, margins, score_matrix
+from ..model import Likelihood, Ties, check_ties, margins, score_matrix
 from ..results import (
     Diagnostics,
     FitStatus,
@@ -119,7 +120,7 @@ class LowRankResult(WaldFit):
     data: PreferenceData
     diagnostics: Diagnostics
     start: str = "mle"
-    ties: str = "half"
+    ties: Ties = "half"
     nu: float | None = None
 
     @property
@@ -175,11 +176,12 @@ class LowRankResult(WaldFit):
         eta = margins(self.theta, self.data.contexts, self.data.delta)
         return self.data, eta, lambda c: information(self.coordinates, self.data, c)
 
-    def summary(self, level: float = 0.95) -> Summary:
+    def summary(self, level: float = LEVEL) -> Summary:
         """θ̂_rtv of the FGD fit with ``level`` Wald intervals, singular values and FGD's convergence.
 
         Where only differences between features are identified the table adds them
-        (:func:`~bayes_loco.results.feature_contrasts`). ``level`` defaults to 0.95;
+        (:func:`~bayes_loco.results.feature_contrasts`). ``level`` defaults to
+        0.9 (every set's, prediction's and decision's default too);
         ``az.summary`` defaults to ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x):
         the header's ``interval`` says which level is printed.
         """
@@ -304,7 +306,7 @@ def spectral_start(data: PreferenceData, rank: int, *, ridge: float = 0.0) -> np
 @checks_data
 def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method: str = "lbfgs",
                  max_iter: int = 5000, tol: float = 1e-8, initial: MLEResult | None = None,
-                 start: str = "auto", ties: str = "half") -> LowRankResult:
+                 start: str = "auto", ties: Ties = "half") -> LowRankResult:
     """Rank-r MLE Θ̂ by factored gradient descent (Burer–Monteiro, Algorithm 1).
 
     Both methods minimise the same F(U, V) and decrease it at every step
@@ -353,7 +355,7 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     tol = check_real(tol, "tol", 0.0, low_open=True)
     check_option(method, "method", METHODS)
     check_option(start, "start", STARTS)
-    check_option(ties, "ties", TIE_MODELS)
+    check_ties(ties)
     if start == "spectral" and initial is not None:
         raise ValueError("initial is an MLE start; it cannot be combined with start='spectral'")
     if initial is not None:

@@ -9,11 +9,11 @@ from functools import cached_property
 import numpy as np
 
 from .._checks import checks_data
-from .._validation import check_finite, check_int, check_option, check_real
+from .._validation import LEVEL, check_finite, check_int, check_option, check_real
 from ..coordinates import VecCoordinates
 from ..data import PreferenceData
 from ..design import information
-from ..model import COV_TYPES, margins, score_matrix
+from ..model import COV_TYPES, Ties, margins, score_matrix
 from ..results import (
     Diagnostics,
     Summary,
@@ -75,7 +75,7 @@ class MLEResult(WaldFit):
     separated: bool
     ridge: float
     diagnostics: Diagnostics
-    ties: str = "half"
+    ties: Ties = "half"
     nu: float | None = None
     cov_type: str | None = None
 
@@ -131,12 +131,13 @@ class MLEResult(WaldFit):
         """The data, the margins at Θ̂ and Σ_t c_t z_t z_tᵀ in vec(Θ) (refused above 2 GiB, as W)."""
         return self.data, margins(self.theta, self.data.contexts, self.data.delta), self._gram
 
-    def summary(self, level: float = 0.95) -> Summary:
+    def summary(self, level: float = LEVEL) -> Summary:
         """Estimates of vec(Θ) with ``level`` Wald intervals, log-likelihood, ridge and warnings.
 
         Where only differences between features are identified (Δφ_t summing to 0, as
         in Bradley–Terry) the table lists them, ``"[c,j] − [c,0]"``, with their Wald
-        intervals. ``level`` defaults to 0.95; ``az.summary`` defaults to
+        intervals. ``level`` defaults to
+        0.9 (every set's, prediction's and decision's default too); ``az.summary`` defaults to
         ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x): the header's ``interval``
         says which level is printed.
         """
@@ -173,7 +174,7 @@ def unbeaten_items(data: PreferenceData, shown: int = 5) -> str:
 
 @checks_data
 def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
-            tol: float = 1e-8, ties: str = "half", cov_type: str | None = None) -> MLEResult:
+            tol: float = 1e-8, ties: Ties = "half", cov_type: str | None = None) -> MLEResult:
     """Unconstrained MLE Θ̂ (d_x × d_φ) by trust-region Newton-CG.
 
     Gradient and Hessian-vector products are two GEMMs each (Xᵀ diag(w) ΔΦ), so

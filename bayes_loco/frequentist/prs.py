@@ -18,18 +18,18 @@ import numpy as np
 
 from .._checks import checks_data
 from .._validation import (
+    LEVEL,
     as_float_array,
     check_finite,
     check_instance,
     check_int,
-    check_option,
     check_real,
     check_shape,
 )
 from ..coordinates import RTVBasis
 from ..data import PreferenceData
 from ..design import DESIGN_BLOCK_BYTES, design, design_operator, gram_rows, information
-from ..model import TIE_MODELS
+from ..model import Ties, check_ties
 from ..results import (
     Diagnostics,
     FitStatus,
@@ -96,7 +96,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
     max_abs_margin: float
     separated: bool
     diagnostics: Diagnostics
-    ties: str = "half"
+    ties: Ties = "half"
     nu: float | None = None
 
     def __post_init__(self):
@@ -160,13 +160,14 @@ class PRSResult(InRTVCoordinates, WaldFit):
         return (self.estimation_data, forward(self.theta_rtv),
                 lambda c: information(self.basis, self.estimation_data, c))
 
-    def summary(self, level: float = 0.95) -> Summary:
+    def summary(self, level: float = LEVEL) -> Summary:
         """θ̂_rtv with ``level`` Wald intervals on its identified coordinates, the split, both fits' state.
 
         ``Newton steps`` are the reduced MLE's; without a split it starts at its
         optimum, FGD's own estimate, and a note says why it took none. ``level``
-        defaults to 0.95; ``az.summary`` defaults to ``az.rcParams["stats.ci_prob"]``
-        (0.89 in ArviZ 1.x): the header's ``interval`` says which level is printed.
+        defaults to 0.9 (every set's, prediction's and decision's default too);
+        ``az.summary`` defaults to ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x): the
+        header's ``interval`` says which level is printed.
         """
         sv = ", ".join(f"{v:.3g}" for v in self.low_rank.singular_values)
         notes = ()
@@ -190,7 +191,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
 
 @checks_data
 def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ridge: float = 0.0,
-            low_rank: LowRankResult | None = None, ties: str = "half") -> PRSResult:
+            low_rank: LowRankResult | None = None, ties: Ties = "half") -> PRSResult:
     """Fit PRS: low-rank fit → RTV basis → reduced MLE θ̂_rtv and W (Gram).
 
     The paper's set is ``fit.penalty_set(c2=5.0)``, the calibrated one
@@ -218,7 +219,7 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     Weights ``data.weights`` multiply each comparison's term in both fits.
     """
     ridge = check_real(ridge, "ridge", 0.0)
-    check_option(ties, "ties", TIE_MODELS)
+    check_ties(ties)
     start = time.perf_counter()
     initial, estimation = data.split(n_initial)
     if low_rank is None:

@@ -27,7 +27,7 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .._validation import as_float_array, check_finite
+from .._validation import as_float_array
 from ..coordinates import Coordinates
 
 
@@ -107,16 +107,6 @@ def check_features(z, dim: int, name: str = "z") -> np.ndarray:
         raise ValueError(f"{name} must have the set's {dim} coordinates on its last axis, got shape "
                          f"{np.shape(z)}: map features to the set's coordinates (coordinates.transform)")
     return np.asarray(z, dtype=float) if np.size(z) == 0 else as_float_array(z, name, None)
-
-
-def check_set_level(level, allow_none: bool) -> float | None:
-    """A set's nominal ``level`` in (0, 1) (None allowed for a tuned penalty), or one error."""
-    if level is None and allow_none:
-        return None
-    level = check_finite(level, "level")
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"level must be in (0, 1){' or None' if allow_none else ''}, got {level}")
-    return level
 
 
 # The sense in which each kind's level holds (docs/design.md, "What each set's level means").

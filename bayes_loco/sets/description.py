@@ -9,9 +9,9 @@ from __future__ import annotations
 import numpy as np
 from scipy import stats
 
-from .._validation import check_finite, check_magnitude, check_memory, check_option
+from .._validation import check_finite, check_level, check_magnitude, check_memory, check_option
 from ..data import SCOPES
-from .base import ValueRadius, check_set_level
+from .base import ValueRadius
 
 # What W and R mean (docs/design.md, "What each set's level means").
 KINDS = ("gram", "wald", "credible", "sandwich")
@@ -31,7 +31,7 @@ def check_description(radius, kind, level, sized_for, sizing) -> None:
     if radius < 0:
         raise ValueError(f"radius must be finite and >= 0, got {radius}")
     check_option(kind, "kind", KINDS)
-    check_set_level(level, allow_none=True)
+    check_level(level, allow_none=True)
     if sized_for is not None:
         check_option(sized_for, "sized_for", SCOPES)
     if sizing is not None and not isinstance(sizing, ValueRadius):

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import sparse
 
-from .._validation import as_float_array, check_finite, check_option
+from .._validation import as_float_array, check_finite, check_level, check_option
 from ..coordinates import Coordinates
 from .base import (
     Certificate,
@@ -15,7 +15,6 @@ from .base import (
     ExactSolution,
     check_features,
     check_set_coordinates,
-    check_set_level,
 )
 
 KINDS = ("draws", "cvar")
@@ -78,7 +77,7 @@ class DrawsSet:
         object.__setattr__(self, "draws", draws)
         check_set_coordinates(self.coordinates, draws.shape[1], "draws")
         check_option(self.kind, "kind", KINDS)
-        check_set_level(self.level, allow_none=True)
+        check_level(self.level, allow_none=True)
         tail = check_finite(self.tail, "tail")
         if not 0.0 <= tail <= 1.0:
             raise ValueError(f"tail (β) must lie in [0, 1], got {tail}")

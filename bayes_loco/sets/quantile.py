@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._validation import as_float_array, check_option
+from .._validation import LEVEL, as_float_array, check_level, check_option
 from ..coordinates import Coordinates
-from .base import check_features, check_set_coordinates, check_set_level
+from .base import check_features, check_set_coordinates
 
 
 @dataclass(frozen=True, eq=False)
@@ -31,7 +31,7 @@ class QuantileSet:
 
     draws: np.ndarray
     coordinates: Coordinates
-    level: float = 0.9
+    level: float = LEVEL
     kind: str = "quantile"
 
     def __post_init__(self):
@@ -40,7 +40,7 @@ class QuantileSet:
             raise ValueError(f"draws must be a (J, k) array with J >= 2, got shape {draws.shape}")
         object.__setattr__(self, "draws", draws)
         check_set_coordinates(self.coordinates, draws.shape[1], "draws")
-        check_set_level(self.level, allow_none=False)
+        check_level(self.level)
         check_option(self.kind, "kind", ("quantile",))
 
     @property

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.optimize import linprog, nnls
 
-from .._validation import check_int, check_option, check_real, rng_from
+from .._validation import check_int, check_level, check_option, rng_from
 from ..data import SCOPES, Population
 from ..design import mean_candidate_features
 from .base import ValueRadius
@@ -115,7 +115,7 @@ def value_radius(ellipsoid: EllipsoidSet, directions: np.ndarray, level: float, 
     """
     if not isinstance(ellipsoid, EllipsoidSet):
         raise TypeError(f"ellipsoid must be an EllipsoidSet, got {type(ellipsoid).__name__}")
-    level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
+    level = check_level(level)
     draws = check_int(draws, "draws", 10)
     directions = np.asarray(directions, float)
     if directions.ndim != 2 or directions.shape[1] != ellipsoid.dim:
