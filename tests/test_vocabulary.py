@@ -63,8 +63,8 @@ def draws_and_basis(random_low_rank_problem):
     return draws, basis
 
 
-@pytest.mark.parametrize("builder", ["credible_draws", "credible_cvar", "credible_quantile", "credible_ellipsoid",
-                                     "credible_set"])
+@pytest.mark.parametrize("builder", ["credible_draws", "credible_cvar", "credible_quantile",
+                                     "credible_ellipsoid", "credible_set"])
 def test_credible_sets_refuse_level_one_at_the_call(builder, draws_and_basis):
     """``level=1.0`` is refused by the function the user called, not later by the set it would build."""
     draws, basis = draws_and_basis
