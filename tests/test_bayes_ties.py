@@ -325,7 +325,8 @@ def test_davidson_vi_fits_nu_too(vi_method):
 
 def test_davidson_posterior_starts_from_davidsons_fit(monkeypatch):
     """``ties="davidson"`` reaches the start: the default start is the rank-r fit under Davidson's model
-    (its ν̂ fitted), the fit ``fit_low_rank(..., ties="davidson")`` gives; ``"half"`` starts from the "half" fit."""
+    (its ν̂ fitted), the fit ``fit_low_rank(..., ties="davidson")`` gives; ``"half"`` starts from
+    the "half" fit."""
     from bayes_loco.bayes import geometry
 
     data, _ = davidson_data(600, 0.8, seed=12)
