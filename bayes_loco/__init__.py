@@ -9,7 +9,7 @@ from . import datasets, simulate
 from ._version import __version__ as __version__
 from .coordinates import Coordinates, RTVBasis, VecCoordinates, rtv_basis
 from .crossval import CrossValidation, cross_validate, fold_indices
-from .data import Population, PreferenceData
+from .data import PreferenceData
 from .datasets import Dataset, read_arena, read_prism
 from .decisions import BestActions, best_actions
 from .design import identified_directions
@@ -47,6 +47,7 @@ from .frequentist import (
 )
 from .io import load, save
 from .policy import Policy, ValueBound, greedy_policy, pessimistic_policy, pessimistic_value
+from .population import Population
 from .predict import Prediction
 from .problems import Problem
 from .results import Diagnostics, Fit, FitStatus, Summary

@@ -23,77 +23,27 @@ import numpy as np
 import xarray as xr
 
 from ._h5safety import Refusal, budget, check_bytes, safe_dtype, scan
+from ._iotypes import (
+    ATTRS_KEY,
+    DTYPE_KEY,
+    ENGINE,
+    FIELDS_KEY,
+    FORMAT_KEY,
+    FORMAT_VERSION,
+    KIND_KEY,
+    LENGTH_KEY,
+    POSTERIOR,
+    POSTERIOR_GROUP,
+    REF_KEY,
+    SCALAR_KEY,
+    SEQUENCE_KEY,
+    TYPE_KEY,
+    TYPES,
+    VERSION_KEY,
+    format_1_tag,
+    tag_of,
+)
 from ._version import __version__
-
-FORMAT_VERSION = 2
-"""The version of the file layout this module writes; it reads this one and format 1."""
-
-ENGINE = "h5netcdf"
-POSTERIOR_GROUP = "bayes_loco"
-
-_FORMAT = "bayes_loco_format"
-_TYPE = "bayes_loco_type"
-_VERSION = "bayes_loco_version"
-_KIND = "bayes_loco_kind"
-_REF = "bayes_loco_ref"
-_SEQUENCE = "bayes_loco_sequence"
-_LENGTH = "bayes_loco_length"
-_SCALAR = "bayes_loco_scalar"
-_DTYPE = "bayes_loco_dtype"
-_ATTRS = "bayes_loco_attrs"
-_FIELDS = "fields"
-_RESERVED_PREFIX = "bayes_loco_"
-POSTERIOR = "Posterior"
-
-TYPES: dict[str, str] = {
-    "PreferenceData": "bayes_loco.data:PreferenceData",
-    "Population": "bayes_loco.population:Population",
-    "Units": "bayes_loco.population:Units",
-    "VecCoordinates": "bayes_loco.coordinates:VecCoordinates",
-    "RTVBasis": "bayes_loco.coordinates:RTVBasis",
-    "EllipsoidSet": "bayes_loco.sets.ellipsoid:EllipsoidSet",
-    "DrawsSet": "bayes_loco.sets.hull:DrawsSet",
-    "QuantileSet": "bayes_loco.sets.quantile:QuantileSet",
-    "ValueRadius": "bayes_loco.sets.base:ValueRadius",
-    "Certificate": "bayes_loco.sets.base:Certificate",
-    "ExactSolution": "bayes_loco.sets.base:ExactSolution",
-    "PolicyStatus": "bayes_loco.sets.base:PolicyStatus",
-    "Policy": "bayes_loco.policy:Policy",
-    "Diagnostics": "bayes_loco.results:Diagnostics",
-    "Summary": "bayes_loco.results:Summary",
-    "FitStatus": "bayes_loco.results:FitStatus",
-    "MLEResult": "bayes_loco.frequentist.mle:MLEResult",
-    "LowRankResult": "bayes_loco.frequentist.fgd:LowRankResult",
-    "PRSResult": "bayes_loco.frequentist.prs:PRSResult",
-    "RankSelection": "bayes_loco.frequentist.rank:RankSelection",
-    "Posterior": "bayes_loco.bayes.posterior:Posterior",
-    "PaperProblem": "bayes_loco.simulate:PaperProblem",
-    "PersonalLLMProblem": "bayes_loco.datasets.personalllm:PersonalLLMProblem",
-}
-"""The registry of the classes a file may hold: type tag → ``"module:QualName"`` of the class.
-
-Files name classes by tag, so a class may move to another module: change its
-entry here, and teach :func:`_format_1_tag` its old name. The module is imported
-only when a file names the tag (loading a frequentist fit does not import PyMC).
-"""
-
-LOCATIONS: dict[str, str] = {location: tag for tag, location in TYPES.items()}
-# Format-1 names ("module:QualName") of classes that have moved since: old name → tag.
-MOVED: dict[str, str] = {"bayes_loco.personalllm:PersonalLLMProblem": "PersonalLLMProblem",
-                         "bayes_loco.bayes.fit:Posterior": "Posterior",
-                         "bayes_loco.sets.value:ValueRadius": "ValueRadius",
-                         "bayes_loco.data:Population": "Population", "bayes_loco.data:Units": "Units"}
-
-SUPPORTED = ("PreferenceData, Population, coordinates (VecCoordinates, RTVBasis), uncertainty sets "
-             "(EllipsoidSet, DrawsSet, QuantileSet), Policy, fits (MLEResult, LowRankResult, PRSResult, "
-             "Posterior), RankSelection and the problems (PaperProblem, PersonalLLMProblem)")
-
-# What a damaged or crafted file can make h5py, xarray, NumPy or json raise while it is read and
-# decoded; load turns each into one ValueError naming the file. Not Exception: a bug of this module
-# (NameError, …) must not pass for a damaged file.
-READ_ERRORS = (OSError, KeyError, IndexError, TypeError, ValueError, AttributeError, RuntimeError,
-               ArithmeticError)
-
 
 # ---------------------------------------------------------------------------------- reading
 
@@ -127,12 +77,13 @@ def check_types(path: Path) -> tuple[int, type]:
     before xarray opens it.
     """
     with h5py.File(path, "r") as root:
-        attrs = {key: _attribute(root.attrs[key]) for key in (_FORMAT, _TYPE, _VERSION) if key in root.attrs}
-        fmt, type_name = attrs.get(_FORMAT), attrs.get(_TYPE)
+        attrs = {key: _attribute(root.attrs[key]) for key in (FORMAT_KEY, TYPE_KEY, VERSION_KEY)
+                 if key in root.attrs}
+        fmt, type_name = attrs.get(FORMAT_KEY), attrs.get(TYPE_KEY)
         if fmt is None or not isinstance(type_name, str):
-            raise Refusal(f"it was not written by bayes_loco.save: its root has no {_FORMAT!r} and {_TYPE!r} "
-                          "attributes")
-        written = attrs.get(_VERSION, "unknown")
+            raise Refusal(f"it was not written by bayes_loco.save: its root has no {FORMAT_KEY!r} and "
+                          f"{TYPE_KEY!r} attributes")
+        written = attrs.get(VERSION_KEY, "unknown")
         if isinstance(fmt, bool) or not (isinstance(fmt, int) and fmt in (1, FORMAT_VERSION)):
             raise Refusal(f"it has bayes_loco file format version {fmt}, but this bayes_loco ({__version__}) "
                           f"reads format version {FORMAT_VERSION} (and 1) only. The file was written by "
@@ -141,8 +92,8 @@ def check_types(path: Path) -> tuple[int, type]:
         groups = []
 
         def named(name: str, obj) -> None:
-            if isinstance(obj, h5py.Group) and _TYPE in obj.attrs:
-                groups.append((f"/{name}", _attribute(obj.attrs[_TYPE])))
+            if isinstance(obj, h5py.Group) and TYPE_KEY in obj.attrs:
+                groups.append((f"/{name}", _attribute(obj.attrs[TYPE_KEY])))
 
         root.visititems(named)
     for where, name in groups:
@@ -164,7 +115,7 @@ def class_of(name, fmt: int, where: str, base: type | None = None) -> type:
 
     ``base`` None: a result (a dataclass); else a subclass of ``base`` (an enum).
     """
-    tag = name if fmt >= 2 else _format_1_tag(name) if isinstance(name, str) else None
+    tag = name if fmt >= 2 else format_1_tag(name) if isinstance(name, str) else None
     if not isinstance(tag, str) or tag not in TYPES:
         raise Refusal(f"{where} names the type {name!r}, which is not a class of bayes_loco that a file "
                       f"may hold (format {fmt} names them by "
@@ -175,25 +126,6 @@ def class_of(name, fmt: int, where: str, base: type | None = None) -> type:
     if base is None and not dataclasses.is_dataclass(cls):
         raise Refusal(f"{where} names the type {name!r}, which is not a result")
     return cls
-
-
-def tag_of(cls, where: str) -> str:
-    """The type tag of ``cls`` (a class of the registry); TypeError for any other class."""
-    tag = LOCATIONS.get(f"{cls.__module__}:{cls.__qualname__}")
-    if tag is None:
-        raise TypeError(f"{where} is of type {cls.__module__}.{cls.__qualname__}, which bayes_loco.save "
-                        f"cannot store: it stores the package's results ({SUPPORTED}), their enums and "
-                        "the values described in bayes_loco.io")
-    return tag
-
-
-def _format_1_tag(name: str) -> str | None:
-    """The tag of the class a format-1 file names by ``"module:QualName"``, if it is registered.
-
-    A class that moved since format 1 keeps its old name in :data:`MOVED`, so that
-    format-1 files still load.
-    """
-    return LOCATIONS.get(name) or MOVED.get(name)
 
 
 @functools.cache
@@ -239,12 +171,12 @@ class _Decoder:
                           "cycle); a file of bayes_loco.save has none")
         node = self.node(node_path, where)
         self.pending.add(node_path)
-        kind = node.attrs.get(_KIND)
+        kind = node.attrs.get(KIND_KEY)
         here = f"the group {node_path!r}"
         if kind == "ref":
-            value = self.object(node.attrs.get(_REF), here)
+            value = self.object(node.attrs.get(REF_KEY), here)
         elif kind == "dataclass":
-            cls = class_of(node.attrs.get(_TYPE), self.fmt, here)
+            cls = class_of(node.attrs.get(TYPE_KEY), self.fmt, here)
             value = self.build(cls, self.fields(node, here), here)
         else:
             raise Refusal(f"{here} is not a stored result (kind {kind!r}); the file is damaged or not "
@@ -270,20 +202,20 @@ class _Decoder:
             raise Refusal(f"{where} holds an invalid {cls.__name__}: {err}") from err
 
     def fields(self, node: xr.DataTree, where: str) -> dict:
-        text = node.attrs.get(_FIELDS, "{}")
+        text = node.attrs.get(FIELDS_KEY, "{}")
         try:
             stored = json.loads(text) if isinstance(text, str) else None
         except ValueError as err:
-            raise Refusal(f"the attribute {_FIELDS!r} of {where} is not JSON ({err})") from None
+            raise Refusal(f"the attribute {FIELDS_KEY!r} of {where} is not JSON ({err})") from None
         if not isinstance(stored, dict):
-            raise Refusal(f"the attribute {_FIELDS!r} of {where} is not a JSON object")
+            raise Refusal(f"the attribute {FIELDS_KEY!r} of {where} is not a JSON object")
         kwargs = {name: self.json(value, f"{where}, field {name!r}") for name, value in stored.items()}
         for name, variable in node.to_dataset(inherit=False).data_vars.items():
             at = f"the variable {name!r} of {where}"
             if name in kwargs:
-                raise Refusal(f"{at} is also stored in {_FIELDS!r}")
+                raise Refusal(f"{at} is also stored in {FIELDS_KEY!r}")
             value = np.asarray(variable.values)
-            dtype = variable.attrs.get(_DTYPE)
+            dtype = variable.attrs.get(DTYPE_KEY)
             if dtype is not None:
                 dtype = safe_dtype(dtype, at)
                 if value.dtype != dtype:
@@ -294,7 +226,7 @@ class _Decoder:
                                       "bayes_loco.save writes them alike")
                     self.allocate(value.size, dtype.itemsize, at)
                     value = value.astype(dtype)
-            if variable.attrs.get(_SCALAR):
+            if variable.attrs.get(SCALAR_KEY):
                 if value.ndim:
                     raise Refusal(f"{at} is marked a scalar but has shape {value.shape}")
                 value = value[()]
@@ -303,17 +235,17 @@ class _Decoder:
             at = f"the group {child.path!r}"
             if name in kwargs:
                 raise Refusal(f"{at} is a field stored twice")
-            kind = child.attrs.get(_KIND)
+            kind = child.attrs.get(KIND_KEY)
             if kind == "sequence":
                 kwargs[name] = self.sequence(child, at)
             elif kind == "datatree":
-                kwargs[name] = self.tree(child, drop=(_KIND,))
+                kwargs[name] = self.tree(child, drop=(KIND_KEY,))
             else:
                 kwargs[name] = self.object(child.path, where)
         return kwargs
 
     def sequence(self, node: xr.DataTree, where: str) -> list | tuple:
-        length, kind = node.attrs.get(_LENGTH), node.attrs.get(_SEQUENCE)
+        length, kind = node.attrs.get(LENGTH_KEY), node.attrs.get(SEQUENCE_KEY)
         names = [str(i) for i in range(len(node.children))]
         if isinstance(length, bool) or not isinstance(length, int | np.integer) or length != len(names):
             raise Refusal(f"{where} records {length} items but holds {len(names)}")
@@ -375,7 +307,8 @@ class _Decoder:
 
     def attrs(self, attrs, drop=()) -> dict:
         attrs = dict(attrs)
-        note = json.loads(attrs.pop(_ATTRS)) if _ATTRS in attrs else {"json": {}, "types": {}, "order": []}
+        note = (json.loads(attrs.pop(ATTRS_KEY)) if ATTRS_KEY in attrs
+                else {"json": {}, "types": {}, "order": []})
         types = note["types"]
         out = {}
         for key, value in attrs.items():
@@ -413,7 +346,7 @@ def _decode_posterior(tree: xr.DataTree, cls, decoder: _Decoder):
     if POSTERIOR_GROUP not in tree.children:
         raise Refusal(f"it claims to hold a Posterior but has no {POSTERIOR_GROUP!r} group; it is damaged")
     kwargs = decoder.fields(tree[POSTERIOR_GROUP], f"the group '/{POSTERIOR_GROUP}'")
-    kwargs["tree"] = decoder.tree(tree, drop=(_FORMAT, _TYPE, _VERSION), skip=(POSTERIOR_GROUP,))
+    kwargs["tree"] = decoder.tree(tree, drop=(FORMAT_KEY, TYPE_KEY, VERSION_KEY), skip=(POSTERIOR_GROUP,))
     _check_posterior(kwargs)
     post = decoder.build(cls, kwargs, "the posterior")
     decoder.done["/"] = post

@@ -14,10 +14,10 @@ import numpy as np
 from scipy import linalg
 
 from .coordinates import RTVBasis
-from .data import Population
 from .design import mean_candidate_features
 from .linalg import IDENTIFIED_RTOL, range_mask
 from .policy import Policy
+from .population import Population
 from .sets import EllipsoidSet
 
 # Points on each projected ellipse.

@@ -25,15 +25,8 @@ from .datasets.personalllm import write_standin
 from .experiments import METHODS, STUDIES, run_study, summarise
 from .experiments.figures import plot_calibration, plot_results
 from .experiments.problems import PERSONALLLM_FILES
-from .experiments.runner import (
-    OutputBusyError,
-    OutputFolderError,
-    SettingError,
-    StudyConfigError,
-    check_overrides,
-    read_results,
-    select_cells,
-)
+from .experiments.runner import SettingError, check_overrides, select_cells
+from .experiments.store import OutputBusyError, OutputFolderError, StudyConfigError, read_results
 from .experiments.studies import Study
 
 EXIT_USAGE = 2

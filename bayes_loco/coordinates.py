@@ -19,14 +19,12 @@ The truncated block is second order near Θ̂: every rank-r Θ near Θ̂ has
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from ._validation import as_float_array, check_int, check_memory, check_rank, check_shape
-from .linalg import RANGE_RTOL, range_basis  # noqa: F401 - re-exported: both were defined here
 
 
 @runtime_checkable
@@ -382,14 +380,3 @@ def check_coordinates(coordinates, d_x: int, d_phi: int, what: str) -> Coordinat
                          f"but the data have ({d_x}, {d_phi})")
     return coordinates
 
-
-# Names that moved to design.py (which imports this module), still importable from here. Resolved when
-# first asked for, so that this module need not import design.py.
-_MOVED_TO_DESIGN = {"design": "design", "weighted_gram": "information", "design_operator": "design_operator",
-                    "identified_directions": "identified_directions"}
-
-
-def __getattr__(name: str):
-    if name in _MOVED_TO_DESIGN:
-        return getattr(importlib.import_module(f"{__package__}.design"), _MOVED_TO_DESIGN[name])
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

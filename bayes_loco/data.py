@@ -23,7 +23,6 @@ from ._regroup import aggregate, items_on
 from ._validation import as_counts, as_float_array, as_labels, as_names, as_weights, check_int, fingerprint
 from .indexed import check_items
 from .linalg import span_dimension
-from .population import SCOPES, Population, Units  # noqa: F401 - re-exported: defined here before
 
 
 @dataclass(frozen=True, eq=False)

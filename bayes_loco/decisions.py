@@ -21,9 +21,9 @@ import numpy as np
 import pandas as pd
 
 from ._validation import LEVEL, check_level, check_option
-from .data import SCOPES, Population
 from .design import population_coordinates
-from .policy import FEATURE_BLOCK_BYTES, _check_set, _feature_blocks, read_population
+from .policy_inputs import FEATURE_BLOCK_BYTES, check_set, feature_blocks, read_population
+from .population import SCOPES, Population
 from .results import Fit
 from .sets.base import UncertaintySet, guarantee
 
@@ -173,7 +173,7 @@ def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, 
             items = getattr(getattr(uncertainty_set, "data", None), "item_names", None)
             action_names = items if items is not None and len(items) == population.n_actions else None
         uncertainty_set = uncertainty_set.calibrated_set(LEVEL if level is None else level)
-    _check_set(uncertainty_set)
+    check_set(uncertainty_set)
     population_coordinates(uncertainty_set, population)
     found = guarantee(uncertainty_set)
     if found.sized_for is not None:
@@ -190,7 +190,7 @@ def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, 
     margin = np.empty((units.n, population.n_actions))
     best = np.empty(units.n, dtype=np.intp)
     center = _point_estimate(uncertainty_set)
-    for lo, hi, z in _feature_blocks(uncertainty_set, population, units, 0):
+    for lo, hi, z in feature_blocks(uncertainty_set, population, units, 0):
         margin[lo:hi] = _margins(uncertainty_set, z)
         scores = z @ center if center is not None else uncertainty_set.lower_bound(z)
         best[lo:hi] = scores.argmax(axis=1)
@@ -202,7 +202,7 @@ def _margins(uncertainty_set: UncertaintySet, z: np.ndarray) -> np.ndarray:
     """max_{b ≠ a} min_{θ ∈ set} θᵀ(z_ub − z_ua) for units' mean candidate features z (units, A, k).
 
     One rival b at a time, for as many units as keep the differences z_ub − z_ua and a set's values of
-    them (J per difference for a set of J draws) within :data:`~bayes_loco.policy.FEATURE_BLOCK_BYTES`.
+    them (J per difference for a set of J draws) within :data:`~bayes_loco.policy_inputs.FEATURE_BLOCK_BYTES`.
     """
     n_units, n_actions, k = z.shape
     draws = getattr(uncertainty_set, "draws", None)

@@ -20,8 +20,9 @@ from scipy.sparse.linalg import LinearOperator
 
 from ._validation import as_float_array, check_memory, check_real
 from .coordinates import Coordinates, RTVBasis, VecCoordinates, check_coordinates
-from .data import Population, PreferenceData, Units
+from .data import PreferenceData
 from .linalg import RANGE_RTOL, range_mask
+from .population import Population, Units
 
 if TYPE_CHECKING:
     from .sets.base import UncertaintySet

@@ -14,9 +14,10 @@ import numpy as np
 import pandas as pd
 
 from ._validation import as_float_array, as_labels, as_weights, check_instance, check_int, check_option
-from .data import SCOPES, Population, PreferenceData
+from .data import PreferenceData
 from .model import rewards
 from .policy import Policy
+from .population import SCOPES, Population
 
 
 def truth_theta(truth, d_x: int, d_phi: int) -> np.ndarray:

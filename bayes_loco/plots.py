@@ -13,8 +13,7 @@ Geometry that ArviZ does not draw, in the coordinates the sets live in:
 
 A study's figures, :func:`~bayes_loco.experiments.figures.plot_results` and
 :func:`~bayes_loco.experiments.figures.plot_calibration` (with the coverage it draws,
-:func:`~bayes_loco.experiments.figures.calibration`), live in :mod:`bayes_loco.experiments.figures`;
-``bayes_loco.plots.plot_results`` and the others still reach them, importing the studies on first use.
+:func:`~bayes_loco.experiments.figures.calibration`), live in :mod:`bayes_loco.experiments.figures`.
 
 For the posterior's own marginals, pairs and traces use ArviZ on the fit's tree, e.g.
 ``arviz_plots.plot_dist(post.tree, var_names=["theta_rtv"])``: those are not re-drawn here.
@@ -46,31 +45,19 @@ from ._projection import (
 )
 from ._validation import check_int
 from .coordinates import RTVBasis
-from .data import Population
 from .design import candidate_features
 from .evaluate import truth_theta
 from .linalg import range_mask
 from .model import rewards
 from .policy import Policy
+from .population import Population
 from .sets import DrawsSet, EllipsoidSet, QuantileSet
 
 __all__ = ["plot_policies", "plot_reliability", "plot_reward_intervals", "plot_sets", "plot_spectrum",
            "value_direction"]
 
-# Study figures that moved to experiments.figures; reached from here on first use, so that the geometry
-# plots do not import the studies (and PyMC through their methods).
-_MOVED = ("LEVELS", "calibration", "plot_calibration", "plot_results")
-
 # Posterior draws, passed as ``draws`` or held by a hull, in plot_sets: grey, so that colours mark sets.
 _DRAWS_COLOUR = "0.55"
-
-
-def __getattr__(name: str):
-    if name in _MOVED:
-        from .experiments import figures
-
-        return getattr(figures, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------------------- helpers

@@ -34,24 +34,24 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import solvers  # noqa: F401 - registers the sets' minimax solvers (sets/ never import them)
-from ._validation import as_float_array, check_int, check_level, check_option, check_real
-from .data import SCOPES, Population, Units
-from .design import candidate_features, mean_candidate_features, population_coordinates, relative_features
+from ._validation import LEVEL, as_float_array, check_int, check_level, check_option, check_real
+from .design import candidate_features, mean_candidate_features
 from .exceptions import ConvergenceWarning
 from .model import rewards
+from .policy_inputs import FEATURE_BLOCK_BYTES, check_set, feature_blocks, read_population
+from .population import SCOPES, Population, Units
 from .results import Fit
 from .sets.base import (
     Certificate,
     ConvexSet,
     ExactProblem,
-    FeatureBlocks,
     NashSet,
     PolicyStatus,
     UncertaintySet,
     guarantee,
     reads_feature_blocks,
 )
+from .solvers import SOLVERS
 
 OBJECTIVES = ("relaxed", "exact")
 POLICY_OBJECTIVES = ("greedy", *OBJECTIVES)
@@ -59,10 +59,6 @@ WELFARES = ("utilitarian", "nash")
 # Probabilities may miss the simplex by this much (solvers' rounding): below −tol, or rows summing to 1 ± tol,
 # they are refused.
 SIMPLEX_ATOL = 1e-6
-# Above twice this many bytes of candidate features, the exact problem of a set that accepts FeatureBlocks
-# (the ellipsoid, which whitens them as they come) makes them this many bytes of rows at a time: z is never
-# whole (2.6 GB at LLM width).
-FEATURE_BLOCK_BYTES = 2**27
 
 
 @dataclass(frozen=True, eq=False)
@@ -280,38 +276,6 @@ def _check_common(population, scope, reference_action):
     return check_int(reference_action, "reference_action", 0, population.n_actions - 1)
 
 
-def read_population(fit, population: Population) -> Population:
-    """``population`` as ``fit`` reads it: a fit with its own view of populations (plain Bradley–Terry
-    reads every user with x ≡ 1: ``fit.population``) gets that view, others the population itself."""
-    view = getattr(fit, "population", None)
-    return view(population) if callable(view) else population
-
-
-def _check_set(uncertainty_set) -> UncertaintySet:
-    if not isinstance(uncertainty_set, UncertaintySet):
-        raise TypeError("uncertainty_set must have `coordinates` and `lower_bound(z)`, "
-                        f"got {type(uncertainty_set).__name__}")
-    return uncertainty_set
-
-
-def _feature_blocks(uncertainty_set: UncertaintySet, population: Population, units: Units,
-                    reference_action: int) -> FeatureBlocks:
-    """The units' mean candidate features, :data:`FEATURE_BLOCK_BYTES` of rows' features at a time."""
-    coordinates = population_coordinates(uncertainty_set, population)
-    n_actions, k = population.n_actions, coordinates.dim
-    own_rows = units.n == population.n and np.array_equal(units.of_row, np.arange(units.n))
-    per_block = max(1, int(FEATURE_BLOCK_BYTES * units.n / (8.0 * n_actions * k * population.n)))
-
-    def make(lo, hi):
-        part = units.average[lo:hi]
-        rows = np.arange(lo, hi) if own_rows else np.unique(part.indices)
-        z = relative_features(coordinates, population.contexts[rows], population.features[rows],
-                              reference_action)
-        return z if own_rows else (part[:, rows] @ z.reshape(rows.size, -1)).reshape(hi - lo, n_actions, k)
-
-    return FeatureBlocks((units.n, n_actions, k), make, per_block)
-
-
 def greedy_policy(theta: np.ndarray, population: Population, *, scope: str = "personalised") -> Policy:
     """argmax_a of the estimated reward xᵀΘ̂φ(s, a) (averaged over x | s for ``scope="global"``).
 
@@ -356,13 +320,13 @@ def greedy_policy(theta: np.ndarray, population: Population, *, scope: str = "pe
 
 
 def _exact_problem(uncertainty_set, population, units: Units, reference_action, tol=1e-4,
-                   max_iter=60) -> ExactProblem:
+                   max_iter=60, solver: str = "auto") -> ExactProblem:
     size = 8.0 * population.n * population.n_actions * uncertainty_set.coordinates.dim
     if reads_feature_blocks(uncertainty_set) and size > 2 * FEATURE_BLOCK_BYTES:
-        return ExactProblem(_feature_blocks(uncertainty_set, population, units, reference_action),
-                            units.weights, tol, max_iter)
+        return ExactProblem(feature_blocks(uncertainty_set, population, units, reference_action),
+                            units.weights, tol, max_iter, SOLVERS[solver])
     return ExactProblem(mean_candidate_features(uncertainty_set, population, units, reference_action),
-                        units.weights, tol, max_iter)
+                        units.weights, tol, max_iter, SOLVERS[solver])
 
 
 def pessimistic_value(uncertainty_set: UncertaintySet, population: Population, probabilities: np.ndarray,
@@ -393,7 +357,7 @@ def pessimistic_value(uncertainty_set: UncertaintySet, population: Population, p
     True
     """
     reference_action = _check_common(population, scope, reference_action)
-    _check_set(uncertainty_set)
+    check_set(uncertainty_set)
     units = population.units(scope)
     probabilities = check_probabilities(probabilities, "probabilities", (units.n, population.n_actions))
     problem = _exact_problem(uncertainty_set, population, units, reference_action)
@@ -403,7 +367,7 @@ def pessimistic_value(uncertainty_set: UncertaintySet, population: Population, p
 def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, *,
                        objective: str = "relaxed", scope: str = "personalised",
                        reference_action: int = 0, welfare: str = "utilitarian", floor: float = -1.0,
-                       tol: float = 1e-4, max_iter: int = 60) -> Policy:
+                       tol: float = 1e-4, max_iter: int = 60, solver: str = "auto") -> Policy:
     """The pessimistic policy of ``population`` under ``uncertainty_set``.
 
     Parameters
@@ -448,6 +412,10 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
         Exact objective: target relative gap of the certificate.
     max_iter : int
         Exact objective: iterations per inner solve.
+    solver : {"auto", "newton", "first-order"}
+        Exact objective of an ellipsoid: the solver of its reduced minimax, by its name in
+        :data:`bayes_loco.solvers.SOLVERS` (``"auto"``: smoothed Newton up to
+        :data:`~bayes_loco.solvers.NEWTON_MAX` identified directions, first-order methods above).
 
     Returns
     -------
@@ -476,14 +444,15 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
     """
     if isinstance(uncertainty_set, Fit) and not isinstance(uncertainty_set, UncertaintySet):
         population = read_population(uncertainty_set, population)
-        uncertainty_set = uncertainty_set.calibrated_set(0.9)
+        uncertainty_set = uncertainty_set.calibrated_set(LEVEL)
     reference_action = _check_common(population, scope, reference_action)
     check_option(objective, "objective", OBJECTIVES)
     tol = check_real(tol, "tol", 0.0, low_open=True)
     max_iter = check_int(max_iter, "max_iter", 1)
+    check_option(solver, "solver", tuple(SOLVERS))
     check_option(welfare, "welfare", WELFARES)
     floor = check_real(floor, "floor", high=0.0, high_open=True)
-    _check_set(uncertainty_set)
+    check_set(uncertainty_set)
     units = population.units(scope)
     common = dict(unit_of_row=units.of_row, scope=scope, reference_action=reference_action, welfare=welfare,
                   population=population.fingerprint, **_bound_level(uncertainty_set, scope))
@@ -494,7 +463,7 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
                         "EllipsoidSet (kinds gram, wald, credible, sandwich) or a DrawsSet (the convex hull "
                         f"of draws); got {type(uncertainty_set).__name__}, which has no exact solver. Use "
                         "objective='relaxed' for it.")
-    problem = _exact_problem(uncertainty_set, population, units, reference_action, tol, max_iter)
+    problem = _exact_problem(uncertainty_set, population, units, reference_action, tol, max_iter, solver)
     if welfare == "nash":
         return _exact_nash(uncertainty_set, problem, floor, common)
     solution = uncertainty_set.solve_exact(problem)

@@ -29,9 +29,10 @@ import pandas as pd
 from scipy import stats
 
 from ._validation import LEVEL, as_float_array, as_names, check_instance, check_int, check_level
-from .data import Population, PreferenceData
+from .data import PreferenceData
 from .design import DESIGN_BLOCK_BYTES
 from .model import MARGIN_BLOCK_BYTES, expected_label, margins
+from .population import Population
 
 # The sample dims of a posterior's draws, in the order Posterior.theta_draws stacks them.
 SAMPLE_DIMS = ("chain", "draw")

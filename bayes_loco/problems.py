@@ -2,7 +2,7 @@
 
 A problem knows the truth Θ* and draws both the training comparisons and the
 evaluation populations from it. :class:`~bayes_loco.simulate.PaperProblem` (the
-paper's §5.1 simulation) and :class:`~bayes_loco.personalllm.PersonalLLMProblem`
+paper's §5.1 simulation) and :class:`~bayes_loco.datasets.PersonalLLMProblem`
 implement it; a new problem implements it and registers a builder in
 :data:`bayes_loco.experiments.PROBLEMS` to be run as a study.
 """
@@ -13,7 +13,8 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .data import Population, PreferenceData
+from .data import PreferenceData
+from .population import Population
 
 
 @runtime_checkable

@@ -46,9 +46,7 @@ from .design import reached_coordinates
 from .model import COV_TYPES, Likelihood, check_ties, resolve_cov_type, score_matrix, wald_precision
 from .predict import Predictive
 from .sets import EllipsoidSet, UncertaintySet
-from .sets.ellipsoid import penalty_ellipsoid  # noqa: F401 - re-exported: it was defined here
-from .summary_tables import (  # noqa: F401 - re-exported: they were defined here
-    CONTRAST_BYTES,
+from .summary_tables import (
     contrast_note,
     contrast_wald_table,
     coordinate_names,

@@ -23,8 +23,9 @@ import numpy as np
 from scipy.special import expit
 
 from ._validation import check_int, check_option, check_real, rng_from
-from .data import Population, PreferenceData
+from .data import PreferenceData
 from .model import margins, rewards
+from .population import Population
 
 __all__ = ["CONTEXT_LAWS", "NOISE_BLOCK", "TARGET_SHIFT", "THETA_KINDS", "PaperProblem", "decaying_columns",
            "effective_rank", "paper_problem", "paper_theta"]

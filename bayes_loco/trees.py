@@ -65,7 +65,7 @@ import xarray as xr
 from ._validation import LEVEL, check_int
 from ._version import __version__
 from .coordinates import RTVBasis, VecCoordinates
-from .linalg import IDENTIFIED_RTOL, in_range
+from .linalg import in_range
 
 # ------------------------------------------------------------------------------------------ names
 
@@ -113,10 +113,6 @@ CONSTANT_DATA = "constant_data"
 SAMPLE_STATS = "sample_stats"
 VI_LOSS = "vi_loss"
 OPTIMIZER_RESULT = "optimizer_result"
-
-#: A coordinate e_i counts as identified when ‖e_i − P Pᵀ e_i‖ is at most this (P: identified directions),
-#: the rule of :meth:`bayes_loco.EllipsoidSet.identified` (:func:`bayes_loco.linalg.in_range`).
-IDENTIFIED_TOL = IDENTIFIED_RTOL
 
 # ------------------------------------------------------------------------------------ coordinates
 

@@ -1,9 +1,10 @@
-"""The package's import graph: modules, lines, depth, circles, and the layering rules of issue #35.
+"""The package's import graph: modules, lines, depth, circles, private imports, and the layering rules.
 
 Every ``import``/``from … import`` of a bayes_loco module counts, at module level or inside a
-function (an import hidden in a function still ties the two modules together). A package's
-``__init__`` counts as the module of that name. The depth is the longest chain of imports after
-each circle is collapsed to one node; the package face is ``bayes_loco/__init__.py``.
+function (an import hidden in a function still ties the two modules together), and so does an import
+by name: ``import_module`` of a registry's ``"bayes_loco.x:Name"`` strings. A package's ``__init__``
+counts as the module of that name. The depth is the longest chain of imports after each circle is
+collapsed to one node; the package face is ``bayes_loco/__init__.py``.
 
     .venv/bin/python scripts/import_graph.py            # the summary
     .venv/bin/python scripts/import_graph.py --edges    # and every edge (importer -> imported)
@@ -52,10 +53,52 @@ def _type_checking(node: ast.AST) -> bool:
                                          or getattr(test, "attr", None) == "TYPE_CHECKING")
 
 
+def _import_module(node: ast.AST) -> ast.expr | None:
+    """The argument of an ``import_module(...)`` call, else None."""
+    if isinstance(node, ast.Call) and node.args and \
+            getattr(node.func, "attr", getattr(node.func, "id", None)) == "import_module":
+        return node.args[0]
+    return None
+
+
+def registry_names(path: Path) -> set[str]:
+    """The modules that ``"bayes_loco.x:Name"`` strings in ``path`` name (a registry of classes by location).
+
+    A dict's key is a name looked up, never imported (a format-1 file's old class name): it does not count.
+    """
+    tree = ast.parse(path.read_text(), filename=str(path))
+    keys = {id(k) for node in ast.walk(tree) if isinstance(node, ast.Dict)
+            for k in node.keys if k is not None}
+    return {node.value.partition(":")[0] for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in keys
+            and node.value.startswith(PACKAGE + ".") and ":" in node.value and " " not in node.value}
+
+
+def private_imports(path: Path, root: Path = ROOT) -> list[tuple[str, str, int]]:
+    """(module, private name, line) for each ``from <package module> import _name`` in ``path``.
+
+    A private name (one leading underscore) is its module's own business; a name another module needs
+    is public in its module. Private *modules* (``_validation``) may be imported: their names are public.
+    """
+    importer = module_name(path, root)
+    is_package = path.name == "__init__.py"
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.ImportFrom):
+            base = _resolve(importer, is_package, node)
+            if base.split(".")[0] != PACKAGE:
+                continue
+            found += [(base, alias.name, node.lineno) for alias in node.names
+                      if alias.name.startswith("_") and not alias.name.startswith("__")]
+    return found
+
+
 def imports(path: Path, modules: set[str], root: Path = ROOT) -> Iterator[tuple[str, int, bool]]:
     """(imported module, line, at module level) for each import of a package module in ``path``.
 
-    Imports under ``if TYPE_CHECKING:`` are left out: they never run.
+    Imports under ``if TYPE_CHECKING:`` are left out: they never run. ``import_module("bayes_loco.x")``
+    counts as an import of x; a call of ``import_module`` on a computed name is given as ``("*", line,
+    at module level)``: :func:`report` ties it to the registry strings the module reads.
     """
     importer = module_name(path, root)
     is_package = path.name == "__init__.py"
@@ -72,11 +115,20 @@ def imports(path: Path, modules: set[str], root: Path = ROOT) -> Iterator[tuple[
                 # ``from . import x`` imports the submodule x where one exists, else a name of the package.
                 targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
                            for alias in child.names]
+            elif (arg := _import_module(child)) is not None:
+                literal = isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+                if literal and not arg.value.startswith(PACKAGE):
+                    continue
+                found.append((arg.value if literal else "*", child.lineno, not in_function))
+                continue
             else:
                 scope = isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
                 visit(child, in_function or scope)
                 continue
             for target in targets:
+                if target == "*":
+                    found.append((target, child.lineno, not in_function))
+                    continue
                 while target and target not in modules:
                     target = target.rpartition(".")[0]
                 if target and target != importer:
@@ -122,6 +174,7 @@ class Report:
     face_importers: list[str]
     long_modules: dict[str, int]
     long_functions: dict[str, list[tuple[str, int, int]]] = field(default_factory=dict)
+    private_imports: dict[str, list[tuple[str, str, int]]] = field(default_factory=dict)
 
     def summary(self) -> str:
         inside = sum(1 for uses in self.edges.values() if not any(top for _, top in uses))
@@ -138,6 +191,10 @@ class Report:
         out.append(f"functions over {MAX_FUNCTION_LINES} lines of code: {count}")
         for module, funcs in sorted(self.long_functions.items()):
             out += [f"  {module}.{name} (line {line}): {n}" for name, line, n in funcs]
+        count = sum(len(v) for v in self.private_imports.values())
+        out.append(f"imports of a private name from another module: {count}")
+        for module, found in sorted(self.private_imports.items()):
+            out += [f"  {module} (line {line}): {name} from {source}" for source, name, line in found]
         return "\n".join(out)
 
 
@@ -202,9 +259,23 @@ def report(root: Path = ROOT) -> Report:
     names = set(modules)
     lines = {m: len(p.read_text().splitlines()) for m, p in modules.items()}
     edges: dict[tuple[str, str], list[tuple[int, bool]]] = {}
+    computed: dict[str, list[tuple[int, bool]]] = {}
     for m, p in modules.items():
         for target, line, top in imports(p, names, root):
-            edges.setdefault((m, target), []).append((line, top))
+            if target == "*":
+                computed.setdefault(m, []).append((line, top))
+            else:
+                edges.setdefault((m, target), []).append((line, top))
+    # A module that imports a computed name imports, by name, each module that the registry strings it
+    # holds or imports from another module name: bayes_loco._ioformat's load of a registered class.
+    registries = {m: registry_names(p) for m, p in modules.items()}
+    for m, uses in computed.items():
+        read = registries[m].union(*(registries[b] for a, b in list(edges) if a == m))
+        for target in read:
+            while target and target not in names:
+                target = target.rpartition(".")[0]
+            if target and target != m:
+                edges.setdefault((m, target), []).extend(uses)
     graph = {m: set() for m in modules}
     for a, b in edges:
         graph[a].add(b)
@@ -215,7 +286,8 @@ def report(root: Path = ROOT) -> Report:
     face_importers = sorted(a for a, b in edges if b == face and a != face)
     long_modules = {m: n for m, n in lines.items() if n > MAX_MODULE_LINES}
     funcs = {m: f for m, p in modules.items() if (f := long_functions(p))}
-    return Report(lines, edges, circles, len(chain), chain, face_importers, long_modules, funcs)
+    private = {m: f for m, p in modules.items() if (f := private_imports(p, root))}
+    return Report(lines, edges, circles, len(chain), chain, face_importers, long_modules, funcs, private)
 
 
 def main(argv: list[str] | None = None) -> int:

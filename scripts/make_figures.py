@@ -28,7 +28,7 @@ import numpy as np
 
 import bayes_loco as bl
 from bayes_loco import plots
-from bayes_loco.experiments import STUDIES, compare_policies, run_study
+from bayes_loco.experiments import STUDIES, compare_policies, figures, run_study
 
 ROOT = Path(__file__).resolve().parents[1]
 N, RANK, IMBALANCE, LEVEL = 3000, 3, 3, 0.9
@@ -135,15 +135,15 @@ def figure_calibration(out: Path, cache: Path | None) -> Path:
     results = run_study(STUDIES["coverage"], folder, reps=50, only={"n": [1000, 3000], "imbalance": [1]},
                         progress=False, workers=2)
     results = results.assign(method=results["method"].replace({"PRS-relaxed-Wald": "Wald (PRS)"}))
-    fig = plots.plot_calibration(results, panel="n", title="Coverage of θ*_rtv by the Wald set (PRS) against "
-                                 "its level; §5.1 simulation, r = 3, q = 1")
+    fig = figures.plot_calibration(results, panel="n", title="Coverage of θ*_rtv by the Wald set (PRS) "
+                                   "against its level; §5.1 simulation, r = 3, q = 1")
     return save(fig, out / "plots_calibration.png")
 
 
 def figure_results(problem, data, population, prs, post, out: Path) -> Path:
     frame = compare_policies(data, population, rank=RANK, truth=problem, fits={"prs": prs, "posterior": post},
                              level=LEVEL)
-    fig = plots.plot_results(frame, title=f"Sub-optimality of every method's policy on one data set "
+    fig = figures.plot_results(frame, title=f"Sub-optimality of every method's policy on one data set "
                                           f"(compare_policies; {SETTING})")
     return save(fig, out / "plots_results.png")
 

@@ -525,7 +525,7 @@ def test_start_and_basis_must_match(problem):
 
 def test_available_samplers():
     found = bb.available_samplers()
-    assert found[0] == "pymc" and set(found) <= set(bb.fit.NUTS_SAMPLERS)
+    assert found[0] == "pymc" and set(found) <= set(bb.settings.NUTS_SAMPLERS)
 
 
 @pytest.mark.parametrize("sampler", [
@@ -565,7 +565,7 @@ def test_numpyro_vectorizes_chains_when_devices_are_fewer(monkeypatch):
 
 
 def test_settings_groups_accept_instances_dicts_and_none():
-    from bayes_loco.bayes.fit import settings_group
+    from bayes_loco.bayes.settings import settings_group
 
     assert settings_group(None, bb.NUTS, "nuts") == bb.NUTS()
     given = bb.NUTS(draws=10, sampler="pymc")
@@ -724,9 +724,9 @@ def test_fit_resolves_the_backend_from_the_data_size(monkeypatch, bayes_problem)
     chosen = {}
     for per_core, expected in [(data.n // 2, "jax"), (data.n // 2 + 1, "numba")]:
         monkeypatch.setattr(samplers, "JAX_COMPARISONS_PER_CORE", per_core)
-        _, nuts, _ = fit_module._resolve(data, 2, "nuts", ties=None, prior=None, nuts=None, map_settings=None,
-                                         vi=None, start=low_rank, basis=None, ridge=1.0, random_seed=0,
-                                         predictive_draws=0, progressbar=False)
+        _, nuts, _ = fit_module._resolve(data, 2, "nuts", ties="half", prior=None, nuts=None,
+                                         map_settings=None, vi=None, start=low_rank, basis=None, ridge=1.0,
+                                         random_seed=0, predictive_draws=0, progressbar=False)
         chosen[expected] = nuts.backend
     assert chosen == {"jax": "jax", "numba": "numba"}
 

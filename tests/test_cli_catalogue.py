@@ -19,7 +19,8 @@ from catalogue import refused
 
 from bayes_loco import cli
 from bayes_loco.experiments import STUDIES, Study, run_study
-from bayes_loco.experiments.runner import OutputFolderError, SettingError, StudyConfigError, read_results
+from bayes_loco.experiments.runner import SettingError
+from bayes_loco.experiments.store import OutputFolderError, StudyConfigError, read_results
 
 pytestmark = pytest.mark.catalogue
 

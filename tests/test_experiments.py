@@ -36,7 +36,8 @@ from bayes_loco.experiments import (
 from bayes_loco.experiments import runner as runner_module
 from bayes_loco.experiments.methods import posterior_arguments
 from bayes_loco.experiments.problems import PROBLEM_KEYS
-from bayes_loco.experiments.runner import StudyConfigError, select_cells
+from bayes_loco.experiments.runner import select_cells
+from bayes_loco.experiments.store import StudyConfigError
 from bayes_loco.frequentist import fit_prs
 from bayes_loco.simulate import paper_problem
 

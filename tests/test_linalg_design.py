@@ -14,7 +14,8 @@ import bayes_loco as bl
 from bayes_loco import design, linalg
 from bayes_loco.coordinates import VecCoordinates
 from bayes_loco.sets import BlockwiseSet, ExactProblem, NashSet
-from bayes_loco.sets.base import MINIMAX_SOLVERS, minimax_solver, reads_feature_blocks
+from bayes_loco.sets.base import reads_feature_blocks
+from bayes_loco.solvers import SOLVERS
 from bayes_loco.solvers.exact import solve_reduced
 
 
@@ -190,20 +191,6 @@ def test_mean_candidate_features_average_each_units_rows():
         design.candidate_features(wald, elsewhere)
 
 
-def test_moved_names_still_import_from_coordinates():
-    from bayes_loco import coordinates
-
-    assert coordinates.weighted_gram is design.information
-    assert coordinates.design is design.design and coordinates.design_operator is design.design_operator
-    assert coordinates.identified_directions is design.identified_directions is bl.identified_directions
-    assert coordinates.range_basis is linalg.range_basis and coordinates.RANGE_RTOL == linalg.RANGE_RTOL
-    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
-        coordinates.nothing  # noqa: B018
-
-
-# ----------------------------------------------------------------------- constructors, protocols, solvers
-
-
 def test_penalty_and_wald_constructors():
     coordinates = VecCoordinates(2, 3)
     w = _psd(12, 6, 4)
@@ -244,7 +231,7 @@ def test_exact_solver_matches_a_brute_force_search_over_the_disc(weights):
     z[:, 0] = 0.0  # the reference action
     ellipsoid = bl.EllipsoidSet(np.array([0.4, -0.2]), np.array([[2.0, 0.3], [0.3, 0.5]]), 1.5,
                                 VecCoordinates(1, 2))
-    solution = ellipsoid.solve_exact(ExactProblem(z, weights, tol=1e-8))
+    solution = ellipsoid.solve_exact(ExactProblem(z, weights, tol=1e-8, solver=SOLVERS["auto"]))
     h = 1.0 / 500
     grid = np.stack(np.meshgrid(np.arange(-1, 1 + h, h), np.arange(-1, 1 + h, h)), axis=-1).reshape(-1, 2)
     u = grid[np.einsum("ij,ij->i", grid, grid) <= 1.0]
@@ -259,13 +246,16 @@ def test_exact_solver_matches_a_brute_force_search_over_the_disc(weights):
     assert ellipsoid.contains(solution.theta)
 
 
-def test_the_ellipsoids_minimax_solver_is_registered_not_imported(monkeypatch):
-    """The set finds its solver by name in sets/base's registry (bayes_loco.solvers registers it); with none
-    registered it raises one LookupError that says what to import."""
-    assert minimax_solver("ball") is solve_reduced
+def test_the_ellipsoids_minimax_solver_is_named_by_the_problem():
+    """The set calls the solver its ExactProblem names (the policy layer chooses it); a problem naming none is
+    refused with one TypeError that says what to pass. Each registered solver certifies the same optimum."""
     ellipsoid = bl.EllipsoidSet(np.zeros(2), np.eye(2), 1.0, VecCoordinates(1, 2))
-    problem = ExactProblem(np.random.default_rng(16).standard_normal((2, 2, 2)), np.array([0.5, 0.5]))
-    monkeypatch.delitem(MINIMAX_SOLVERS, "ball")
-    with pytest.raises(LookupError, match=r"solver 'ball' is registered .*import bayes_loco\.solvers"):
+    z = np.random.default_rng(16).standard_normal((2, 2, 2))
+    problem = ExactProblem(z, np.array([0.5, 0.5]))
+    with pytest.raises(TypeError, match=r"problem.solver is None.*SOLVERS\['auto'\]"):
         ellipsoid.solve_exact(problem)
-
+    assert SOLVERS["auto"] is solve_reduced and set(SOLVERS) == {"auto", "newton", "first-order"}
+    values = [ellipsoid.solve_exact(ExactProblem(z, np.array([0.5, 0.5]), tol=1e-6, solver=SOLVERS[name]))
+              .certificate for name in SOLVERS]
+    for cert in values:
+        assert cert.lower <= values[0].upper + 1e-9 and values[0].lower <= cert.upper + 1e-9

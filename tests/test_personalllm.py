@@ -8,7 +8,6 @@ import pytest
 
 import bayes_loco as bl
 import bayes_loco.datasets.personalllm as moved
-import bayes_loco.personalllm as old
 from bayes_loco import cli
 from bayes_loco.datasets import (
     N_RESPONSES,
@@ -139,18 +138,11 @@ def test_cli_needs_both_split_files(tmp_path, files, capsys):
     assert "'paper' problem" in capsys.readouterr().err
 
 
-def test_the_old_module_names_the_moved_objects():
-    assert old.__all__ and all(getattr(old, name) is getattr(moved, name) for name in old.__all__)
-    defined = {name for name, value in vars(moved).items()
-               if getattr(value, "__module__", None) == moved.__name__ or (name.isupper() and name[0] != "_")}
-    assert set(old.__all__) == defined  # every public name of the moved module is still importable
-
-
 def test_a_saved_problem_loads_from_the_new_location(files, tmp_path):
     problem = personalllm_problem(*files, d_x=4, rank=2, seed=0)
     bl.save(problem, tmp_path / "problem.nc")
     loaded = bl.load(tmp_path / "problem.nc")
-    assert type(loaded) is moved.PersonalLLMProblem is old.PersonalLLMProblem
+    assert type(loaded) is moved.PersonalLLMProblem
     assert np.array_equal(loaded.theta, problem.theta) and loaded.source == problem.source
     assert np.array_equal(loaded.test_features, problem.test_features)
 

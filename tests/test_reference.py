@@ -45,7 +45,7 @@ PENDING = {
     "bayes_loco.data.PreferenceData.from_arrays", "bayes_loco.data.PreferenceData.from_frame",
     "bayes_loco.data.PreferenceData.identified_rank", "bayes_loco.data.PreferenceData.split",
     "bayes_loco.data.PreferenceData.subset", "bayes_loco.data.PreferenceData.to_frame",
-    "bayes_loco.data.Population.units", "bayes_loco.datasets._common.Dataset.population",
+    "bayes_loco.population.Population.units", "bayes_loco.datasets._common.Dataset.population",
     "bayes_loco.frequentist.mle.MLEResult.penalty_set", "bayes_loco.frequentist.mle.MLEResult.summary",
     "bayes_loco.frequentist.fgd.LowRankResult.penalty_set",
     "bayes_loco.frequentist.fgd.LowRankResult.summary", "bayes_loco.frequentist.prs.PRSResult.penalty_set",

@@ -121,10 +121,6 @@ from ..linalg import range_basis
 from . import dims as D
 from .margins import row_coords, row_layout
 from .model import add_likelihood, model_coords, prior_scales
-from .settings import AUTO as AUTO  # the parametrisations' names, defined here before the settings moved
-from .settings import CHART as CHART
-from .settings import FACTORED as FACTORED
-from .settings import PARAMETRIZATIONS as PARAMETRIZATIONS
 from .settings import Prior, settings_group
 from .whitening import weak_whitening
 from .whitening import whitening as chart_whitening

@@ -11,8 +11,7 @@ then per attempt build the model, sample (:mod:`.samplers`, :mod:`.laplace`),
 arrange the tree (:mod:`.layout`) and diagnose it (:mod:`.diagnostics`), and last
 record the settings that ran in the :class:`~.posterior.Posterior`. The settings
 groups (:class:`Prior`, :class:`NUTS`, :class:`MAP`, :class:`VI`) are in
-:mod:`.settings`; ``Posterior``, ``Prior``, the other groups, ``settings_group``,
-``available_samplers`` and ``laplace_theta`` are importable from here as before.
+:mod:`.settings`.
 """
 
 from __future__ import annotations
@@ -73,7 +72,6 @@ from .nullspace import NULL_STREAM, draw_null, exact_null, redraw_off_spans
 from .posterior import Posterior
 from .samplers import (
     Completion,
-    available_samplers,
     exact_arithmetic,
     factor_start,
     final_loss,
@@ -84,7 +82,7 @@ from .samplers import (
     resolve_sampler,
     sample_nuts,
 )
-from .settings import MAP, METHODS, NUTS, NUTS_SAMPLERS, VI, VI_METHODS, Prior, prior_record, settings_group
+from .settings import MAP, METHODS, NUTS, VI, Prior, prior_record, settings_group
 from .ties import tie_prior, tie_record
 from .watch import DeepWarmup, Diverged, Watch
 
@@ -92,9 +90,7 @@ from .watch import DeepWarmup, Diverged, Watch
 # parametrisation"), and a user waiting on one at N = 100,000 (minutes a run) can see which run and why.
 _LOG = logging.getLogger(__name__)
 
-# What a user imported from here before the split, still importable from here.
-__all__ = ["MAP", "METHODS", "NUTS", "NUTS_SAMPLERS", "VI", "VI_METHODS", "Posterior", "Prior",
-           "available_samplers", "fit_posterior", "laplace_theta", "settings_group"]
+__all__ = ["fit_posterior"]
 
 
 @checks_data

@@ -23,12 +23,12 @@ import pandas as pd
 import pymc as pm
 import xarray as xr
 
+from .._iowrite import save as save_result
 from .._validation import LEVEL, check_level, check_option
 from ..coordinates import RTVBasis, check_coordinates
 from ..data import PreferenceData
 from ..design import information, reached_coordinates
 from ..frequentist.fgd import LowRankResult
-from ..io import save as save_result
 from ..model import fisher_weights, margins
 from ..predict import Predictive
 from ..results import (
@@ -36,14 +36,12 @@ from ..results import (
     InRTVCoordinates,
     Summary,
     SummaryHTML,
-    contrast_note,
     data_header,
     diagnostics_header,
-    feature_contrasts,
     interval_label,
-    unidentified_note,
 )
 from ..sets import EllipsoidSet
+from ..summary_tables import contrast_note, feature_contrasts, unidentified_note
 from ..trees import identified_coordinates, identified_coords
 from . import dims as D
 from .chart import build_chart_model, chart_frame
@@ -398,7 +396,7 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         the MAP, its sd and interval those of its Laplace approximation; a note
         says so. Where only differences between features are identified
         (Δφ_t summing to 0, as in Bradley–Terry) the table adds them,
-        ``"[c,j] − [c,0]"`` (:func:`~bayes_loco.results.feature_contrasts`), from
+        ``"[c,j] − [c,0]"`` (:func:`~bayes_loco.summary_tables.feature_contrasts`), from
         the draws of θ_rtv.
 
         ``level`` defaults to 0.9, the level every set,

@@ -13,7 +13,8 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_int
-from ..data import Population, PreferenceData
+from ..data import PreferenceData
+from ..population import Population
 
 TABLE_SUFFIXES = (".parquet", ".pq", ".json", ".jsonl", ".csv")
 INTERCEPT = "intercept"

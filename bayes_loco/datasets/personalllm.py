@@ -21,8 +21,9 @@ import pandas as pd
 from scipy.special import expit
 
 from .._validation import check_int, rng_from
-from ..data import Population, PreferenceData
+from ..data import PreferenceData
 from ..model import margins, rewards
+from ..population import Population
 from ..simulate import decaying_columns
 
 #: Responses per prompt in the benchmark.

@@ -15,7 +15,7 @@
   :func:`calibration` it draws) report it.
 """
 
-from .figures import calibration, plot_calibration, plot_results
+from .figures import calibration, plot_calibration, plot_results, summarise
 from .methods import (
     COLUMNS,
     COMPARE_METHODS,
@@ -32,20 +32,17 @@ from .methods import (
 )
 from .problems import PROBLEMS, build_problem
 from .runner import (
-    OutputBusyError,
-    OutputFolderError,
     SettingError,
     TaskInputs,
     check_overrides,
     output_lock,
-    read_results,
     run_study,
     run_task,
     study_settings,
-    summarise,
     task_inputs,
     task_seed,
 )
+from .store import OutputBusyError, OutputFolderError, read_results
 from .studies import STUDIES, Study
 
 __all__ = ["COLUMNS", "COMPARE_METHODS", "DEFAULT_METHODS", "FITTERS", "METHODS", "POSTERIOR_DEFAULTS",

@@ -27,11 +27,12 @@ import pandas as pd
 
 from .._checks import checks_data
 from .._validation import LEVEL, check_level, check_option, check_real
-from ..data import SCOPES, Population, PreferenceData
+from ..data import PreferenceData
 from ..design import mean_candidate_features
 from ..evaluate import relative_value, suboptimality, truth_rewards, truth_theta
 from ..frequentist import fit_low_rank, fit_mle, fit_prs, select_rank
 from ..policy import greedy_policy, pessimistic_policy
+from ..population import SCOPES, Population
 from ..results import Fit
 from ..sets import EllipsoidSet, size_for_values
 

@@ -37,14 +37,9 @@ from .._validation import check_int, check_level, check_option, check_real
 from ..data import PreferenceData
 from ..problems import Problem
 from ..simulate import CONTEXT_LAWS
-from .figures import summarise as summarise  # it lived here: still importable
 from .methods import METHODS, POSTERIOR_PREFIX, posterior_settings, run_methods
 from .problems import PERSONALLLM_FILES, PROBLEM_KEYS, PROBLEM_SETTINGS, build_problem
-from .store import LOCK_NAME as LOCK_NAME  # these three and read_results lived here: still importable
-from .store import OutputBusyError as OutputBusyError
-from .store import OutputFolderError as OutputFolderError
 from .store import StudyConfigError, append_task, output_folder, output_lock, resume, write_atomic
-from .store import read_results as read_results
 from .studies import Study
 
 DEFAULTS = {"d_s": 20, "d_a": 10, "d_x": 20, "rank": 3, "imbalance": 1.0, "theta_kind": "paper",

@@ -22,8 +22,9 @@ from scipy import sparse, stats
 
 from .._checks import checks_data
 from .._validation import LEVEL, check_level
-from ..data import Population, PreferenceData
+from ..data import PreferenceData
 from ..model import Ties
+from ..population import Population
 from ..predict import Prediction
 from ..results import Summary
 from .mle import MLEResult, fit_mle

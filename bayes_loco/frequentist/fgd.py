@@ -180,7 +180,7 @@ class LowRankResult(WaldFit):
         """θ̂_rtv of the FGD fit with ``level`` Wald intervals, singular values and FGD's convergence.
 
         Where only differences between features are identified the table adds them
-        (:func:`~bayes_loco.results.feature_contrasts`). ``level`` defaults to
+        (:func:`~bayes_loco.summary_tables.feature_contrasts`). ``level`` defaults to
         0.9 (every set's, prediction's and decision's default too);
         ``az.summary`` defaults to ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x):
         the header's ``interval`` says which level is printed.

@@ -279,12 +279,18 @@ class ExactProblem:
         Target relative gap of the certificate.
     max_iter : int
         Iterations an inner solve may take (how a set uses it is its own business).
+    solver : callable or None
+        The solver of the reduced minimax a set hands its problem to (an ellipsoid's
+        min_(‖u‖ ≤ 1) Σ_u w_u max_a (c_ua + g_uaᵀu)): one of
+        :data:`bayes_loco.solvers.SOLVERS`, chosen by ``pessimistic_policy(..., solver=)``.
+        The sets never import the solvers, which sit above them.
     """
 
     features: np.ndarray | FeatureBlocks
     weights: np.ndarray
     tol: float = 1e-4
     max_iter: int = 60
+    solver: Callable[..., ExactSolution] | None = None
 
     def blocks(self) -> Iterator[tuple[int, int, np.ndarray]]:
         """(lo, hi, z of units lo:hi): the whole array at once, or :class:`FeatureBlocks`' blocks."""
@@ -364,19 +370,4 @@ class ExactProblem:
         return self.finish(probabilities, theta, certificate, point, failure)
 
 
-# The solvers of reduced minimax problems, by name, registered by bayes_loco.solvers (imported with the
-# package: policy.py imports it). A set that reduces its exact objective hands it to the solver named
-# here and never imports the solvers, which sit above the sets (a set of your own may register one).
-MINIMAX_SOLVERS: dict[str, Callable[..., ExactSolution]] = {}
-
-
-def minimax_solver(name: str) -> Callable[..., ExactSolution]:
-    """The solver registered in :data:`MINIMAX_SOLVERS` under ``name`` ("ball": the ellipsoid's
-    min_(‖u‖ ≤ 1) Σ_u w_u max_a (c_ua + g_uaᵀu), :func:`bayes_loco.solvers.exact.solve_reduced`)."""
-    try:
-        return MINIMAX_SOLVERS[name]
-    except KeyError:
-        raise LookupError(f"no minimax solver {name!r} is registered (registered: "
-                          f"{sorted(MINIMAX_SOLVERS)}); import bayes_loco.solvers, which registers the "
-                          "package's own") from None
 

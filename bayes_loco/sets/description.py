@@ -10,7 +10,7 @@ import numpy as np
 from scipy import stats
 
 from .._validation import check_finite, check_level, check_magnitude, check_memory, check_option
-from ..data import SCOPES
+from ..population import SCOPES
 from .base import ValueRadius
 
 # What W and R mean (docs/design.md, "What each set's level means").

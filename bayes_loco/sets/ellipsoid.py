@@ -1,8 +1,8 @@
 """Ellipsoids {θ : (θ − θ̂)ᵀ W (θ − θ̂) ≤ R²}: the paper's Gram set, Wald sets, credible ellipsoids.
 
 The set holds the geometry (W's factor, widths, membership) and reduces the exact objective to
-(c, g); bayes_loco/solvers/ solves that minimax (docs/design.md, "The exact objective"), registered
-as "ball" in sets/base.py's MINIMAX_SOLVERS so that the sets never import the solvers.
+(c, g); the solver the problem names (``ExactProblem.solver``, one of bayes_loco/solvers/'s SOLVERS)
+solves that minimax (docs/design.md, "The exact objective"): the sets never import the solvers.
 bayes_loco/linalg.py holds the range rules and the pivoted Cholesky factor.
 """
 
@@ -25,7 +25,6 @@ from ..coordinates import Coordinates
 from ..linalg import (
     CHOLESKY_MIN,
     CHOLESKY_RCOND,
-    IDENTIFIED_RTOL,  # noqa: F401 - re-exported: IDENTIFIED_RTOL was defined here
     PivotedCholesky,
     in_range,
     live_coordinates,
@@ -39,9 +38,7 @@ from .base import (
     ValueRadius,
     check_features,
     check_set_coordinates,
-    minimax_solver,
 )
-from .description import KINDS as KINDS  # re-exported: the kinds were defined here
 from .description import check_description, check_factored, check_symmetric, chi_radius
 
 # EllipsoidSet.factored keeps only W's pivoted Cholesky factor, computed in W's memory, from this many
@@ -540,8 +537,11 @@ class EllipsoidSet:
         True
         """
         c, g, valid, norms = self._reduced(problem)
-        solve = minimax_solver("ball")  # bayes_loco.solvers registers it; sets never import the solvers
-        return solve(c, g, valid, norms, problem, self.center, self.radius, self._apply_factor)
+        if problem.solver is None:  # sets never import the solvers: the policy layer names one
+            raise TypeError("problem.solver is None: the ellipsoid hands its reduced minimax to the solver "
+                            "the problem names; pass ExactProblem(..., solver=bayes_loco.solvers.SOLVERS["
+                            "'auto']) or call pessimistic_policy(..., objective='exact', solver=...)")
+        return problem.solver(c, g, valid, norms, problem, self.center, self.radius, self._apply_factor)
 
     def __repr__(self) -> str:
         lvl = "" if self.level is None else f", level={self.level:g}"

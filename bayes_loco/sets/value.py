@@ -31,8 +31,8 @@ import numpy as np
 from scipy.optimize import linprog, nnls
 
 from .._validation import check_int, check_level, check_option, rng_from
-from ..data import SCOPES, Population
 from ..design import mean_candidate_features
+from ..population import SCOPES, Population
 from .base import ValueRadius
 from .description import chi_radius
 from .ellipsoid import EllipsoidSet

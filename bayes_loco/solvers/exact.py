@@ -22,7 +22,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ..linalg import row_norms
-from ..sets.base import MINIMAX_SOLVERS, Certificate, ExactProblem, ExactSolution, PolicyStatus
+from ..sets.base import Certificate, ExactProblem, ExactSolution, PolicyStatus
 from .first_order import Bounds, accelerated, smoothed_accelerated
 from .newton import smoothed_ball_minimum
 
@@ -106,8 +106,8 @@ class _Reduced:
 
 
 def solve_reduced(c: np.ndarray, g: np.ndarray, valid: np.ndarray, norms: np.ndarray, problem: ExactProblem,
-                  center: np.ndarray, radius: float, apply_factor: Callable[[np.ndarray], np.ndarray]
-                  ) -> ExactSolution:
+                  center: np.ndarray, radius: float, apply_factor: Callable[[np.ndarray], np.ndarray],
+                  method: str = "auto") -> ExactSolution:
     """min_(‖u‖ ≤ 1) Σ_i w_i max_a (c_ia + g_iaᵀu) with a duality certificate, and its policy.
 
     Parameters
@@ -120,6 +120,11 @@ def solve_reduced(c: np.ndarray, g: np.ndarray, valid: np.ndarray, norms: np.nda
         The weights w, tolerance and iteration limit, and how the solution is finished.
     center, radius, apply_factor
         θ̂, R and u ↦ L u: the worst-case θ is θ̂ + R L u.
+    method : {"auto", "newton", "first-order"}
+        ``"newton"``: the smoothed Newton solver (:meth:`_Reduced.smoothed`) at any size;
+        ``"first-order"``: the accelerated methods, Newton only where they leave a gap (up to
+        :data:`NEWTON_FALLBACK_MAX` directions); ``"auto"``: Newton up to :data:`NEWTON_MAX`
+        identified directions, the first-order methods above.
     """
     weights = problem.weights
     m = g.shape[-1]
@@ -130,7 +135,9 @@ def solve_reduced(c: np.ndarray, g: np.ndarray, valid: np.ndarray, norms: np.nda
         return ExactSolution(probs, center.copy(), Certificate(value, value), PolicyStatus.SOLVED,
                              "set is a point in the identified directions: greedy policy", value)
     reduced = _Reduced(c, g, valid, norms, problem, scale)
-    if m <= NEWTON_MAX:
+    if method not in ("auto", "newton", "first-order"):
+        raise ValueError(f"method must be one of 'auto', 'newton', 'first-order'; got {method!r}")
+    if method == "newton" or (method == "auto" and m <= NEWTON_MAX):
         (cert, u, probs), solver = reduced.smoothed(), NEWTON
     else:
         (cert, u, probs), solver = reduced.first_order()
@@ -140,4 +147,3 @@ def solve_reduced(c: np.ndarray, g: np.ndarray, valid: np.ndarray, norms: np.nda
                           " (accelerated projected gradients)" if solver != NEWTON else "", rounded)
 
 
-MINIMAX_SOLVERS["ball"] = solve_reduced

@@ -1,0 +1,51 @@
+"""What a policy and a decision read of a population under a set: the fit's view, the set, the features.
+
+:mod:`bayes_loco.policy` and :mod:`bayes_loco.decisions` share these: the population as a fit reads it,
+the check of the set, and the units' candidate features made a block at a time.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .design import population_coordinates, relative_features
+from .population import Population, Units
+from .sets.base import FeatureBlocks, UncertaintySet
+
+# Above twice this many bytes of candidate features, the exact problem of a set that accepts FeatureBlocks
+# (the ellipsoid, which whitens them as they come) makes them this many bytes of rows at a time: z is never
+# whole (2.6 GB at LLM width).
+FEATURE_BLOCK_BYTES = 2**27
+
+
+def read_population(fit, population: Population) -> Population:
+    """``population`` as ``fit`` reads it: a fit with its own view of populations (plain Bradley–Terry
+    reads every user with x ≡ 1: ``fit.population``) gets that view, others the population itself."""
+    view = getattr(fit, "population", None)
+    return view(population) if callable(view) else population
+
+
+def check_set(uncertainty_set) -> UncertaintySet:
+    """``uncertainty_set`` if it has the set protocol (``coordinates``, ``lower_bound(z)``), or one error."""
+    if not isinstance(uncertainty_set, UncertaintySet):
+        raise TypeError("uncertainty_set must have `coordinates` and `lower_bound(z)`, "
+                        f"got {type(uncertainty_set).__name__}")
+    return uncertainty_set
+
+
+def feature_blocks(uncertainty_set: UncertaintySet, population: Population, units: Units,
+                   reference_action: int) -> FeatureBlocks:
+    """The units' mean candidate features, :data:`FEATURE_BLOCK_BYTES` of rows' features at a time."""
+    coordinates = population_coordinates(uncertainty_set, population)
+    n_actions, k = population.n_actions, coordinates.dim
+    own_rows = units.n == population.n and np.array_equal(units.of_row, np.arange(units.n))
+    per_block = max(1, int(FEATURE_BLOCK_BYTES * units.n / (8.0 * n_actions * k * population.n)))
+
+    def make(lo, hi):
+        part = units.average[lo:hi]
+        rows = np.arange(lo, hi) if own_rows else np.unique(part.indices)
+        z = relative_features(coordinates, population.contexts[rows], population.features[rows],
+                              reference_action)
+        return z if own_rows else (part[:, rows] @ z.reshape(rows.size, -1)).reshape(hi - lo, n_actions, k)
+
+    return FeatureBlocks((units.n, n_actions, k), make, per_block)
