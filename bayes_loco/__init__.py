@@ -7,6 +7,7 @@ solver that every uncertainty set feeds.
 
 from . import datasets, simulate
 from ._version import __version__ as __version__
+from .config import config_context, get_config, set_config
 from .coordinates import Coordinates, RTVBasis, VecCoordinates, rtv_basis
 from .crossval import CrossValidation, cross_validate, fold_indices
 from .data import PreferenceData
@@ -117,6 +118,7 @@ __all__ = [
     "best_actions",
     "brier",
     "calibration_curve",
+    "config_context",
     "cross_validate",
     "datasets",
     "fit_bradley_terry",
@@ -124,6 +126,7 @@ __all__ = [
     "fit_mle",
     "fit_prs",
     "fold_indices",
+    "get_config",
     "greedy_policy",
     "identified_directions",
     "load",
@@ -139,6 +142,7 @@ __all__ = [
     "save",
     "score",
     "select_rank",
+    "set_config",
     "simulate",
     "spectral_start",
     "suboptimality",

@@ -9,8 +9,8 @@ and refuses all of that before xarray opens the file; :func:`safe_dtype` and
 :func:`check_bytes` bound what the loader itself allocates from the dtypes and
 shapes a file names in its attributes.
 
-The bound is :func:`budget`: :data:`EXPANSION` times the file's size plus
-:data:`SLACK`. :func:`bayes_loco.save` compresses its larger arrays (zlib), and
+The bound is :func:`budget`: ``config["expansion"]`` times the file's size plus
+``config["slack"]``. :func:`bayes_loco.save` compresses its larger arrays (zlib), and
 writes a file plain where its compressed arrays would expand past this bound, so
 every file it writes loads; uncompressed, data take at most about five times the
 file's size in memory (a netCDF dimension without coordinates is a placeholder
@@ -30,17 +30,7 @@ from pathlib import Path
 import h5py
 import numpy as np
 
-EXPANSION = 64
-"""How many times its size in bytes a file may make the loader allocate (plus :data:`SLACK`)."""
-
-SLACK = 16 * 2**20
-"""Bytes every file may use beyond ``EXPANSION`` times its size (dimension placeholders, small files)."""
-
-MAX_STRING = 1024
-"""The longest fixed-width string (in characters) of a dtype a file may name."""
-
-MAX_VLEN_STRINGS = 1_000_000
-"""The most variable-length strings one variable may hold (each becomes a Python str)."""
+from .config import get_config
 
 # The dtypes the package stores: bool, integers, floats, complex and short unicode strings.
 _DTYPE = re.compile(r"[<>|=]?(b1|[iu][1248]|f[248]|c8|c16|U[1-9][0-9]{0,5})")
@@ -53,8 +43,6 @@ _FILTERS = frozenset({h5py.h5z.FILTER_DEFLATE, h5py.h5z.FILTER_SHUFFLE, h5py.h5z
 # The signature and version 1 of a global heap collection.
 _GCOL = b"GCOL\x01\x00\x00\x00"
 
-# Variable-length strings read at once while their lengths are added up.
-_BLOCK = 64
 
 # netCDF-4's dimension-scale bookkeeping: the only attributes that may hold object references.
 _REFERENCE_ATTRS = frozenset({"REFERENCE_LIST", "DIMENSION_LIST"})
@@ -66,7 +54,7 @@ class Refusal(ValueError):
 
 def budget(path: Path) -> int:
     """The most bytes loading ``path`` may allocate for its data."""
-    return EXPANSION * path.stat().st_size + SLACK
+    return get_config()["expansion"] * path.stat().st_size + get_config()["slack"]
 
 
 def safe_dtype(text, where: str) -> np.dtype:
@@ -78,11 +66,11 @@ def safe_dtype(text, where: str) -> np.dtype:
     if not isinstance(text, str) or not _DTYPE.fullmatch(text):
         shown = repr(text) if isinstance(text, str) else str(text)
         raise Refusal(f"{where} names the dtype {shown}; bayes_loco stores bool, integer, float, complex "
-                      f"and unicode (at most {MAX_STRING} characters) arrays only")
+                      f"and unicode (at most {get_config()["max_string"]} characters) arrays only")
     dtype = np.dtype(text)
-    if dtype.kind == "U" and dtype.itemsize > 4 * MAX_STRING:
+    if dtype.kind == "U" and dtype.itemsize > 4 * get_config()["max_string"]:
         raise Refusal(f"{where} names the dtype {text!r}: strings of {dtype.itemsize // 4} characters, "
-                      f"longer than the {MAX_STRING} bayes_loco reads")
+                      f"longer than the {get_config()["max_string"]} bayes_loco reads")
     return dtype
 
 
@@ -90,8 +78,9 @@ def check_bytes(count: int, itemsize: int, limit: int, where: str) -> None:
     """Refuse an array of ``count`` items of ``itemsize`` bytes if it would take more than ``limit`` bytes."""
     if count * itemsize > limit:
         raise Refusal(f"{where} would take {count * itemsize:,} bytes, more than the {limit:,} a file of "
-                      f"this size may make bayes_loco.load allocate ({EXPANSION} times its size plus "
-                      f"{SLACK // 2**20} MiB)")
+                      f"this size may make bayes_loco.load allocate ({get_config()["expansion"]} times "
+                      f"its size plus "
+                      f"{get_config()["slack"] // 2**20} MiB)")
 
 
 def scan(path: Path) -> None:
@@ -213,9 +202,10 @@ class _Walker:
         count = _count(dset.id.get_space())
         tid = dset.id.get_type()
         self.check_type(tid, where, dataset=True)
-        if isinstance(tid, h5py.h5t.TypeStringID) and tid.is_variable_str() and count > MAX_VLEN_STRINGS:
+        if (isinstance(tid, h5py.h5t.TypeStringID) and tid.is_variable_str()
+                and count > get_config()["max_vlen_strings"]):
             raise Refusal(f"{where!r} holds {count:,} variable-length strings, more than the "
-                          f"{MAX_VLEN_STRINGS:,} bayes_loco.load reads")
+                          f"{get_config()["max_vlen_strings"]:,} bayes_loco.load reads")
         self.add(count, tid.get_size(), where)
         if isinstance(tid, h5py.h5t.TypeStringID) and tid.is_variable_str() and count:
             self.strings.append(lambda: self.vlen_dataset(dset, where))
@@ -225,13 +215,13 @@ class _Walker:
 
         Their bytes live in the file's heap, which the declared sizes do not
         show, and many entries may point to the same long string: read in
-        blocks of at most :data:`_BLOCK` entries, each read stays within
-        ``_BLOCK`` times the file's size.
+        blocks of at most ``config["h5_scan_block"]`` entries, each read stays within
+        ``config["h5_scan_block"]`` times the file's size.
         """
         if dset.ndim == 0:
             self.add(len(dset[()]), 1, where)
             return
-        rows = max(1, _BLOCK // max(1, int(np.prod(dset.shape[1:]))))
+        rows = max(1, get_config()["h5_scan_block"] // max(1, int(np.prod(dset.shape[1:]))))
         for start in range(0, dset.shape[0], rows):
             block = np.asarray(dset[start:start + rows], dtype=object).ravel()
             self.add(sum(len(v) for v in block), 1, where)
@@ -258,9 +248,10 @@ class _Walker:
         if isinstance(tid, h5py.h5t.TypeFloatID) and size in (2, 4, 8):
             return
         if isinstance(tid, h5py.h5t.TypeStringID):
-            if tid.is_variable_str() or size <= 4 * MAX_STRING:
+            if tid.is_variable_str() or size <= 4 * get_config()["max_string"]:
                 return
-            raise Refusal(f"{where!r} has strings of {size:,} bytes each, longer than the {4 * MAX_STRING} "
+            raise Refusal(f"{where!r} has strings of {size:,} bytes each, longer than the "
+                          f"{4 * get_config()["max_string"]} "
                           "bayes_loco.load reads")
         if isinstance(tid, h5py.h5t.TypeEnumID):  # h5py's bool
             self.check_type(tid.get_super(), where)

@@ -39,14 +39,10 @@ from ._iotypes import (
     tag_of,
 )
 from ._version import __version__
+from .config import get_config
 
 _INT64 = (-(2**63), 2**63)
 
-COMPRESSION_LEVEL = 4
-"""zlib level of :func:`save`: above it files shrink by under 1% more (a MAP posterior, N = 3,000), slower."""
-
-COMPRESS_MIN_BYTES = 4096
-"""Arrays smaller than this are written plain: a chunked, compressed array costs more than it saves."""
 
 PREDICTIVE_GROUPS = ("posterior_predictive", "preference_probability")
 """The groups of a posterior's tree that ``save(..., predictive=False)`` leaves out."""
@@ -159,7 +155,8 @@ def _write(tree: xr.DataTree, path: Path, compress: bool) -> None:
 
 
 def _compression(tree: xr.DataTree) -> dict:
-    """``to_netcdf``'s encoding: each group's variables of COMPRESS_MIN_BYTES or more, shuffled and deflated.
+    """``to_netcdf``'s encoding: each group's variables of ``config["compress_min_bytes"]`` bytes or more,
+    shuffled and deflated.
 
     Every variable's own encoding (no ``_FillValue``) is kept: the argument replaces it.
     """
@@ -167,9 +164,10 @@ def _compression(tree: xr.DataTree) -> dict:
     for node in tree.subtree:
         variables = {}
         for name, variable in node.to_dataset(inherit=False).variables.items():
-            if variable.ndim and variable.dtype.kind in "biufc" and variable.nbytes >= COMPRESS_MIN_BYTES:
+            if (variable.ndim and variable.dtype.kind in "biufc"
+                    and variable.nbytes >= get_config()["compress_min_bytes"]):
                 variables[name] = {**variable.encoding, "compression": "gzip",
-                                   "compression_opts": COMPRESSION_LEVEL, "shuffle": True}
+                                   "compression_opts": get_config()["compression_level"], "shuffle": True}
         if variables:
             encoding[node.path] = variables
     return encoding

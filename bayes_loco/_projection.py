@@ -13,15 +13,13 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import linalg
 
+from .config import get_config
 from .coordinates import RTVBasis
 from .design import mean_candidate_features
-from .linalg import IDENTIFIED_RTOL, range_mask
+from .linalg import range_mask
 from .policy import Policy
 from .population import Population
 from .sets import EllipsoidSet
-
-# Points on each projected ellipse.
-ELLIPSE_POINTS = 361
 
 
 def theta_symbol(coordinates) -> str:
@@ -219,7 +217,7 @@ def project_ellipsoid(s: EllipsoidSet, p: np.ndarray):
     _, vecs, keep = eigen(held_precision(s, "plot_sets"))
     null = vecs[:, ~keep]
     u, sv, _ = np.linalg.svd(p.T @ null) if null.shape[1] else (np.eye(2), np.zeros(0), None)
-    unbounded = int((sv > IDENTIFIED_RTOL).sum())
+    unbounded = int((sv > get_config()["identified_rtol"]).sum())
     if unbounded == 2:
         return ("plane", centre)
     if unbounded == 1:
@@ -229,5 +227,5 @@ def project_ellipsoid(s: EllipsoidSet, p: np.ndarray):
     m = s.radius * (p.T @ s.factor)  # 2 × k_eff: the projection of the unit ball
     vals, vecs2 = np.linalg.eigh(m @ m.T)
     root = vecs2 @ np.diag(np.sqrt(np.maximum(vals, 0.0))) @ vecs2.T  # (R² Pᵀ W⁺ P)^½
-    t = np.linspace(0.0, 2.0 * np.pi, ELLIPSE_POINTS)
+    t = np.linspace(0.0, 2.0 * np.pi, get_config()["ellipse_points"])
     return ("ellipse", centre[:, None] + root @ np.vstack([np.cos(t), np.sin(t)]))

@@ -11,15 +11,7 @@ import numbers
 
 import numpy as np
 
-# Entries of data, populations and estimates above this magnitude are refused: the model squares products
-# of contexts and features (Gram and Fisher matrices), which overflow to inf from about 1e77 each, and a
-# value this large is a unit or encoding mistake, not a measurement.
-MAX_ABS = 1e50
-# Arrays up to this many bytes are fingerprinted whole; larger ones by an evenly spaced sample of this size
-# and their column sums, so that a fingerprint of LLM-width features (2.5 GB) costs one pass at most.
-FINGERPRINT_BYTES = 2**26
-# Arrays are checked for NaN, infinity and magnitude this many entries at a time.
-CHECK_BLOCK = 2**22
+from .config import get_config
 
 
 def _position(index) -> object:
@@ -47,18 +39,18 @@ def _check_dtype(raw: np.ndarray, name: str, what: str = "numeric") -> None:
 
 
 def check_magnitude(arr: np.ndarray, name: str) -> None:
-    """Refuse NaN, infinity and entries above :data:`MAX_ABS` in magnitude, naming ``name``.
+    """Refuse NaN, infinity and entries above ``config["max_abs"]`` in magnitude, naming ``name``.
 
     A block of leading rows at a time, by their minimum and maximum: no temporary of the
     array's size (a k × k W is 2.2 GB at LLM width).
     """
-    rows = max(1, CHECK_BLOCK // max(1, arr[:1].size))
+    rows = max(1, get_config()["check_block"] // max(1, arr[:1].size))
     for lo in range(0, arr.shape[0] if arr.ndim else 1, rows):
         block = arr[lo: lo + rows] if arr.ndim else arr
         if not block.size:
             continue
         low, high = float(block.min()), float(block.max())
-        if np.isfinite(low) and np.isfinite(high) and max(-low, high) <= MAX_ABS:
+        if np.isfinite(low) and np.isfinite(high) and max(-low, high) <= get_config()["max_abs"]:
             continue
         bad = ~np.isfinite(block)
         if bad.any():
@@ -68,12 +60,14 @@ def check_magnitude(arr: np.ndarray, name: str) -> None:
         index = np.unravel_index(int(np.argmax(np.abs(block))), block.shape)
         where = _position((lo + index[0], *index[1:]) if arr.ndim else ())
         raise ValueError(f"{name} has an entry of magnitude {float(np.abs(block[index])):.3g} at "
-                         f"{name}[{where}], above {MAX_ABS:g}: products of such values overflow. "
+                         f"{name}[{where}], above {get_config()["max_abs"]:g}: products of such values "
+                         f"overflow. "
                          f"Rescale {name} (e.g. standardise its columns)")
 
 
 def as_float_array(value, name: str, ndim: int | None) -> np.ndarray:
-    """Return ``value`` as a finite float64 ``ndim``-dimensional array with entries at most :data:`MAX_ABS`.
+    """Return ``value`` as a finite float64 ``ndim``-dimensional array with entries at most
+    ``config["max_abs"]``.
 
     ``ndim`` None accepts any number of dimensions.
 
@@ -147,7 +141,7 @@ def as_weights(value, n: int, name: str = "weights") -> np.ndarray:
 def fingerprint(*arrays: np.ndarray) -> str:
     """A short hash of the arrays' shapes, dtypes and contents: which data or population an object came from.
 
-    Arrays above :data:`FINGERPRINT_BYTES` are hashed through an evenly spaced sample of
+    Arrays above ``config["fingerprint_bytes"]`` are hashed through an evenly spaced sample of
     their rows of about that size, so the cost stays bounded; two populations drawn
     apart differ in every row, so a sample tells them apart.
     """
@@ -155,12 +149,12 @@ def fingerprint(*arrays: np.ndarray) -> str:
     for arr in arrays:
         arr = np.asarray(arr)
         digest.update(f"{arr.dtype.str}{arr.shape}".encode())
-        if arr.nbytes <= FINGERPRINT_BYTES:
+        if arr.nbytes <= get_config()["fingerprint_bytes"]:
             digest.update(np.ascontiguousarray(arr).tobytes())
         else:
             # Every step-th leading row, a view: a non-contiguous array is not copied whole, and the bytes
             # hashed do not depend on the memory layout (a sum's rounding would).
-            rows = max(1, FINGERPRINT_BYTES // max(1, arr[:1].nbytes))
+            rows = max(1, get_config()["fingerprint_bytes"] // max(1, arr[:1].nbytes))
             digest.update(np.ascontiguousarray(arr[:: -(-arr.shape[0] // rows)]).tobytes())
     return digest.hexdigest()
 

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 from ._version import __version__
+from .config import get_config
 from .datasets.personalllm import write_standin
 from .experiments import METHODS, STUDIES, run_study, summarise
 from .experiments.figures import plot_calibration, plot_results
@@ -176,20 +177,17 @@ def _run(args, study: Study, options: dict, **kwargs) -> pd.DataFrame:
     return results
 
 
-# Distinct warnings said on stderr after a run; the rest are counted (each row keeps its own).
-SHOWN_WARNINGS = 5
-
-
 def _say_warnings(results: pd.DataFrame) -> None:
     """The distinct warnings the run's tasks recorded (the results' ``warnings`` column), on stderr."""
     if "warnings" not in results:
         return
     notes = results.drop_duplicates(["cell", "rep"])["warnings"].fillna("").astype(str)
     counts = notes[notes != ""].value_counts()
-    for note, count in counts.head(SHOWN_WARNINGS).items():
+    for note, count in counts.head(get_config()["shown_warnings"]).items():
         print(f"warning ({count} of {notes.size} tasks): {note}", file=sys.stderr)
-    if counts.size > SHOWN_WARNINGS:
-        print(f"warning: {counts.size - SHOWN_WARNINGS} more distinct warnings in the results' `warnings` "
+    if counts.size > get_config()["shown_warnings"]:
+        print(f"warning: {counts.size - get_config()["shown_warnings"]} more distinct warnings in the "
+              f"results' `warnings` "
               "column", file=sys.stderr)
 
 

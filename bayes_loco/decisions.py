@@ -21,14 +21,12 @@ import numpy as np
 import pandas as pd
 
 from ._validation import LEVEL, check_level, check_option
+from .config import get_config
 from .design import population_coordinates
-from .policy_inputs import FEATURE_BLOCK_BYTES, check_set, feature_blocks, read_population
+from .policy_inputs import check_set, feature_blocks, read_population
 from .population import SCOPES, Population
 from .results import Fit
 from .sets.base import UncertaintySet, guarantee
-
-# A given level equal to the set's own within this (it was stored as a float) is the set's.
-LEVEL_ATOL = 1e-12
 
 
 @dataclass(frozen=True, eq=False)
@@ -180,7 +178,7 @@ def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, 
         raise ValueError(f"uncertainty_set is sized for the values of {found.sized_for} policies "
                          "(size_for_values): it guards those values, not the differences between two "
                          "actions; pass the calibrated set it was sized from")
-    if level is not None and (found.level is None or abs(level - found.level) > LEVEL_ATOL):
+    if level is not None and (found.level is None or abs(level - found.level) > get_config()["level_atol"]):
         has = "no level" if found.level is None else f"level {found.level:g}"
         raise ValueError(f"level={level:g}, but the {found.kind!r} set has {has}: the statements are read "
                          "off the set, so build it at the level you want (fit.calibrated_set(level)) or "
@@ -202,12 +200,12 @@ def _margins(uncertainty_set: UncertaintySet, z: np.ndarray) -> np.ndarray:
     """max_{b ≠ a} min_{θ ∈ set} θᵀ(z_ub − z_ua) for units' mean candidate features z (units, A, k).
 
     One rival b at a time, for as many units as keep the differences z_ub − z_ua and a set's values of
-    them (J per difference for a set of J draws) within :data:`~bayes_loco.policy_inputs.FEATURE_BLOCK_BYTES`.
+    them (J per difference for a set of J draws) within ``config["feature_block_bytes"]``.
     """
     n_units, n_actions, k = z.shape
     draws = getattr(uncertainty_set, "draws", None)
     width = max(k, 0 if draws is None else np.shape(draws)[0])
-    step = max(1, int(FEATURE_BLOCK_BYTES // (8.0 * n_actions * width)))
+    step = max(1, int(get_config()["feature_block_bytes"] // (8.0 * n_actions * width)))
     margin = np.full((n_units, n_actions), -np.inf)
     for lo in range(0, n_units, step):
         part = z[lo: lo + step]

@@ -19,28 +19,14 @@ from scipy.linalg import blas
 from scipy.sparse.linalg import LinearOperator
 
 from ._validation import as_float_array, check_memory, check_real
+from .config import get_config
 from .coordinates import Coordinates, RTVBasis, VecCoordinates, check_coordinates
 from .data import PreferenceData
-from .linalg import RANGE_RTOL, range_mask
+from .linalg import range_mask
 from .population import Population, Units
 
 if TYPE_CHECKING:
     from .sets.base import UncertaintySet
-
-# Designs are formed at most this many bytes at a time: Gram and information matrices are summed block by
-# block, and above it PRS's reduced MLE runs on the implicit design (design_operator), never N × k.
-DESIGN_BLOCK_BYTES = 256 * 1024**2
-# Rows a symmetric matrix is completed from its upper triangle at a time (no k × k temporary).
-MIRROR_PANEL = 512
-# Gram and Fisher matrices of more coordinates than this are summed by column panels of this width
-# (information: large threaded dsyrk calls crash OpenBLAS on some machines).
-GRAM_PANEL = 2048
-# Item-indexed data with at most this many entries of Θ have their information summed in vec(Θ) by
-# compared pair, then rotated into the coordinates (_indexed_information).
-INDEXED_VEC_MAX = 4096
-# ... except in RTV coordinates, where each of the r(r+1)/2 pairs of context directions gets its own
-# d_φ × d_φ matrix, summed by column panels of this width (information: _rtv_gram).
-PAIR_PANEL = 512
 
 
 def design(coordinates: Coordinates, data: PreferenceData) -> np.ndarray:
@@ -59,12 +45,12 @@ def information(coordinates: Coordinates, data: PreferenceData, weights: np.ndar
                 ) -> np.ndarray:
     """Σ_t w_t z_t z_tᵀ (k × k) over the comparisons' coordinates; w_t = 1 gives the Gram matrix W.
 
-    The design is formed :data:`DESIGN_BLOCK_BYTES` at a time, so the memory is k² plus
+    The design is formed ``config["design_block_bytes"]`` at a time, so the memory is k² plus
     one block, never N × k (at LLM-width features N × k is 13 GB for N = 100,000). Each
     block updates the upper triangle only (BLAS ``dsyrk`` of √w_t z_t, or above
-    :data:`GRAM_PANEL` coordinates general products by column panels): about half the
+    ``config["gram_panel"]`` coordinates general products by column panels): about half the
     multiplications of a general product, which dominate at LLM width (N k² = 2.7·10¹³ at
-    N = 100,000). In RTV coordinates above :data:`GRAM_PANEL` it is summed from their Kronecker
+    N = 100,000). In RTV coordinates above ``config["gram_panel"]`` it is summed from their Kronecker
     structure (:func:`_rtv_gram`); in vec(Θ) coordinates on the data's support only, by
     :func:`gram_rows` (the MLE baseline's rounding, which its Gram set keeps to the last digit).
     With ``weights`` p̂_t(1 − p̂_t) it is the Fisher information of a linear logit.
@@ -78,9 +64,9 @@ def information(coordinates: Coordinates, data: PreferenceData, weights: np.ndar
             raise ValueError(f"weights must be {data.n} nonnegative numbers (one per comparison), got {what}")
     if isinstance(coordinates, VecCoordinates):
         return _vec_information(coordinates, data, weights)
-    if data.indexed and data.d_x * data.d_phi <= INDEXED_VEC_MAX:
+    if data.indexed and data.d_x * data.d_phi <= get_config()["indexed_vec_max"]:
         return _indexed_information(coordinates, data, weights)
-    if isinstance(coordinates, RTVBasis) and coordinates.dim > GRAM_PANEL:
+    if isinstance(coordinates, RTVBasis) and coordinates.dim > get_config()["gram_panel"]:
         return _rtv_gram(coordinates, data, weights)  # checks the memory it needs itself
     return _blocked_gram(coordinates, data, weights)
 
@@ -120,7 +106,7 @@ def _vec_information(coordinates: VecCoordinates, data: PreferenceData, weights:
     k = coordinates.dim
     rows, cols = data.support
     support = VecCoordinates(max(rows.size, 1), max(cols.size, 1))
-    block = max(1, DESIGN_BLOCK_BYTES // (8 * support.dim))
+    block = max(1, get_config()["design_block_bytes"] // (8 * support.dim))
     check_memory(8.0 * (k * k + support.dim * (support.dim + min(block, data.n))),
                  f"the {k} x {k} Gram matrix of the coordinates", "use the low-rank PRS fit at this size")
     full = np.zeros((k, k))
@@ -143,13 +129,13 @@ def _vec_information(coordinates: VecCoordinates, data: PreferenceData, weights:
 
 def _blocked_gram(coordinates: Coordinates, data: PreferenceData, weights: np.ndarray | None) -> np.ndarray:
     """:func:`information` in any coordinates: the design a block of rows at a time, upper triangles by
-    ``dsyrk`` (or by column panels above :data:`GRAM_PANEL`), mirrored at the end."""
+    ``dsyrk`` (or by column panels above ``config["gram_panel"]``), mirrored at the end."""
     k = coordinates.dim
-    block = max(1, DESIGN_BLOCK_BYTES // (8 * k))
+    block = max(1, get_config()["design_block_bytes"] // (8 * k))
     check_memory(8.0 * k * (k + min(block, data.n)), f"the {k} x {k} Gram matrix of the coordinates",
                  "use fewer coordinates (a lower rank) or a machine with more memory")
-    out = np.zeros((k, k), order="F") if k <= GRAM_PANEL else None
-    spans = [(lo, min(lo + GRAM_PANEL, k)) for lo in range(0, k, GRAM_PANEL)]
+    out = np.zeros((k, k), order="F") if k <= get_config()["gram_panel"] else None
+    spans = [(lo, min(lo + get_config()["gram_panel"], k)) for lo in range(0, k, get_config()["gram_panel"])]
     panels = [np.zeros((hi, hi - lo), order="F") for lo, hi in spans] if out is None else []
     for lo in range(0, data.n, block):
         z = coordinates.transform(data.contexts[lo: lo + block], data.difference_rows(lo, lo + block))
@@ -193,11 +179,12 @@ def _rtv_gram(basis: RTVBasis, data: PreferenceData, weights: np.ndarray | None)
              (slice(n11 + p * (dp - r), n11 + (p + 1) * (dp - r)), slice(r, dp))) for p in range(r)]
     tail = slice(n11 + n12, k)
     pairs = [(p, q) for p in range(r) for q in range(p, r)]
-    spans = [(lo, min(lo + PAIR_PANEL, dp)) for lo in range(0, dp, PAIR_PANEL)]
+    panel = get_config()["pair_panel"]
+    spans = [(lo, min(lo + panel, dp)) for lo in range(0, dp, panel)]
     # Every temporary of a block together (f̃ and its scaled copy, Δφ's rows, x̃, block 21 and its rooted
     # copy) stays within DESIGN_BLOCK_BYTES, so beyond one block the memory does not grow with N.
     per_row = 3 * dp + basis.d_x + 2 * (k - n11 - n12)
-    rows = max(1, DESIGN_BLOCK_BYTES // (8 * per_row))
+    rows = max(1, get_config()["design_block_bytes"] // (8 * per_row))
     check_memory(8.0 * (k * k + len(pairs) * sum(hi * (hi - lo) for lo, hi in spans) + dp * dp
                         + min(rows, data.n) * per_row),
                  f"the {k} x {k} Gram matrix of the coordinates and its {len(pairs)} partial sums",
@@ -243,8 +230,8 @@ def _rtv_gram(basis: RTVBasis, data: PreferenceData, weights: np.ndarray | None)
 
 def _mirror_upper(a: np.ndarray) -> None:
     """Copy the upper triangle of a square array onto its lower one in place, a panel of rows at a time."""
-    for lo in range(0, a.shape[0], MIRROR_PANEL):
-        hi = min(lo + MIRROR_PANEL, a.shape[0])
+    for lo in range(0, a.shape[0], get_config()["mirror_panel"]):
+        hi = min(lo + get_config()["mirror_panel"], a.shape[0])
         a[lo:hi, :lo] = a[:lo, lo:hi].T
         a[lo:hi, lo:hi] = np.triu(a[lo:hi, lo:hi]) + np.triu(a[lo:hi, lo:hi], 1).T
 
@@ -260,7 +247,7 @@ def design_operator(basis: RTVBasis, data: PreferenceData) -> LinearOperator:
     and Zᵀw is the adjoint (H = Σ_t w_t x̃_t1 Δφ_tᵀ, then HV̂₁, HV̂₂ and Σ_t w_t x̃_t2 (V̂₁ᵀΔφ_t)ᵀ).
     Each product reads ΔΦ once: O(N d_φ r + r d_φ²) time and O(N r) memory, where the
     explicit design holds N × k numbers. PRS's reduced MLE uses it when the design
-    would exceed :data:`DESIGN_BLOCK_BYTES`.
+    would exceed ``config["design_block_bytes"]``.
     """
     if not isinstance(basis, RTVBasis):
         raise TypeError(f"basis must be an RTVBasis, got {type(basis).__name__}")
@@ -289,28 +276,25 @@ def design_operator(basis: RTVBasis, data: PreferenceData) -> LinearOperator:
     return LinearOperator((data.n, basis.dim), matvec=matvec, rmatvec=rmatvec, dtype=float)
 
 
-# Σ_t z_ti² below this fraction of the largest is round-off of a rotation (an RTV direction orthogonal
-# to every Δφ_t comes out at 1e-17, squared 1e-34), not a comparison reaching coordinate i.
-REACH_RTOL = 1e-20
-
-
 def reached_coordinates(coordinates: Coordinates, data: PreferenceData) -> np.ndarray:
     """Whether some comparison reaches each coordinate (bool, (k,)): Σ_t z_ti² > 0, z_t its design row.
 
     The diagonal of :func:`information` without its k × k: summed a block of rows
-    (:data:`DESIGN_BLOCK_BYTES`) at a time, so the N × k design is never formed whole.
+    (``config["design_block_bytes"]``) at a time, so the N × k design is never formed whole.
     """
     check_coordinates(coordinates, data.d_x, data.d_phi, "coordinates")
     total = np.zeros(coordinates.dim)
-    rows = max(1, DESIGN_BLOCK_BYTES // (8 * coordinates.dim))
+    rows = max(1, get_config()["design_block_bytes"] // (8 * coordinates.dim))
     for lo in range(0, data.n, rows):
         z = coordinates.transform(data.contexts[lo:lo + rows], data.difference_rows(lo, lo + rows))
         total += np.einsum("ti,ti->i", z, z)
-    return total > REACH_RTOL * total.max() if total.max() > 0 else np.zeros(coordinates.dim, dtype=bool)
+    if total.max() <= 0:
+        return np.zeros(coordinates.dim, dtype=bool)
+    return total > get_config()["reach_rtol"] * total.max()
 
 
 def identified_directions(coordinates: Coordinates, data: PreferenceData, *,
-                          rtol: float = RANGE_RTOL) -> np.ndarray:
+                          rtol: float | None = None) -> np.ndarray:
     """Orthonormal basis P (k × k_eff) of range(Σ_t z_t z_tᵀ), z_t the comparisons' coordinates.
 
     These are the directions of θ that the likelihood depends on; k_eff is the
@@ -320,7 +304,7 @@ def identified_directions(coordinates: Coordinates, data: PreferenceData, *,
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
-    rtol = check_real(rtol, "rtol", 0.0, 1.0, high_open=True)
+    rtol = check_real(get_config()["range_rtol"] if rtol is None else rtol, "rtol", 0.0, 1.0, high_open=True)
     vals, vecs = np.linalg.eigh(information(coordinates, data))
     return vecs[:, range_mask(vals, rtol)]
 

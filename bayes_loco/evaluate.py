@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ._validation import as_float_array, as_labels, as_weights, check_instance, check_int, check_option
+from .config import get_config
 from .data import PreferenceData
 from .model import rewards
 from .policy import Policy
@@ -161,9 +162,6 @@ def suboptimality(policy: Policy, truth, population: Population) -> float:
 
 # ------------------------------------------------------------------ held-out metrics (no truth needed)
 
-#: Probabilities are clipped to [EPS, 1 − EPS] in :func:`log_loss`, so a confident miss costs at most
-#: −log EPS ≈ 34.5 instead of infinity (scikit-learn's long-standing choice for float64).
-EPS = 1e-15
 #: The metrics :func:`score` computes, in order.
 METRICS = ("log_loss", "accuracy", "brier")
 
@@ -202,7 +200,7 @@ def log_loss(labels, p, weights=None) -> float:
         (a tie counts half a win each way). A PreferenceData brings its weights.
     p : array_like, shape (N,)
         Predicted P(a_t1 preferred) (``fit.predict_proba(data)``), clipped to
-        [:data:`EPS`, 1 − EPS] (p_t and 1 − p_t each at least EPS).
+        [``config["eps"]``, 1 − EPS] (p_t and 1 − p_t each at least EPS).
     weights : array_like, shape (N,), optional
         Positive w_t; the result is Σ w_t ℓ_t / Σ w_t.
 
@@ -220,7 +218,8 @@ def log_loss(labels, p, weights=None) -> float:
     """
     y, p, w = _labels_and_weights(labels, p, weights)
     # 1 − p clipped on its own: 1 − (1 − EPS) is not EPS in floating point
-    return float(-w @ (y * np.log(np.clip(p, EPS, 1)) + (1 - y) * np.log(np.clip(1 - p, EPS, 1))))
+    eps = get_config()["eps"]
+    return float(-w @ (y * np.log(np.clip(p, eps, 1)) + (1 - y) * np.log(np.clip(1 - p, eps, 1))))
 
 
 def accuracy(labels, p, weights=None) -> float:

@@ -26,11 +26,7 @@ import numpy as np
 from scipy import sparse
 
 from ._validation import as_float_array, check_magnitude
-
-# Above this many items the Laplacians are summed as sparse matrices instead of dense A × A arrays.
-DENSE_LAPLACIAN_ITEMS = 2048
-# Distinct compared pairs are found by a count over all A² pair keys up to this many keys, else by sorting.
-DENSE_PAIR_KEYS = 2**24
+from .config import get_config
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,7 +97,7 @@ class ItemDifferences:
     def pair_rows(self) -> tuple[np.ndarray, np.ndarray]:
         """The distinct pairs (a₁, a₀) compared, as their dense Δφ rows (P × d_item), and each row's pair."""
         keys = self.item_1.astype(np.int64) * self.n_items + self.item_0
-        if self.n_items**2 <= DENSE_PAIR_KEYS:  # presence over every key: O(N + A²), no sort
+        if self.n_items**2 <= get_config()["dense_pair_keys"]:  # presence over every key: O(N + A²), no sort
             present = np.bincount(keys, minlength=self.n_items**2) > 0
             unique = np.flatnonzero(present)
             inverse = (np.cumsum(present) - 1)[keys]
@@ -157,10 +153,10 @@ class ItemDifferences:
 
     def laplacian(self, weights: np.ndarray):
         """L = Σ_t w_t (e_{a_t1} − e_{a_t0})(e_{a_t1} − e_{a_t0})ᵀ (A × A; sparse above
-        :data:`DENSE_LAPLACIAN_ITEMS` items)."""
+        ``config["dense_laplacian_items"]`` items)."""
         a = self.n_items
         degree = np.bincount(self.item_1, weights, a) + np.bincount(self.item_0, weights, a)
-        if a > DENSE_LAPLACIAN_ITEMS:
+        if a > get_config()["dense_laplacian_items"]:
             cross = sparse.coo_array((weights, (self.item_1, self.item_0)), shape=(a, a))
             return (sparse.diags_array(degree) - cross - cross.T).tocsr()
         # one segment sum over the a² pair keys: O(N + A²)

@@ -46,8 +46,8 @@ well-formed, not that its sender computed it honestly.
 File layout
 -----------
 The file is netCDF-4 (HDF5), written and read by xarray through h5netcdf. Its
-arrays of at least :data:`COMPRESS_MIN_BYTES` are compressed (HDF5's built-in
-deflate, i.e. zlib, level :data:`COMPRESSION_LEVEL`, after its byte shuffle),
+arrays of at least ``config["compress_min_bytes"]`` are compressed (HDF5's built-in
+deflate, i.e. zlib, level ``config["compression_level"]``, after its byte shuffle),
 which is lossless: a loaded array is the saved one bit for bit. ``compress=False``
 writes them plain; a compressed file that :func:`load`'s memory bound would
 refuse (data that compress more than 64-fold, such as a large one-hot design) is
@@ -101,9 +101,9 @@ import os
 from ._h5safety import Refusal
 from ._ioformat import read
 from ._iotypes import ENGINE, FORMAT_VERSION, POSTERIOR_GROUP, READ_ERRORS, SUPPORTED, TYPES
-from ._iowrite import COMPRESS_MIN_BYTES, COMPRESSION_LEVEL, PREDICTIVE_GROUPS, save, user_path
+from ._iowrite import PREDICTIVE_GROUPS, save, user_path
 
-__all__ = ["COMPRESSION_LEVEL", "COMPRESS_MIN_BYTES", "ENGINE", "FORMAT_VERSION", "POSTERIOR_GROUP",
+__all__ = ["ENGINE", "FORMAT_VERSION", "POSTERIOR_GROUP",
            "PREDICTIVE_GROUPS", "SUPPORTED", "TYPES", "load", "save"]
 
 

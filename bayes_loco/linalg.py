@@ -1,11 +1,11 @@
 """Linear algebra shared by the sets, the fits and the plots: one home for each rule.
 
 - The identified-range rules: an eigenvalue of a Gram, information or precision matrix W counts
-  as zero at or below :data:`RANGE_RTOL` of the largest (:func:`range_mask`), and a feature vector z
-  lies in range(W) when its component outside is at most :data:`IDENTIFIED_RTOL` of ‖z‖
+  as zero at or below ``config["range_rtol"]`` of the largest (:func:`range_mask`), and a feature vector z
+  lies in range(W) when its component outside is at most ``config["identified_rtol"]`` of ‖z‖
   (:func:`in_range`; docs/design.md, convention 1).
 - A factor of a positive semi-definite W: its eigendecomposition on the range (:func:`range_basis`)
-  or, from :data:`CHOLESKY_MIN` coordinates on, LAPACK's pivoted Cholesky (:class:`PivotedCholesky`).
+  or, from ``config["cholesky_min"]`` coordinates on, LAPACK's pivoted Cholesky (:class:`PivotedCholesky`).
 - The dimension of a span, sketched where it is wide (:func:`span_dimension`).
 - The sandwich precision H J⁺ H (:func:`sandwich_precision`).
 
@@ -23,35 +23,23 @@ from scipy import linalg
 from scipy.linalg import lapack
 
 from ._validation import check_magnitude
-
-# Eigenvalues of a Gram or information matrix below this fraction of the largest are treated as
-# zero: those directions are not reached by any comparison (docs/design.md, convention 1).
-RANGE_RTOL = 1e-10
-# A feature vector with a relative component this large outside range(W) has an
-# unbounded worst case: the set is a cylinder along the unidentified directions.
-IDENTIFIED_RTOL = 1e-6
-# A W of at least this many coordinates is factorised by a pivoted Cholesky decomposition (about k³/3 flops;
-# eigh costs about 9k³: 343 s at k = 16,496, PRS at LLM width) when its kept block is well conditioned:
-# LAPACK's reciprocal condition estimate above CHOLESKY_RCOND. The pivots below RANGE_RTOL of the largest
-# are the unidentified directions, as eigenvalues below it are for eigh, so both find the same set.
-CHOLESKY_MIN = 2000
-CHOLESKY_RCOND = 1e-8
-# Features are whitened by the pivoted Cholesky factor (and their norms taken) this many bytes at a time.
-WHITEN_BLOCK_BYTES = 2**27
+from .config import get_config
 
 
-def range_mask(vals: np.ndarray, rtol: float = RANGE_RTOL) -> np.ndarray:
-    """Which eigenvalues of a PSD matrix span its range: those above ``rtol`` times the largest."""
+def range_mask(vals: np.ndarray, rtol: float | None = None) -> np.ndarray:
+    """Which eigenvalues of a PSD matrix span its range: those above ``rtol`` (``config["range_rtol"]``
+    when None) times the largest."""
+    rtol = get_config()["range_rtol"] if rtol is None else rtol
     return vals > rtol * max(float(vals.max(initial=0.0)), np.finfo(float).tiny)
 
 
 def in_range(total: np.ndarray, outside: np.ndarray) -> np.ndarray:
     """Whether z lies in range(W), from ``total`` = ‖z‖² and ``outside`` = ‖z − Pz‖² (P the projection on
-    range(W)): the part outside is at most :data:`IDENTIFIED_RTOL` of ‖z‖."""
-    return outside <= IDENTIFIED_RTOL**2 * total
+    range(W)): the part outside is at most ``config["identified_rtol"]`` of ‖z‖."""
+    return outside <= get_config()["identified_rtol"]**2 * total
 
 
-def range_basis(rows: np.ndarray, *, rtol: float = RANGE_RTOL) -> tuple[np.ndarray, np.ndarray]:
+def range_basis(rows: np.ndarray, *, rtol: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Orthonormal bases of the span of the rows of ``rows`` (n × d) and of its complement in Rᵈ.
 
     From the eigenvectors of the Gram matrix ``rowsᵀ rows``, eigenvalues at or
@@ -62,7 +50,7 @@ def range_basis(rows: np.ndarray, *, rtol: float = RANGE_RTOL) -> tuple[np.ndarr
     return vecs[:, keep], vecs[:, ~keep]
 
 
-def span_dimension(rows: np.ndarray, at_most: int, *, rtol: float = RANGE_RTOL) -> int:
+def span_dimension(rows: np.ndarray, at_most: int, *, rtol: float | None = None) -> int:
     """min(the dimension of the span of the rows of ``rows`` (n × d), ``at_most``).
 
     Counted as :func:`range_basis` counts it, from the Gram matrix, but of ``rows`` G
@@ -85,11 +73,12 @@ def sandwich_precision(bread: np.ndarray, meat: np.ndarray) -> np.ndarray:
     """
     live = np.flatnonzero(np.diag(meat) > 0)
     block = meat[np.ix_(live, live)]
-    if live.size >= CHOLESKY_MIN:
+    if live.size >= get_config()["cholesky_min"]:
         # J = LLᵀ gives H J⁻¹ H = (L⁻¹H)ᵀ(L⁻¹H) in about k³/3 flops where eigh costs 9k³, when J is
         # well conditioned (the ellipsoid's rule); a J with unidentified directions goes to eigh.
         chol, info = lapack.dpotrf(block, lower=1, clean=1)
-        if info == 0 and lapack.dpocon(chol, np.linalg.norm(block, 1), uplo="L")[0] > CHOLESKY_RCOND:
+        rcond = lapack.dpocon(chol, np.linalg.norm(block, 1), uplo="L")[0] if info == 0 else 0.0
+        if info == 0 and rcond > get_config()["cholesky_rcond"]:
             half = linalg.solve_triangular(chol, bread[live], lower=True, check_finite=False)
             return half.T @ half
     vals, vecs = np.linalg.eigh(block)
@@ -99,13 +88,14 @@ def sandwich_precision(bread: np.ndarray, meat: np.ndarray) -> np.ndarray:
 
 
 def row_norms(a: np.ndarray) -> np.ndarray:
-    """‖a_i‖ over the last axis, :data:`WHITEN_BLOCK_BYTES` at a time (np.linalg.norm squares all of a at
+    """‖a_i‖ over the last axis, ``config["whiten_block_bytes"]`` at a time (np.linalg.norm squares all of a
+    at
     once: a temporary of a's size, 2.5 GB for LLM-width candidates). The same numbers, row by row."""
     if not a.shape[-1]:
         return np.zeros(a.shape[:-1])
     flat = a.reshape(-1, a.shape[-1])
     out = np.empty(flat.shape[0])
-    rows = max(1, WHITEN_BLOCK_BYTES // (8 * flat.shape[1]))
+    rows = max(1, get_config()["whiten_block_bytes"] // (8 * flat.shape[1]))
     for lo in range(0, flat.shape[0], rows):
         out[lo: lo + rows] = np.linalg.norm(flat[lo: lo + rows], axis=-1)
     return out.reshape(a.shape[:-1])
@@ -119,7 +109,7 @@ def live_coordinates(precision: np.ndarray) -> np.ndarray:
 
 def pivoted_cholesky(precision: np.ndarray, live: np.ndarray, overwrite: bool) -> PivotedCholesky | None:
     """W's pivoted Cholesky factorisation on its ``live`` coordinates; None where W is 0 there or its
-    kept block's reciprocal condition number is at most :data:`CHOLESKY_RCOND`.
+    kept block's reciprocal condition number is at most ``config["cholesky_rcond"]``.
 
     With ``overwrite`` and every coordinate live, the factor is computed in W's own memory.
     """
@@ -136,7 +126,8 @@ def pivoted_cholesky(precision: np.ndarray, live: np.ndarray, overwrite: bool) -
     # factorised in place without a copy. dpstrf reads and writes its lower triangle only: the strict upper
     # one keeps W.
     fortran = block if block.flags.f_contiguous else block.T
-    chol, perm, rank, info = lapack.dpstrf(fortran, lower=1, tol=RANGE_RTOL * max(top, 0.0), overwrite_a=1)
+    tol = get_config()["range_rtol"] * max(top, 0.0)
+    chol, perm, rank, info = lapack.dpstrf(fortran, lower=1, tol=tol, overwrite_a=1)
     if info < 0 or rank == 0:
         return None
     dropped = perm[rank:] - 1
@@ -147,7 +138,7 @@ def pivoted_cholesky(precision: np.ndarray, live: np.ndarray, overwrite: bool) -
     lead = _leading_lower(chol, rank)
     # The 1-norm of W bounds its kept block's, so this underestimates that block's rcond: conservative.
     rcond, info = lapack.dpocon(lead, norm, uplo="L")
-    if info != 0 or rcond <= CHOLESKY_RCOND:
+    if info != 0 or rcond <= get_config()["cholesky_rcond"]:
         return None
     if rank < live.size:  # W is PSD iff the Schur complement of the kept block is (Haynsworth)
         low = float(np.linalg.eigvalsh(rest - tail @ tail.T).min())
@@ -238,14 +229,14 @@ class PivotedCholesky:
     def whitened(self, z: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """a = C₁⁻¹(permuted head of z) (…, rank), which is Lᵀz for z in range(W), and whether z is there.
 
-        :data:`WHITEN_BLOCK_BYTES` of z at a time: its permuted copy is the only temporary. ``out``
+        ``config["whiten_block_bytes"]`` of z at a time: its permuted copy is the only temporary. ``out``
         (…, rank), C-contiguous, receives a when given.
         """
         flat = z.reshape(-1, z.shape[-1])
         result = np.empty((*z.shape[:-1], self.rank)) if out is None else out
         out = np.reshape(result, (flat.shape[0], self.rank), copy=False)  # raises rather than copy
         inside = np.empty(flat.shape[0], dtype=bool)
-        rows = max(1, WHITEN_BLOCK_BYTES // (8 * flat.shape[1]))
+        rows = max(1, get_config()["whiten_block_bytes"] // (8 * flat.shape[1]))
         for lo in range(0, flat.shape[0], rows):
             block = flat[lo: lo + rows]
             live = block[:, self.perm]

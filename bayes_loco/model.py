@@ -20,18 +20,16 @@ import numpy as np
 from scipy.special import expit, log_expit, logsumexp, softmax
 
 from ._validation import check_option
+from .config import get_config
 from .design import gram_rows
 from .indexed import ItemDifferences
 from .linalg import sandwich_precision
-
-# XΘ (N × d_φ) is formed at most this many bytes at a time.
-MARGIN_BLOCK_BYTES = 2**27
 
 
 def margins(theta: np.ndarray, contexts: np.ndarray, differences) -> np.ndarray:
     """Linear predictors η_t = x_tᵀ Θ Δφ_t as a row-wise dot of XΘ with ΔΦ.
 
-    XΘ has ΔΦ's size; above :data:`MARGIN_BLOCK_BYTES` it is formed a block of rows at a
+    XΘ has ΔΦ's size; above ``config["margin_block_bytes"]`` it is formed a block of rows at a
     time (at N = 100,000 and d_φ = 4096 it would be 3.3 GB). ``differences`` may be an
     :class:`~bayes_loco.indexed.ItemDifferences` (a data set's ``delta``): then a gather of
     ΘΦᵀ, O(N d_x + A d_φ d_x).
@@ -39,7 +37,7 @@ def margins(theta: np.ndarray, contexts: np.ndarray, differences) -> np.ndarray:
     if isinstance(differences, ItemDifferences):
         return differences.margins(theta, contexts)
     n = contexts.shape[0]
-    rows = max(1, MARGIN_BLOCK_BYTES // (8 * max(1, theta.shape[1])))
+    rows = max(1, get_config()["margin_block_bytes"] // (8 * max(1, theta.shape[1])))
     if rows >= n:
         return np.einsum("ij,ij->i", contexts @ theta, differences)
     return np.concatenate([np.einsum("ij,ij->i", contexts[lo: lo + rows] @ theta, differences[lo: lo + rows])
@@ -241,13 +239,13 @@ def residuals(eta: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = 
 def score_matrix(weights: np.ndarray, contexts: np.ndarray, differences) -> np.ndarray:
     """Σ_t w_t x_t Δφ_tᵀ = Xᵀ diag(w) ΔΦ, the gradient of Σ_t f(η_t) for w_t = f'(η_t).
 
-    Above :data:`MARGIN_BLOCK_BYTES` of ΔΦ the weights go on X instead, so that no copy of
+    Above ``config["margin_block_bytes"]`` of ΔΦ the weights go on X instead, so that no copy of
     ΔΦ is made (the same sum, rounded differently). An
     :class:`~bayes_loco.indexed.ItemDifferences` ΔΦ sums by item (``np.bincount``), then GΦ.
     """
     if isinstance(differences, ItemDifferences):
         return differences.score(weights, contexts)
-    if differences.nbytes > MARGIN_BLOCK_BYTES:
+    if differences.nbytes > get_config()["margin_block_bytes"]:
         return (weights[:, None] * contexts).T @ differences
     return contexts.T @ (weights[:, None] * differences)
 

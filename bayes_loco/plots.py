@@ -291,7 +291,7 @@ def plot_spectrum(items, *, ax: Axes | None = None) -> Axes:
     Each item's eigenvalues λ₁ ≥ … ≥ λ_k of its W (the precision of its ellipsoid: the
     Gram matrix of the paper's set, the Fisher information of a Wald set, the inverse
     posterior covariance of a credible set on the identified directions) are drawn
-    against their rank. Eigenvalues at or below ``RANGE_RTOL`` = 1e-10 of the largest
+    against their rank. Eigenvalues at or below ``config["range_rtol"]`` = 1e-10 of the largest
     are directions no comparison reaches (:func:`bayes_loco.linalg.range_mask`): they are drawn
     as hollow triangles at the floor 1e-12·λ₁, and a dashed vertical line in the item's
     colour at k_eff + ½ marks the cut (none when every direction is identified).

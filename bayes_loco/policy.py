@@ -35,10 +35,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._validation import LEVEL, as_float_array, check_int, check_level, check_option, check_real
+from .config import get_config
 from .design import candidate_features, mean_candidate_features
 from .exceptions import ConvergenceWarning
 from .model import rewards
-from .policy_inputs import FEATURE_BLOCK_BYTES, check_set, feature_blocks, read_population
+from .policy_inputs import check_set, feature_blocks, read_population
 from .population import SCOPES, Population, Units
 from .results import Fit
 from .sets.base import (
@@ -56,9 +57,6 @@ from .solvers import SOLVERS
 OBJECTIVES = ("relaxed", "exact")
 POLICY_OBJECTIVES = ("greedy", *OBJECTIVES)
 WELFARES = ("utilitarian", "nash")
-# Probabilities may miss the simplex by this much (solvers' rounding): below −tol, or rows summing to 1 ± tol,
-# they are refused.
-SIMPLEX_ATOL = 1e-6
 
 
 @dataclass(frozen=True, eq=False)
@@ -248,20 +246,21 @@ class ValueBound:
 
 
 def check_probabilities(probabilities, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:
-    """``probabilities`` as a float array of rows on the simplex (to :data:`SIMPLEX_ATOL`), or one error.
+    """``probabilities`` as a float array of rows on the simplex (to ``config["simplex_atol"]``), or one
+    error.
 
     ``shape`` (units, A), when given, is the shape they must have.
     """
     probabilities = as_float_array(probabilities, name, 2)
     if shape is not None and probabilities.shape != shape:
         raise ValueError(f"{name} must have shape {shape} (units x actions), got {probabilities.shape}")
-    negative = probabilities < -SIMPLEX_ATOL
+    negative = probabilities < -get_config()["simplex_atol"]
     if negative.any():
         i, a = np.argwhere(negative)[0]
         raise ValueError(f"{name}[{i}, {a}] = {probabilities[i, a]:.6g} is negative; each row must be a "
                          "probability distribution over the actions")
     sums = probabilities.sum(axis=1)
-    off = np.abs(sums - 1.0) > SIMPLEX_ATOL
+    off = np.abs(sums - 1.0) > get_config()["simplex_atol"]
     if off.any():
         i = int(np.flatnonzero(off)[0])
         raise ValueError(f"{name}: row {i} sums to {sums[i]:.6g}, not 1; each row must be a probability "
@@ -322,7 +321,7 @@ def greedy_policy(theta: np.ndarray, population: Population, *, scope: str = "pe
 def _exact_problem(uncertainty_set, population, units: Units, reference_action, tol=1e-4,
                    max_iter=60, solver: str = "auto") -> ExactProblem:
     size = 8.0 * population.n * population.n_actions * uncertainty_set.coordinates.dim
-    if reads_feature_blocks(uncertainty_set) and size > 2 * FEATURE_BLOCK_BYTES:
+    if reads_feature_blocks(uncertainty_set) and size > 2 * get_config()["feature_block_bytes"]:
         return ExactProblem(feature_blocks(uncertainty_set, population, units, reference_action),
                             units.weights, tol, max_iter, SOLVERS[solver])
     return ExactProblem(mean_candidate_features(uncertainty_set, population, units, reference_action),
@@ -415,7 +414,7 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
     solver : {"auto", "newton", "first-order"}
         Exact objective of an ellipsoid: the solver of its reduced minimax, by its name in
         :data:`bayes_loco.solvers.SOLVERS` (``"auto"``: smoothed Newton up to
-        :data:`~bayes_loco.solvers.NEWTON_MAX` identified directions, first-order methods above).
+        ``config["newton_max"]`` identified directions, first-order methods above).
 
     Returns
     -------

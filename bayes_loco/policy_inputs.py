@@ -8,14 +8,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from .config import get_config
 from .design import population_coordinates, relative_features
 from .population import Population, Units
 from .sets.base import FeatureBlocks, UncertaintySet
-
-# Above twice this many bytes of candidate features, the exact problem of a set that accepts FeatureBlocks
-# (the ellipsoid, which whitens them as they come) makes them this many bytes of rows at a time: z is never
-# whole (2.6 GB at LLM width).
-FEATURE_BLOCK_BYTES = 2**27
 
 
 def read_population(fit, population: Population) -> Population:
@@ -35,11 +31,12 @@ def check_set(uncertainty_set) -> UncertaintySet:
 
 def feature_blocks(uncertainty_set: UncertaintySet, population: Population, units: Units,
                    reference_action: int) -> FeatureBlocks:
-    """The units' mean candidate features, :data:`FEATURE_BLOCK_BYTES` of rows' features at a time."""
+    """The units' mean candidate features, ``config["feature_block_bytes"]`` of rows' features at a time."""
     coordinates = population_coordinates(uncertainty_set, population)
     n_actions, k = population.n_actions, coordinates.dim
     own_rows = units.n == population.n and np.array_equal(units.of_row, np.arange(units.n))
-    per_block = max(1, int(FEATURE_BLOCK_BYTES * units.n / (8.0 * n_actions * k * population.n)))
+    size = get_config()["feature_block_bytes"]
+    per_block = max(1, int(size * units.n / (8.0 * n_actions * k * population.n)))
 
     def make(lo, hi):
         part = units.average[lo:hi]

@@ -29,9 +29,9 @@ import pandas as pd
 from scipy import stats
 
 from ._validation import LEVEL, as_float_array, as_names, check_instance, check_int, check_level
+from .config import get_config
 from .data import PreferenceData
-from .design import DESIGN_BLOCK_BYTES
-from .model import MARGIN_BLOCK_BYTES, expected_label, margins
+from .model import expected_label, margins
 from .population import Population
 
 # The sample dims of a posterior's draws, in the order Posterior.theta_draws stacks them.
@@ -133,7 +133,7 @@ def _posterior_nu(fit, draws: int):
 
 def _draw_blocks(draws: np.ndarray, n: int, width: int):
     """Row blocks [lo, hi) of ``n`` rows: all draws × a block × ``width`` within a margin block."""
-    rows = max(1, MARGIN_BLOCK_BYTES // (8 * draws.shape[0] * max(1, width)))
+    rows = max(1, get_config()["margin_block_bytes"] // (8 * draws.shape[0] * max(1, width)))
     return ((lo, min(lo + rows, n)) for lo in range(0, n, rows))
 
 
@@ -186,7 +186,7 @@ def _wald_widths(fit, rows_of, n: int, level: float) -> np.ndarray:
     wald = fit.calibrated_set(level)
     k = wald.dim
     widths = np.empty(n)
-    rows = max(1, DESIGN_BLOCK_BYTES // (8 * k))
+    rows = max(1, get_config()["design_block_bytes"] // (8 * k))
     for lo in range(0, n, rows):
         hi = min(lo + rows, n)
         z = rows_of(lo, hi)
@@ -207,7 +207,7 @@ def predict_interval(fit, data: PreferenceData, level: float = LEVEL) -> Predict
     interval η̂_t ± z_{(1+level)/2} sd(η̂_t) is mapped through the (increasing) link
     η ↦ E[y | η, ν̂]; ν̂ is plugged in. A comparison outside the identified range gets
     (0, 1): the data say nothing about it. The design is formed a block
-    of rows at a time (:data:`~bayes_loco.design.DESIGN_BLOCK_BYTES`).
+    of rows at a time (``config["design_block_bytes"]``).
 
     Posteriors: equal-tailed posterior quantiles of the per-draw probability.
 

@@ -40,6 +40,7 @@ from ._validation import (
     check_real,
     check_shape,
 )
+from .config import get_config
 from .coordinates import Coordinates, RTVBasis
 from .data import PreferenceData
 from .design import reached_coordinates
@@ -374,32 +375,28 @@ class Summary:
 
 # The columns a summary prints with one shared number of decimals: they are in the same units.
 VALUE_COLUMNS = ("estimate", "std_err", "lower", "upper")
-# Significant digits of the largest value, and of the smallest standard error, that the table shows.
-SIGNIFICANT = 4
-SE_SIGNIFICANT = 2
-MAX_DECIMALS = 8
 
 
 def table_decimals(table: pd.DataFrame) -> int:
     """The decimals a summary prints its value columns with (shared by ``estimate``, ``std_err``, …).
 
-    Enough for :data:`SIGNIFICANT` significant digits of the largest absolute
-    value and :data:`SE_SIGNIFICANT` of the smallest standard error, at most
-    :data:`MAX_DECIMALS`; a value smaller than half a unit of the last decimal
+    Enough for ``config["significant"]`` significant digits of the largest absolute
+    value and ``config["se_significant"]`` of the smallest standard error, at most
+    ``config["max_decimals"]``; a value smaller than half a unit of the last decimal
     (a round-off zero) prints as 0.
     """
     columns = [c for c in VALUE_COLUMNS if c in table.columns]
     values = np.abs(table[columns].to_numpy(float)).ravel()
     values = values[np.isfinite(values) & (values > 0)]
     if not values.size:
-        return SIGNIFICANT
-    decimals = SIGNIFICANT - 1 - int(np.floor(np.log10(values.max())))
+        return get_config()["significant"]
+    decimals = get_config()["significant"] - 1 - int(np.floor(np.log10(values.max())))
     if "std_err" in table.columns:
         se = table["std_err"].to_numpy(float)
         se = se[np.isfinite(se) & (se > 0)]
         if se.size:
-            decimals = max(decimals, SE_SIGNIFICANT - 1 - int(np.floor(np.log10(se.min()))))
-    return int(np.clip(decimals, 0, MAX_DECIMALS))
+            decimals = max(decimals, get_config()["se_significant"] - 1 - int(np.floor(np.log10(se.min()))))
+    return int(np.clip(decimals, 0, get_config()["max_decimals"]))
 
 
 def _fixed(decimals: int):
@@ -452,11 +449,6 @@ def diagnostics_header(diagnostics: Diagnostics, iterations: str | None = "itera
     return header
 
 
-# The identified part of an information matrix with a condition number above this gets a note
-# (below 1e-10 of the largest eigenvalue a direction already counts as unidentified: RANGE_RTOL).
-ILL_CONDITIONED = 1e8
-
-
 def wald_summary(title: str, fit, data: PreferenceData, level: float, extra: Mapping[str, object],
                  notes: tuple[str, ...] = (), iterations: str = "iterations") -> Summary:
     """A frequentist fit's summary: estimates with ``level`` Wald intervals on the identified coordinates.
@@ -497,7 +489,7 @@ def wald_summary(title: str, fit, data: PreferenceData, level: float, extra: Map
             notes += ("Rows named by the data's contexts and features are entries of Θ̂ = Û Θ' V̂ᵀ (linear in "
                       "the RTV coordinates above), with their Wald intervals.",)
     notes += tuple(extra_notes)
-    if wald.condition_number > ILL_CONDITIONED:
+    if wald.condition_number > get_config()["ill_conditioned"]:
         notes += (f"The Fisher information is ill-conditioned (condition number {wald.condition_number:.2g} "
                   "on the identified directions): some standard errors are unreliable.",)
     return Summary(title, header | facts, table, notes)

@@ -23,11 +23,12 @@ import numpy as np
 from scipy.special import expit
 
 from ._validation import check_int, check_option, check_real, rng_from
+from .config import get_config
 from .data import PreferenceData
 from .model import margins, rewards
 from .population import Population
 
-__all__ = ["CONTEXT_LAWS", "NOISE_BLOCK", "TARGET_SHIFT", "THETA_KINDS", "PaperProblem", "decaying_columns",
+__all__ = ["CONTEXT_LAWS", "TARGET_SHIFT", "THETA_KINDS", "PaperProblem", "decaying_columns",
            "effective_rank", "paper_problem", "paper_theta"]
 
 #: The kinds of Θ* :func:`paper_theta` builds: §5.1's (``"paper"``) and the rank appendix's diagonal one.
@@ -36,8 +37,6 @@ THETA_KINDS = ("paper", "diagonal")
 CONTEXT_LAWS = ("uniform", "shifted", "target")
 #: The ``"target"`` context law's centre is (TARGET_SHIFT, −TARGET_SHIFT, 0, …).
 TARGET_SHIFT = 1.0
-#: Pure-noise features are drawn this many numbers (32 MiB) at a time.
-NOISE_BLOCK = 2**22
 
 
 def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") -> np.ndarray:
@@ -216,7 +215,7 @@ class PaperProblem:
         """
         if not self.noise_dims:
             return
-        rows = max(1, NOISE_BLOCK // (out[:1].size or 1))
+        rows = max(1, get_config()["noise_block"] // (out[:1].size or 1))
         for lo in range(0, out.shape[0], rows):
             block = out[lo: lo + rows, ..., self.d_phi - self.noise_dims:]
             combine(block, rng.uniform(-1.0, 1.0, size=block.shape), out=block)

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from .config import get_config
 from .coordinates import Coordinates, VecCoordinates
 from .data import PreferenceData
 from .sets import EllipsoidSet
@@ -45,10 +46,6 @@ def contrast_wald_table(estimate: np.ndarray, information_set: EllipsoidSet, con
     return table[keep]
 
 
-# Bytes of the contrasts a summary lists at most.
-CONTRAST_BYTES = 64 * 2**20
-
-
 def feature_contrasts(coordinates: Coordinates, data: PreferenceData, n_identified: int,
                       k_eff: int) -> tuple[list[str], np.ndarray]:
     """The differences between features a summary lists where only differences are identified.
@@ -67,7 +64,7 @@ def feature_contrasts(coordinates: Coordinates, data: PreferenceData, n_identifi
     contrasts : ndarray, shape (m, k)
         The functionals a with aᵀθ = e_cᵀ Θ (e_j − e_j₀) in ``coordinates``
         (Θ = ``to_theta(θ_rtv)`` for RTV coordinates); m = 0 when none apply (or
-        when they would take more than :data:`CONTRAST_BYTES`).
+        when they would take more than ``config["contrast_bytes"]``).
     """
     none = [], np.empty((0, coordinates.dim))
     if n_identified >= k_eff:
@@ -87,7 +84,7 @@ def feature_contrasts(coordinates: Coordinates, data: PreferenceData, n_identifi
             return none
     ref, others = (cols[0], cols[1:]) if cols.size else (None, cols)
     m = rows.size * others.size
-    if not m or m * coordinates.dim * 8 > CONTRAST_BYTES:
+    if not m or m * coordinates.dim * 8 > get_config()["contrast_bytes"]:
         return none
     contexts = np.zeros((m, data.d_x))
     contexts[np.arange(m), np.repeat(rows, others.size)] = 1.0
@@ -128,10 +125,11 @@ def coordinate_names(coordinates: Coordinates, data: PreferenceData) -> list[str
 def named_theta_table(fit, data: PreferenceData, wald: EllipsoidSet, level: float) -> pd.DataFrame:
     """Θ̂ by the data's names beside RTV coordinates: each identified entry e_cᵀΘe_j (a linear functional of
     θ_rtv) with its Wald interval, or where the features are identified only up to a shift, each entry minus
-    the first feature's. Empty when the data have no names or the rows would take :data:`CONTRAST_BYTES`."""
+    the first feature's. Empty when the data have no names or the rows would take
+    ``config["contrast_bytes"]``."""
     coordinates = fit.coordinates
     m = data.d_x * data.d_phi
-    if not has_names(data) or m * coordinates.dim * 8 > CONTRAST_BYTES:
+    if not has_names(data) or m * coordinates.dim * 8 > get_config()["contrast_bytes"]:
         return pd.DataFrame()
     contexts = np.repeat(np.eye(data.d_x), data.d_phi, axis=0)
     features = np.tile(np.eye(data.d_phi), (data.d_x, 1))

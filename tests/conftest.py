@@ -192,3 +192,11 @@ def _shift_sampler_seeds(offset: int) -> None:
     nutpie.sample = wrap(nutpie.sample, "seed")
     for name in ("ADVI", "FullRankADVI"):
         setattr(pm, name, wrap(getattr(pm, name), "random_seed"))
+
+
+@pytest.fixture(autouse=True)
+def _settings_end_with_the_test():
+    """A test's changes of the tuning settings (``bl.set_config``) end with it: each test runs in a
+    ``config_context`` of its own."""
+    with bl.config_context():
+        yield

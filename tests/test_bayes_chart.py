@@ -22,7 +22,7 @@ from scipy.special import expit
 
 import bayes_loco as bl
 from bayes_loco import bayes as bb
-from bayes_loco.bayes import chart, geometry
+from bayes_loco.bayes import chart
 from bayes_loco.bayes import dims as D
 
 
@@ -102,7 +102,7 @@ def test_auto_charts_the_components_the_data_determine_and_factors_the_rest():
         post = _fit(data, 2, start, "auto", draws=5)
         # auto charts the determined components only where the factored model's ridge is long
         # (bayes.geometry: a leading signal-to-noise ratio of SNR_CHART or N_CHART comparisons).
-        long_ridge = frame.leading_snr >= geometry.SNR_CHART or data.n >= geometry.N_CHART
+        long_ridge = frame.leading_snr >= bl.get_config()["snr_chart"] or data.n >= bl.get_config()["n_chart"]
         charted = expected if long_ridge else 0
         # What auto chose: with 5 draws a chart may be "troubled" and replaced by the factored run if
         # that one ranks higher on ESS per leapfrog step; the record keeps the first choice.

@@ -28,7 +28,13 @@ from conftest import bayes_short_fit
 import bayes_loco as bl
 from bayes_loco import bayes as bb
 from bayes_loco.bayes import dims as D
-from bayes_loco.bayes.layout import MAX_PREDICTIVE_VALUES, predictive_indices
+from bayes_loco.bayes.layout import predictive_indices
+
+
+def setting(name: str):
+    """The current value of a tuning setting (bayes_loco.config)."""
+    return bl.get_config()[name]
+
 
 
 @pytest.fixture(scope="module")
@@ -657,7 +663,7 @@ def test_nutpie_runs_over_jax_where_jax_sees_a_gpu(monkeypatch):
     assert (resolved.sampler, resolved.backend) == ("nutpie", "jax")
     # Below the crossover per core numba's per-chain gradients beat the GPU's one at a time.
     monkeypatch.setattr(samplers, "_usable_cores", lambda: 2)
-    threshold = 2 * samplers.JAX_COMPARISONS_PER_CORE
+    threshold = 2 * setting("jax_comparisons_per_core")
     assert samplers.resolve_sampler(bb.NUTS(), n=threshold).backend == "jax"
     assert samplers.resolve_sampler(bb.NUTS(), n=threshold - 1).backend == "numba"
     assert samplers.resolve_sampler(bb.NUTS(cores=1), n=threshold - 1).backend == "jax"
@@ -723,7 +729,7 @@ def test_fit_resolves_the_backend_from_the_data_size(monkeypatch, bayes_problem)
     _, data, low_rank = bayes_problem
     chosen = {}
     for per_core, expected in [(data.n // 2, "jax"), (data.n // 2 + 1, "numba")]:
-        monkeypatch.setattr(samplers, "JAX_COMPARISONS_PER_CORE", per_core)
+        bl.set_config(jax_comparisons_per_core=per_core)
         _, nuts, _ = fit_module._resolve(data, 2, "nuts", ties="half", prior=None, nuts=None,
                                          map_settings=None, vi=None, start=low_rank, basis=None, ridge=1.0,
                                          random_seed=0, predictive_draws=0, progressbar=False)
@@ -1016,7 +1022,7 @@ def test_posterior_predictive_is_bernoulli_of_the_preference_probabilities(mixed
 
 def test_predictive_draws_are_capped():
     assert predictive_indices(4, 1000, 3000, 500).size == 125  # per chain
-    assert predictive_indices(4, 1000, 100_000, 500).size * 4 * 100_000 <= MAX_PREDICTIVE_VALUES
+    assert predictive_indices(4, 1000, 100_000, 500).size * 4 * 100_000 <= setting("max_predictive_values")
     assert predictive_indices(4, 1000, 10**7, 500).size == 1  # at least one draw per chain
     assert predictive_indices(2, 10, 100, 500).tolist() == list(range(10))
     idx = predictive_indices(2, 300, 800, 500)

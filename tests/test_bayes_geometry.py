@@ -24,9 +24,15 @@ from bayes_loco.bayes import diagnostics as diagnostics_module
 from bayes_loco.bayes import fit as fit_module
 from bayes_loco.bayes import geometry
 from bayes_loco.bayes import watch as watch_module
-from bayes_loco.bayes.chart import SNR_CHARTED_MIN, chart_frame
+from bayes_loco.bayes.chart import chart_frame
 from bayes_loco.bayes.diagnostics import leapfrog_steps, ranking
 from bayes_loco.model import margins
+
+
+def setting(name: str):
+    """The current value of a tuning setting (bayes_loco.config)."""
+    return bl.get_config()[name]
+
 
 ISSUE = {"d_x": 8, "d_a": 6, "d_s": 5, "rank": 2, "imbalance": 3, "seed": 11}
 
@@ -66,7 +72,7 @@ def test_a_separated_start_is_replaced_by_the_ridge_fit_and_said_so():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the plain fit's separation warning is not passed on
         start, ridge, note = geometry.default_start(data, 1, 0.0, scale=2.0)
-    assert ridge == pytest.approx(geometry.START_RIDGE / 4.0)
+    assert ridge == pytest.approx(setting("start_ridge") / 4.0)
     np.testing.assert_allclose(start.theta, bl.fit_low_rank(data, 1, ridge=0.25).theta)
     # The plain fit ran off (its MLE's margins grow without bound); the ridge holds the start finite.
     held = np.abs(margins(start.theta, data.contexts, data.differences)).max()
@@ -113,16 +119,16 @@ def test_auto_charts_only_where_the_ridge_is_long(n, rank):
     frame = chart_frame(data, start.theta, rank)
     chosen = geometry.choose_geometry(data, rank, start.theta, 1.0, "auto", None)
     assert chosen.automatic
-    long_ridge = frame.leading_snr >= geometry.SNR_CHART and rank > 1
-    if (long_ridge or n >= geometry.N_CHART) and frame.chartable_rank:
+    long_ridge = frame.leading_snr >= setting("snr_chart") and rank > 1
+    if (long_ridge or n >= setting("n_chart")) and frame.chartable_rank:
         assert (chosen.parametrization, chosen.chart_rank) == ("chart", frame.chartable_rank)
         assert "determined" in chosen.reason
     else:
         assert (chosen.parametrization, chosen.chart_rank) == ("factored", None)
-        if frame.leading_snr < geometry.SNR_CHART:
-            assert f"{frame.leading_snr:.1f} < {geometry.SNR_CHART:g} and N = {n}" in chosen.reason
+        if frame.leading_snr < setting("snr_chart"):
+            assert f"{frame.leading_snr:.1f} < {setting("snr_chart"):g} and N = {n}" in chosen.reason
         else:  # rank 1 below N_CHART: a ratio above the threshold is not enough (no rotation ridge)
-            assert f"rank 1 and N = {n} < {geometry.N_CHART}" in chosen.reason
+            assert f"rank 1 and N = {n} < {setting("n_chart")}" in chosen.reason
 
 
 def test_auto_does_not_chart_a_determined_component_near_zero(monkeypatch):
@@ -131,11 +137,11 @@ def test_auto_does_not_chart_a_determined_component_near_zero(monkeypatch):
     data = strong_data(3000, seed=2)
     start = bl.fit_low_rank(data, 2)
     frame = chart_frame(data, start.theta, 2)
-    assert frame.determined_rank == 2 and frame.snr[1] < SNR_CHARTED_MIN <= frame.snr[0]
+    assert frame.determined_rank == 2 and frame.snr[1] < setting("snr_charted_min") <= frame.snr[0]
     assert frame.chartable_rank == 1
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert (chosen.parametrization, chosen.chart_rank) == ("chart", 1)
-    # The chartable components are a leading run: determined, and each SNR_CHARTED_MIN from 0.
+    # The chartable components are a leading run: determined, and each snr_charted_min from 0.
     for angles, snr, expected in [((0.1, 0.1, 0.1), (30, 4.9, 30), 1), ((0.1, 0.1, 0.1), (30, 5, 30), 3),
                                   ((0.1, 0.6, 0.1), (30, 30, 30), 1), ((0.1, 0.1, 0.1), (4, 30, 30), 0)]:
         stand_in = dataclasses.replace(frame, angles=np.array(angles), snr=np.array(snr, dtype=float),
@@ -145,7 +151,7 @@ def test_auto_does_not_chart_a_determined_component_near_zero(monkeypatch):
     # None chartable (N large enough to chart at all): the factored model, the reason names both measures.
     weak = dataclasses.replace(frame, snr=np.array([4.0, 3.0]))
     monkeypatch.setattr(geometry, "chart_frame", lambda *args, **kwargs: weak)
-    monkeypatch.setattr(geometry, "N_CHART", data.n)
+    bl.set_config(n_chart=data.n)
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored"
     assert "signal-to-noise ratios [4. 3.] (at least 5)" in chosen.reason and "angles" in chosen.reason
@@ -158,7 +164,7 @@ def test_auto_keeps_the_factored_model_where_the_rank_fills_the_contexts_span():
     start = bl.fit_low_rank(data, 2, ridge=1.0)
     frame = chart_frame(data, start.theta, 2)
     assert frame.chartable_rank == 1 and frame.left.shape[1] == 2
-    assert frame.leading_snr < geometry.SNR_CHART and data.n >= geometry.N_CHART
+    assert frame.leading_snr < setting("snr_chart") and data.n >= setting("n_chart")
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored" and chosen.automatic
     assert "the rank 2 fills the contexts' span (2 dimensions)" in chosen.reason
@@ -185,7 +191,7 @@ def test_auto_does_not_chart_a_block_of_weak_components():
     data = problem.sample(10000, seed=1797)
     start, _, _ = geometry.default_start(data, 6, 0.0, 1.0)
     frame = chart_frame(data, start.theta, 6)
-    assert frame.chartable_rank == 4 and geometry.block_snr(frame, 4) < geometry.SNR_BLOCK_MIN
+    assert frame.chartable_rank == 4 and geometry.block_snr(frame, 4) < setting("snr_block_min")
     chosen = geometry.choose_geometry(data, 6, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored" and chosen.automatic
     assert "the block of 4 determined components has a signal-to-noise ratio 3.2 < 5" in chosen.reason
@@ -203,9 +209,9 @@ def test_auto_does_not_chart_several_components_where_the_ridge_is_short():
     data = bl.simulate.paper_problem(9, 8, 12, 2, 1.0, 8655).sample(3000, seed=8043)
     start, _, _ = geometry.default_start(data, 3, 0.0, 1.0)
     frame = chart_frame(data, start.theta, 3)
-    assert frame.leading_snr >= geometry.SNR_CHART and data.n < geometry.N_CHART < geometry.N_BLOCK
+    assert frame.leading_snr >= setting("snr_chart") and data.n < setting("n_chart") < setting("n_block")
     block = geometry.block_snr(frame, frame.chartable_rank)
-    assert frame.chartable_rank == 2 and geometry.SNR_BLOCK_MIN <= block < geometry.SNR_BLOCK_FEW
+    assert frame.chartable_rank == 2 and setting("snr_block_min") <= block < setting("snr_block_few")
     chosen = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored" and chosen.automatic
     assert f"has a signal-to-noise ratio {block:.1f} < 10 (N = 3000 < 6000)" in chosen.reason
@@ -214,8 +220,7 @@ def test_auto_does_not_chart_several_components_where_the_ridge_is_short():
     np.testing.assert_allclose(chosen.short_ridge_frame.snr, frame.snr)
     assert geometry.ridge_chart(chosen, data, 1.0, "").chart_rank == 2
     # From N_BLOCK on the same block is charted (the floor is SNR_BLOCK_MIN there).
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(geometry, "N_BLOCK", data.n)
+    with bl.config_context(n_block=data.n):
         many = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", None)
     assert (many.parametrization, many.chart_rank) == ("chart", 2)
     named = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", 2)
@@ -225,11 +230,11 @@ def test_auto_does_not_chart_several_components_where_the_ridge_is_short():
     sim = bl.simulate.paper_problem(rank=3, imbalance=10).sample(5000, seed=1)
     start, _, _ = geometry.default_start(sim, 3, 0.0, 1.0)
     one = geometry.choose_geometry(sim, 3, start.theta, 1.0, "auto", None)
-    assert sim.n < geometry.N_BLOCK and one.frame.leading_snr < geometry.SNR_BLOCK_FEW
+    assert sim.n < setting("n_block") and one.frame.leading_snr < setting("snr_block_few")
     assert (one.parametrization, one.chart_rank) == ("chart", 1)
 
 
-# Each component stands SNR_CHARTED_MIN from 0 in all four; by hand, the blocks' SNRs are 5.88,
+# Each component stands snr_charted_min from 0 in all four; by hand, the blocks' SNRs are 5.88,
 # 3.84, 4.93 (1 / sqrt(1/25 + 1/900): one component at the floor pulls the block below it) and 14.1.
 @pytest.mark.parametrize(("snr", "charted"), [((30.0, 6.0), True), ((6.0, 5.0), False), ((5.0, 30.0), False),
                                               ((20.0, 20.0), True)])
@@ -240,8 +245,8 @@ def test_auto_charts_a_block_only_where_its_own_snr_reaches_the_floor(monkeypatc
     stand_in = dataclasses.replace(frame, snr=np.array(snr), angles=np.array([0.1, 0.1]))
     assert stand_in.chartable_rank == 2
     monkeypatch.setattr(geometry, "chart_frame", lambda *args, **kwargs: stand_in)
-    monkeypatch.setattr(geometry, "N_CHART", data.n)
-    monkeypatch.setattr(geometry, "N_BLOCK", data.n)
+    bl.set_config(n_chart=data.n)
+    bl.set_config(n_block=data.n)
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert (chosen.parametrization, chosen.chart_rank) == (("chart", 2) if charted else ("factored", None))
     if not charted:
@@ -255,8 +260,8 @@ def test_n_alone_does_not_chart_a_partial_chart_about_a_noise_component(monkeypa
     data = bl.simulate.paper_problem(10, 4, 3, 2, 30.0, 8898).sample(20000, seed=9321)
     start, _, _ = geometry.default_start(data, 2, 0.0, 1.0)
     frame = chart_frame(data, start.theta, 2)
-    assert frame.chartable_rank == 1 and frame.leading_snr < geometry.SNR_CHART and frame.left.shape[1] == 3
-    assert frame.snr[1] < geometry.SNR_WEAK_NOISE
+    assert frame.chartable_rank == 1 and frame.leading_snr < setting("snr_chart") and frame.left.shape[1] == 3
+    assert frame.snr[1] < setting("snr_weak_noise")
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored" and chosen.automatic
     assert f"the weak block holds a component {frame.snr[1]:.1f} standard deviations from 0" in chosen.reason
@@ -278,7 +283,7 @@ def test_the_leading_snr_grows_like_root_n_across_the_threshold():
     # every branch is exercised.
     snrs = [chart_frame(d, bl.fit_low_rank(d, 1).theta, 1).leading_snr
             for d in (strong_data(n, seed=2) for n in (150, 3000, 5000))]
-    assert snrs[0] < geometry.SNR_CHART <= snrs[1] and 3000 < geometry.N_CHART <= 5000
+    assert snrs[0] < setting("snr_chart") <= snrs[1] and 3000 < setting("n_chart") <= 5000
     assert 0.5 * np.sqrt(5000 / 150) < snrs[2] / snrs[0] < 2 * np.sqrt(5000 / 150)
 
 
@@ -296,7 +301,7 @@ def test_the_issue_case_is_factored_because_its_ridge_is_short(issue_data):
     start = bl.fit_low_rank(issue_data, 2)
     frame = chart_frame(issue_data, start.theta, 2)
     # The old rule charted both components here (determined), and NUTS diverged 11-23 times.
-    assert frame.determined_rank == 2 and frame.leading_snr < geometry.SNR_CHART
+    assert frame.determined_rank == 2 and frame.leading_snr < setting("snr_chart")
     chosen = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored"
 
@@ -342,12 +347,12 @@ def test_the_advised_target_is_for_named_charts_on_a_long_ridge(issue_data):
     named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", None)
     assert not geometry.long_ridge(named.frame, issue_data.n)  # the issue's case: 142 divergences at 0.95
     assert geometry.advised_target(named, issue_data.n) is None
-    assert geometry.long_ridge(named.frame, geometry.N_CHART)
-    assert geometry.advised_target(named, geometry.N_CHART) == geometry.RETRY_TARGET_ACCEPT
+    assert geometry.long_ridge(named.frame, setting("n_chart"))
+    assert geometry.advised_target(named, setting("n_chart")) == setting("retry_target_accept")
     # An automatic chart's retry is a fall-back already, and the factored model has no chart to retry.
     automatic = geometry.Geometry(named.frame, "charted", True)
-    assert geometry.advised_target(automatic, geometry.N_CHART) is None
-    assert geometry.advised_target(geometry.Geometry(None, "factored", False), geometry.N_CHART) is None
+    assert geometry.advised_target(automatic, setting("n_chart")) is None
+    assert geometry.advised_target(geometry.Geometry(None, "factored", False), setting("n_chart")) is None
 
 
 @pytest.mark.parametrize(("ran", "expected"), [(0.8, 0.95), (0.9, 0.95), (0.95, 0.99), (0.99, None)])
@@ -438,9 +443,9 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     # bar no finite run meets, so every run is troubled whatever its divergences: the chart of the
     # leading component runs next (after the same chart at a higher target_accept where the first
     # run diverged), then the factored model.
-    monkeypatch.setattr(geometry, "SNR_CHART", 0.0)
-    monkeypatch.setattr(geometry, "SNR_BLOCK_MIN", 0.0)
-    monkeypatch.setattr(geometry, "SNR_BLOCK_FEW", 0.0)
+    bl.set_config(snr_chart=0.0)
+    bl.set_config(snr_block_min=0.0)
+    bl.set_config(snr_block_few=0.0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", bl.SamplerWarning)
         post = bb.fit_posterior(issue_data, 2, nuts={"draws": 150, "tune": 300, "chains": 2,
@@ -646,7 +651,7 @@ def test_a_chart_of_steady_components_is_retried_at_0_99_too(issue_data):
     # Paper grid 2091 #15 (N = 10,000, q = 10): charted 15.2 sd from 0, its run at 0.99 drew 0.31x the
     # factored model's ESS per second.
     assert following([15.2, 3.6]) == following([9.9, 2.1])
-    assert following([geometry.SNR_STEADY, 2.1]) == following([44.0, 2.1])
+    assert following([setting("snr_steady"), 2.1]) == following([44.0, 2.1])
     assert following([44.0, 2.1], target=0.95) == [(1, 0.99), (None, None), (None, 0.99)]
     assert following([44.0, 2.1], target=0.99) == [(None, None)]
     assert following([44.0, 9.0]) == following([44.0, 2.1])  # the weak block's SNR does not enter
@@ -672,7 +677,7 @@ def test_a_partial_chart_at_large_n_starts_at_the_retry_target(monkeypatch):
     start, _, _ = geometry.default_start(data, 2, 0.0, 1.0)
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert (chosen.parametrization, chosen.chart_rank, chosen.automatic) == ("chart", 1, True)
-    assert chosen.target_accept == geometry.RETRY_TARGET_ACCEPT == 0.95
+    assert chosen.target_accept == setting("retry_target_accept") == 0.95
     assert chosen.reason.endswith("; target_accept 0.95 from the start (a partial chart at N >= 15000)")
     # Its ladder skips the 0.95 it started at; the factored model after it starts at the user's target.
     latest = _ran(1)
@@ -683,13 +688,13 @@ def test_a_partial_chart_at_large_n_starts_at_the_retry_target(monkeypatch):
     assert targets == [0.95, 0.95, 0.95, 0.99]
     assert dataclasses.replace(chosen, target_accept=None).target(AT_90) == 0.9
     # Below N_PARTIAL_RETRY, and for a full chart at any N, the chart starts at the user's target.
-    monkeypatch.setattr(geometry, "N_PARTIAL_RETRY", data.n + 1)
+    bl.set_config(n_partial_retry=data.n + 1)
     below = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert (below.chart_rank, below.target_accept) == (1, None) and "from the start" not in below.reason
     # ... and draws PARTIAL_DRAWS times the draws (the §5.1 q = 10 chart at N = 10,000: R-hat 1.012 at
     # 1,000 draws a chain on one sampler seed, 1.0036-1.0045 at 1,500 on four); at N_PARTIAL_RETRY and up
     # it draws as many as asked, and so does a full chart and the factored model.
-    assert below.draws_scale == geometry.PARTIAL_DRAWS == 1.5 and "1.5 × the draws" in below.reason
+    assert below.draws_scale == setting("partial_draws") == 1.5 and "1.5 × the draws" in below.reason
     assert chosen.draws_scale == 1.0
     monkeypatch.undo()
     full = geometry.choose_geometry(data, 1, bl.fit_low_rank(data, 1).theta, 1.0, "auto", None)
@@ -705,7 +710,7 @@ def test_a_partial_chart_draws_its_scale_of_the_draws_and_its_smaller_chart_too(
     start = bl.fit_low_rank(issue_data, 2)
     frame = chart_frame(issue_data, start.theta, 2)
     partial = geometry.Geometry(geometry.partial_frame(frame, issue_data, 1, 1.0), "charted", True,
-                                draws_scale=geometry.PARTIAL_DRAWS)
+                                draws_scale=setting("partial_draws"))
     monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: partial)
     nuts = {"draws": 100, "tune": 100, "chains": 2, "rhat_max": 10.0, "ess_min": 1e9}
     with pytest.warns(bl.SamplerWarning, match=r"re-run with nuts=\{'draws': 200\}"):
@@ -718,8 +723,8 @@ def test_a_partial_chart_draws_its_scale_of_the_draws_and_its_smaller_chart_too(
     # The full chart's fall-back to a smaller chart (here at a gap: r' = 1) at N = 1,000.
     auto = geometry.Geometry(dataclasses.replace(frame, snr=np.array([9.0, 8.0])), "charted", True)
     smaller = [g for g in geometry.fallbacks(auto, issue_data, 1.0, AT_90, _ran(1)) if g.chart_rank == 1]
-    assert smaller and all(g.draws_scale == geometry.PARTIAL_DRAWS for g in smaller)
-    monkeypatch.setattr(geometry, "N_PARTIAL_RETRY", issue_data.n)
+    assert smaller and all(g.draws_scale == setting("partial_draws") for g in smaller)
+    bl.set_config(n_partial_retry=issue_data.n)
     smaller = [g for g in geometry.fallbacks(auto, issue_data, 1.0, AT_90, _ran(1)) if g.chart_rank == 1]
     assert smaller and all(g.draws_scale == 1.0 for g in smaller)
 
@@ -914,7 +919,7 @@ def test_a_short_looking_ridge_that_diverged_on_deep_trees_is_followed_by_the_ch
         return [(g.parametrization, g.chart_rank, g.target_accept, g.lengthened)
                 for g in geometry.fallbacks(geom, issue_data, 1.0, bb.NUTS(target_accept=target), latest)]
 
-    deep = _ran(2, depth=geometry.DEEP_TREE + 1.5)
+    deep = _ran(2, depth=setting("deep_tree") + 1.5)
     assert following(factored, deep) == [("chart", 2, None, False), ("factored", None, 0.95, False),
                                          ("factored", None, 0.99, False)]
     chart = next(geometry.fallbacks(factored, issue_data, 1.0, AT_90, deep))
@@ -933,7 +938,7 @@ def test_a_short_looking_ridge_that_diverged_on_deep_trees_is_followed_by_the_ch
     # Not on shallow trees, without a divergence, after a retry, without a declined frame, nor where "auto"
     # refuses the chart on a long ridge too and a component is noise (SNR 2.5 < SNR_WEAK_NOISE).
     noisy = dataclasses.replace(frame, snr=np.array([5.5, 2.5]))
-    shallow = _ran(2, depth=geometry.DEEP_TREE - 0.5)
+    shallow = _ran(2, depth=setting("deep_tree") - 0.5)
     assert following(factored, shallow) == [("factored", None, 0.95, False), ("factored", None, 0.99, False)]
     assert following(factored, _ran(0, rhat=1.05, depth=9.5)) == [("factored", None, None, True)]
     assert following(dataclasses.replace(factored, target_accept=0.95), deep) == [
@@ -953,7 +958,7 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     frame = chart_frame(issue_data, start.theta, 2)
     chartable = dataclasses.replace(frame, snr=np.array([30.0, 12.0]))
     ran = []
-    stop = (9.3, 50.0, geometry.WATCH.why(9.3, 50.0))  # what the stand-in's watched run raises
+    stop = (9.3, 50.0, geometry.full_watch().why(9.3, 50.0))  # what the stand-in's watched run raises
 
     def attempt(run, geom, nuts, watch=None):
         ran.append((geom.parametrization, geom.chart_rank, watch))
@@ -972,7 +977,7 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
         return fit_module._nuts(run, bb.NUTS(sampler=sampler), "")
 
     kept, record = fit(chartable)
-    assert ran == [("factored", None, geometry.WATCH), ("chart", 2, None)]
+    assert ran == [("factored", None, geometry.full_watch()), ("chart", 2, None)]
     assert kept.group.parametrization == "chart"
     assert re.fullmatch(r"the factored model's warm-up drew trees of mean depth 9\.3 over its draws 50-150 "
                         r">= 8, and was stopped there after \d+ s; 2 of 2 components determined",
@@ -980,14 +985,14 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     assert record["geometry"]["stopped"]["warmup_depth"] == pytest.approx(9.3)
     assert record["geometry"]["stopped"]["parametrization"] == "factored"
     # A shallower warm-up stopped because its run was projected to be long says so.
-    stop = (7.4, 213.0, geometry.WATCH.why(7.4, 213.0))
+    stop = (7.4, 213.0, geometry.full_watch().why(7.4, 213.0))
     kept, record = fit(chartable)
     assert kept.group.parametrization == "chart"
     assert re.fullmatch(r"the factored model's warm-up drew trees of mean depth 7\.4 over its draws 50-150 "
                         r">= 7, the rest of its run projected to take 213 s >= 100 s, and was stopped there "
                         r"after \d+ s; 2 of 2 components determined", record["geometry"]["reason"])
     assert record["geometry"]["stopped"]["projected_seconds"] == 213.0
-    stop = (9.3, 50.0, geometry.WATCH.why(9.3, 50.0))
+    stop = (9.3, 50.0, geometry.full_watch().why(9.3, 50.0))
     # A chart short of ESS alone runs once more lengthened, as its advice says, and that run is kept.
     ess = {False: 342.0, True: 627.0}
 
@@ -1005,22 +1010,22 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     monkeypatch.setattr(fit_module, "_nuts_attempt", short_chart)
     ran.clear()
     kept, record = fit(chartable)
-    assert ran == [("factored", False, geometry.WATCH), ("chart", False, None), ("chart", True, None)]
+    assert ran == [("factored", False, geometry.full_watch()), ("chart", False, None), ("chart", True, None)]
     assert kept.group.draws == 2000 and kept.diagnostics.min_ess_bulk == 627.0
     ess[False] = 450.0  # enough ESS: no second run
     ran.clear()
     fit(chartable)
-    assert ran == [("factored", False, geometry.WATCH), ("chart", False, None)]
+    assert ran == [("factored", False, geometry.full_watch()), ("chart", False, None)]
     monkeypatch.setattr(fit_module, "_nuts_attempt", attempt)
     # A block of SNR 5.6 (components at 9 and 7): "auto" refuses it below N_BLOCK, where the ridge looks
     # short, and charts it once the factored model's own trees have measured the ridge long.
     middling = dataclasses.replace(frame, snr=np.array([9.0, 7.0]))
     assert geometry._auto_chart(middling, issue_data, 2, 1.0, None, "long").frame is None
     kept, record = fit(middling)
-    assert ran == [("factored", None, geometry.WATCH), ("chart", 2, None)]
+    assert ran == [("factored", None, geometry.full_watch()), ("chart", 2, None)]
     # A partial chart (the second component not determined) is watched for deep trees only.
     fit(dataclasses.replace(frame, snr=np.array([30.0, 4.0])))
-    assert ran == [("factored", None, geometry.PARTIAL_WATCH), ("chart", 1, None)]
+    assert ran == [("factored", None, geometry.partial_watch()), ("chart", 1, None)]
     # Unwatched where "auto" charts nothing on that frame (a block of SNR 2.3, one component noise), or
     # where PyMC samples.
     fit(dataclasses.replace(frame, snr=np.array([5.5, 2.5])))
@@ -1056,9 +1061,9 @@ def test_a_measured_ridge_charts_every_component_where_none_is_noise(issue_data,
     assert chart.reason == ("; all 2 components charted, none of them noise (each 3 or more standard "
                             "deviations from 0, within 0.5 rad): the full chart has no weak block, and its "
                             f"block's SNR is {block:.1f} >= 2.5")
-    assert geometry.watch_for(chart) is geometry.WATCH
+    assert geometry.watch_for(chart) == geometry.full_watch()
     # Not where the rank leaves fewer than FULL_SPAN_SPARE dimensions of the differences' span (9612 #6).
-    narrow = dataclasses.replace(stand_in, right=stand_in.right[:, : 2 + geometry.FULL_SPAN_SPARE - 1])
+    narrow = dataclasses.replace(stand_in, right=stand_in.right[:, : 2 + setting("full_span_spare") - 1])
     narrowed = dataclasses.replace(factored, short_ridge_frame=narrow)
     assert geometry.ridge_chart(narrowed, issue_data, 1.0, "") is None
     # A factored model at a retry's target is not replaced (as for any chart).
@@ -1083,9 +1088,9 @@ def test_a_partial_chart_is_watched_for_deep_trees_only(issue_data):
     frame = chart_frame(issue_data, bl.fit_low_rank(issue_data, 2).theta, 2)
     full = geometry.Geometry(frame, "", True)
     partial = geometry.Geometry(dataclasses.replace(frame, chart_rank=1), "", True)
-    assert geometry.watch_for(full) is geometry.WATCH
-    assert geometry.watch_for(partial) is geometry.PARTIAL_WATCH
+    assert geometry.watch_for(full) == geometry.full_watch()
+    assert geometry.watch_for(partial) == geometry.partial_watch()
     # At 9615 #0's depth and projection only the full chart's watch stops; at DEEP_TREE both do.
-    assert geometry.WATCH.why(7.44, 150.0) is not None
-    assert geometry.PARTIAL_WATCH.why(7.44, 150.0) is None
-    assert geometry.PARTIAL_WATCH.why(geometry.DEEP_TREE, 10.0) is not None
+    assert geometry.full_watch().why(7.44, 150.0) is not None
+    assert geometry.partial_watch().why(7.44, 150.0) is None
+    assert geometry.partial_watch().why(setting("deep_tree"), 10.0) is not None

@@ -86,7 +86,7 @@ def test_nutpie_over_jax_draws_the_posterior_that_numba_does(two_data_sets):
 
 def test_the_cache_keeps_the_most_recent_models(two_data_sets, monkeypatch):
     first_data, _, longer = two_data_sets
-    monkeypatch.setattr(samplers, "CACHE_SIZE", 1)
+    bl.set_config(cache_size=1)
     samplers.clear_cache()
     _fit(first_data, "factored")
     _fit(longer, "factored")  # evicts the first shape
@@ -104,7 +104,7 @@ def _trace_read_while_sampling(depth: np.ndarray, drawn: np.ndarray) -> xr.DataT
 
 
 def test_the_warm_up_depth_is_read_once_every_chain_has_drawn_the_window():
-    first, last = watch_module.WATCH_DRAWS
+    first, last = bl.get_config()["watch_draws"]
     rng = np.random.default_rng(3)
     depth = rng.integers(1, 11, size=(4, last + 40))
     depth[1, first + 3] = 0  # a draw that diverged at its first step: drawn, of depth 0
@@ -122,7 +122,7 @@ def test_the_warm_up_depth_is_read_once_every_chain_has_drawn_the_window():
 
 
 def test_the_rest_of_a_run_is_projected_from_its_draws_so_far():
-    last = watch_module.WATCH_DRAWS[1]
+    last = bl.get_config()["watch_draws"][1]
     depth = np.full((4, last + 40), 7)
     # Two chains of four have drawn 150 and 170 of 2,000 draws in 16 s: 8,000 - 320 left at 0.05 s each.
     tree = _trace_read_while_sampling(depth, np.array([last, last + 20, 0, 0]))

@@ -70,7 +70,7 @@ def sbc_ranks(reps: int, *, d_x: int = 4, d_phi: int = 5, rank: int = 2, n: int 
         dphi[:, d_phi - unreached:] = 0.0
         eta = np.einsum("ij,ij->i", x @ theta, dphi)
         if davidson:
-            nu = float(np.exp(bb.ties.NU_SCALE * rng.standard_normal()))
+            nu = float(np.exp(bl.get_config()["nu_scale"] * rng.standard_normal()))
             probs = outcome_probabilities(eta, nu)
             u = rng.random(n)
             y = np.where(u < probs[:, 0], 0.0, np.where(u < probs[:, 0] + probs[:, 1], 0.5, 1.0))

@@ -255,7 +255,7 @@ def test_davidson_map_recovers_nu_within_its_standard_error():
     data, theta = davidson_data(3000, nu, seed=11)
     post = bb.fit_posterior(data, RANK, method="map", ties="davidson", progressbar=False, map={"draws": 200})
     se = _log_nu_se(data, theta, nu)
-    assert post.ties == "davidson" and post.settings["prior"]["nu_scale"] == T.NU_SCALE
+    assert post.ties == "davidson" and post.settings["prior"]["nu_scale"] == bl.get_config()["nu_scale"]
     assert abs(np.log(post.nu) - np.log(nu)) < 4 * se, (post.nu, se)
     assert float(post.tree[D.POINT_ESTIMATE][T.NU]) == post.nu
     # The tie share alone (the start) is further off than the fit: ties are rarer where |η| is large.

@@ -22,7 +22,6 @@ import bayes_loco as bl
 from bayes_loco import simulate
 from bayes_loco.coordinates import rtv_basis
 from bayes_loco.design import design, identified_directions, information
-from bayes_loco.sets import ellipsoid
 
 pytestmark = pytest.mark.catalogue
 
@@ -902,9 +901,8 @@ def test_evaluation_of_the_policys_own_population_is_right(world):
 def test_a_large_populations_fingerprint_samples_rows_whatever_the_layout(world, monkeypatch):
     """Above FINGERPRINT_BYTES a sample of rows is hashed: the same for any memory layout, and still another
     population's (drawn apart, it differs in every row) is told apart."""
-    from bayes_loco import _validation
 
-    monkeypatch.setattr(_validation, "FINGERPRINT_BYTES", 256)
+    bl.set_config(fingerprint_bytes=256)
     pop, other = world["pop_global"], world["other_global"]
     fortran = bl.Population(np.asfortranarray(pop.contexts), np.asfortranarray(pop.features), pop.states)
     assert fortran.fingerprint == bl.Population(pop.contexts, pop.features, pop.states).fingerprint
@@ -981,12 +979,12 @@ def _factored_round_trip(tmp_path, k, d_x):
 def test_a_factored_wald_set_saves_and_loads(tmp_path, monkeypatch):
     """Issue #33: a set built by EllipsoidSet.factored (PRS from FACTORED_MIN coordinates on) saved but did
     not load; its factor is now fields the constructor validates (FACTORED_MIN lowered for a fast test)."""
-    monkeypatch.setattr(ellipsoid, "FACTORED_MIN", 64)
+    bl.set_config(factored_min=64)
     _factored_round_trip(tmp_path, 96, 8)
 
 
 def test_a_factored_set_with_a_singular_w_saves_and_loads(tmp_path, monkeypatch):
-    monkeypatch.setattr(ellipsoid, "FACTORED_MIN", 8)
+    bl.set_config(factored_min=8)
     rng = np.random.default_rng(6)
     a = rng.normal(size=(6, 12))
     wald = bl.wald_set(np.zeros(12), a.T @ a, 0.9, bl.VecCoordinates(3, 4), overwrite=True)
@@ -1000,7 +998,7 @@ def test_a_factored_set_with_a_singular_w_saves_and_loads(tmp_path, monkeypatch)
 @pytest.mark.slow
 def test_a_factored_wald_set_at_the_real_factored_min_saves_and_loads(tmp_path):
     """At FACTORED_MIN = 8,192 coordinates itself (W 512 MiB): slow, excluded by default."""
-    _factored_round_trip(tmp_path, ellipsoid.FACTORED_MIN, 64)
+    _factored_round_trip(tmp_path, bl.get_config()["factored_min"], 64)
 
 
 # ------------------------------------------------------------------- subsets and value-sized sets

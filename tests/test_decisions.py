@@ -23,7 +23,6 @@ import pytest
 import bayes_loco as bl
 from bayes_loco import DrawsSet, EllipsoidSet, Population, QuantileSet, VecCoordinates
 from bayes_loco.decisions import BestActions, best_actions
-from bayes_loco.sets import ellipsoid as ellipsoid_module
 
 # ============================================================================ instances and oracles
 
@@ -152,8 +151,8 @@ def test_factored_ellipsoid_gives_the_same_decisions(ellipsoid_case, monkeypatch
     """The set that holds W's pivoted Cholesky factor and not W (EllipsoidSet.factored, FACTORED_MIN lowered)
     decides as the set that holds W."""
     eset, b, pop = ellipsoid_case
-    monkeypatch.setattr(ellipsoid_module, "FACTORED_MIN", 1)
-    monkeypatch.setattr(ellipsoid_module, "CHOLESKY_MIN", 1)
+    bl.set_config(factored_min=1)
+    bl.set_config(cholesky_min=1)
     factored = EllipsoidSet.factored(eset.center, b @ b.T, eset.radius, eset.coordinates, kind="wald",
                                      level=0.9)
     assert factored.precision is None
@@ -225,8 +224,7 @@ def test_blocks_of_units_give_the_same_decisions(scope, monkeypatch):
     pop = random_population(rng, 15, 4, 2, 3, contexts_per_state=2)
     dset = DrawsSet(rng.normal(loc=0.4, scale=0.4, size=(25, 6)), VecCoordinates(2, 3))
     whole = best_actions(dset, pop, scope=scope)
-    monkeypatch.setattr(bl.policy, "FEATURE_BLOCK_BYTES", 1)
-    monkeypatch.setattr(bl.decisions, "FEATURE_BLOCK_BYTES", 1)
+    bl.set_config(feature_block_bytes=1)
     blocked = best_actions(dset, pop, scope=scope)
     np.testing.assert_array_equal(blocked.margin, whole.margin)
     np.testing.assert_array_equal(blocked.best, whole.best)

@@ -76,8 +76,8 @@ def test_objective_read_in_cache_sized_blocks_is_the_objective(random_low_rank_p
     u, v = rng.standard_normal((data.d_x, 2)), rng.standard_normal((data.d_phi, 2))
     args = (u, v, np.array([]), data.contexts, data.differences, model.Likelihood(data.labels), 0.7)
     whole = fgd._objective(*args)
-    monkeypatch.setattr(fgd, "CACHE_BYTES", 0)
-    monkeypatch.setattr(fgd, "FUSED_BLOCK_BYTES", 8 * data.d_phi * 7)  # 7 rows a block, a ragged last one
+    bl.set_config(cache_bytes=0)
+    bl.set_config(fused_block_bytes=8 * data.d_phi * 7)  # 7 rows a block, a ragged last one
     assert data.n % 7
     blocked = fgd._objective(*args)
     assert blocked[0] == pytest.approx(whole[0], rel=1e-13)
@@ -170,7 +170,7 @@ def test_spectral_and_mle_starts_reach_the_same_fit(theta_kind):
 def test_auto_start_takes_the_mle_up_to_its_size_limit(random_low_rank_problem, monkeypatch):
     data = random_low_rank_problem.data
     assert _quiet(bl.fit_low_rank, data, 2).start == "mle"
-    monkeypatch.setattr(bl.frequentist.fgd, "MLE_START_MAX", data.d_x * data.d_phi - 1)
+    bl.set_config(mle_start_max=data.d_x * data.d_phi - 1)
     fit = _quiet(bl.fit_low_rank, data, 2)
     assert fit.start == "spectral" and fit.initial is None
     given = _quiet(bl.fit_mle, data)

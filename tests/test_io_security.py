@@ -316,8 +316,8 @@ def test_variable_length_strings_count_against_the_bound(copy_of, monkeypatch, w
         else:
             for i in range(1000):
                 f.attrs[f"note_{i}"] = "x" * 1000
-    monkeypatch.setattr(bl._h5safety, "EXPANSION", 0)
-    monkeypatch.setattr(bl._h5safety, "SLACK", 500_000)  # above the declared sizes, below 1 MB of text
+    bl.set_config(expansion=0)
+    bl.set_config(slack=500_000)  # above the declared sizes, below 1 MB of text
     load_refused(path, "up to /labels would take" if where == "dataset" else "up to /@note_[0-9]+ would take")
 
 

@@ -142,8 +142,8 @@ def test_information_in_any_coordinates_is_the_weighted_sum_over_rows(gram_panel
     w = np.random.default_rng(8).uniform(0, 2, data.n)
     z = np.stack([np.outer(x, f).ravel() for x, f in zip(data.contexts, data.differences, strict=True)])
     expected = np.einsum("t,ti,tj->ij", w, z, z)  # Σ_t w_t z_t z_tᵀ, row by row
-    monkeypatch.setattr(design, "GRAM_PANEL", gram_panel)
-    monkeypatch.setattr(design, "DESIGN_BLOCK_BYTES", 8 * 12 * block_rows)
+    bl.set_config(gram_panel=gram_panel)
+    bl.set_config(design_block_bytes=8 * 12 * block_rows)
     for coordinates in (VecCoordinates(4, 3), _Plain(4, 3)):
         got = design.information(coordinates, data, w)
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)

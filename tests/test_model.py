@@ -21,7 +21,7 @@ def _random(seed=0, n=50, d_x=4, d_phi=6, scale=1.0):
 def test_margins_equal_kronecker_computation(seed, block_rows, kron, monkeypatch):
     theta, x, d, _ = _random(seed)
     if block_rows:  # XΘ a block of 7 rows at a time, a ragged last one
-        monkeypatch.setattr(model, "MARGIN_BLOCK_BYTES", 8 * theta.shape[1] * block_rows)
+        bl.set_config(margin_block_bytes=8 * theta.shape[1] * block_rows)
     eta = model.margins(theta, x, d)
     # ⟨vec(x Δφᵀ), vec Θ⟩ with the explicit Kronecker design, row-major vec
     np.testing.assert_allclose(eta, kron(x, d) @ theta.ravel(), rtol=1e-12, atol=1e-12)
@@ -85,7 +85,7 @@ def test_residuals_and_fisher_weights():
 def test_score_matrix_equals_weighted_sum_of_outer_products(kron, weights_on_contexts, monkeypatch):
     _, x, d, _ = _random(4)
     if weights_on_contexts:  # the large-ΔΦ route
-        monkeypatch.setattr(model, "MARGIN_BLOCK_BYTES", d.nbytes - 1)
+        bl.set_config(margin_block_bytes=d.nbytes - 1)
     w = np.random.default_rng(5).standard_normal(x.shape[0])
     expected = sum(wt * np.outer(xt, dt) for wt, xt, dt in zip(w, x, d, strict=True))
     np.testing.assert_allclose(model.score_matrix(w, x, d), expected, rtol=1e-12, atol=1e-12)
@@ -227,7 +227,7 @@ def test_likelihood_knows_when_it_is_a_quasi_likelihood():
 @pytest.mark.parametrize("cholesky", [False, True])
 def test_sandwich_precision_inverts_the_sandwich_covariance(cholesky, monkeypatch):
     if cholesky:  # J's Cholesky factor from the first coordinate on (LLM-width sizes), eigh for a singular J
-        monkeypatch.setattr(bl.linalg, "CHOLESKY_MIN", 1)
+        bl.set_config(cholesky_min=1)
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((30, 4)), rng.standard_normal((30, 4))
     bread, meat = a.T @ a, b.T @ b

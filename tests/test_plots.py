@@ -209,9 +209,8 @@ def test_plot_sets_refuses_bad_input_naming_the_argument():
 
 
 def test_plots_that_decompose_w_refuse_a_set_that_holds_only_its_factor(monkeypatch):
-    from bayes_loco.sets import ellipsoid as ellipsoid_module
 
-    monkeypatch.setattr(ellipsoid_module, "FACTORED_MIN", 1)
+    bl.set_config(factored_min=1)
     factored = EllipsoidSet.factored(np.zeros(6), np.eye(6), 1.0, COORDS)
     with pytest.raises(ValueError, match=r"plot_sets: the set holds only W's Cholesky factor \(k = 6"):
         plots.plot_sets([factored], directions=(0, 1), ax=new_axes())

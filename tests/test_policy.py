@@ -277,7 +277,7 @@ def test_features_made_a_block_at_a_time_give_the_same_problem(scope, monkeypatc
     units = inst.pop.units(scope)
     whole = policy_module._exact_problem(inst.eset, inst.pop, units, 0)
     policies = {"whole": exact(inst)}
-    monkeypatch.setattr(policy_module, "FEATURE_BLOCK_BYTES", 1)
+    bl.set_config(feature_block_bytes=1)
     blocked = policy_module._exact_problem(inst.eset, inst.pop, units, 0)
     assert isinstance(blocked.features, bl.FeatureBlocks) and blocked.features.units_per_block == 1
     assert [hi - lo for lo, hi, _ in blocked.blocks()] == [1] * units.n
@@ -310,17 +310,13 @@ def test_exact_matches_policy_space_socp(spec, solver, monkeypatch):
     ``blocks``: the LLM-width memory paths, forced: candidate features made one unit at a time
     (FeatureBlocks) and the PRS Wald set holding only W's factor (EllipsoidSet.factored).
     """
-    from bayes_loco import policy as policy_module
-    from bayes_loco.sets import ellipsoid
-    from bayes_loco.solvers import exact as exact_solver
 
     if solver == "accelerated":
-        for name in ("NEWTON_MAX", "NEWTON_FALLBACK_MAX"):
-            monkeypatch.setattr(exact_solver, name, 0)
-        monkeypatch.setattr(ellipsoid, "CHOLESKY_MIN", 1)
+        bl.set_config(newton_max=0, newton_fallback_max=0)
+        bl.set_config(cholesky_min=1)
     if solver == "blocks":
-        monkeypatch.setattr(policy_module, "FEATURE_BLOCK_BYTES", 1)
-        monkeypatch.setattr(ellipsoid, "FACTORED_MIN", 1)
+        bl.set_config(feature_block_bytes=1)
+        bl.set_config(factored_min=1)
     inst = build(spec)
     if solver == "blocks" and spec[0] == "prs" and spec[1] == "wald":
         assert inst.eset.precision is None
@@ -449,10 +445,9 @@ def test_exact_degenerate_instance_returns_a_certified_nonnegative_policy(solver
     """A set so wide that the reference action is optimal (value 0). The policy's ascent has no dual point
     for that optimum; with no Newton fallback the smoothed dual must certify it."""
     if solver == "accelerated":
-        from bayes_loco.solvers import exact as exact_solver
 
-        monkeypatch.setattr(exact_solver, "NEWTON_MAX", 0)
-        monkeypatch.setattr(exact_solver, "NEWTON_FALLBACK_MAX", 0)
+        bl.set_config(newton_max=0)
+        bl.set_config(newton_fallback_max=0)
     inst = random_instance(3, "personalised", "full", radius_scale=20)
     with warnings.catch_warnings():
         warnings.simplefilter("error", ConvergenceWarning)

@@ -17,7 +17,13 @@ from test_io import assert_same
 
 import bayes_loco as bl
 from bayes_loco import _h5safety, simulate
-from bayes_loco.io import COMPRESS_MIN_BYTES, PREDICTIVE_GROUPS
+from bayes_loco.io import PREDICTIVE_GROUPS
+
+
+def setting(name: str):
+    """The current value of a tuning setting (bayes_loco.config)."""
+    return bl.get_config()[name]
+
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +65,9 @@ def test_compressed_file_is_smaller_and_round_trips_bit_for_bit(post, tmp_path):
     assert chosen[large] == [h5py.h5z.FILTER_SHUFFLE, h5py.h5z.FILTER_DEFLATE]
     assert not any(filters(plain).values())
     with h5py.File(packed, "r") as file:
+        least = setting("compress_min_bytes")
         small = [name for name, codes in chosen.items()
-                 if file[name].ndim and file[name].size * file[name].dtype.itemsize < COMPRESS_MIN_BYTES]
+                 if file[name].ndim and file[name].size * file[name].dtype.itemsize < least]
     assert small and all(not chosen[name] for name in small)
 
 
@@ -98,8 +105,8 @@ def test_a_file_load_would_refuse_compressed_is_written_plain(post, tmp_path, mo
     # a bound that the plain file meets and the compressed one would not
     expansion = 0.5 * (data / packed.stat().st_size + data / plain.stat().st_size)
     assert data / plain.stat().st_size < expansion < data / packed.stat().st_size
-    monkeypatch.setattr(_h5safety, "SLACK", 0)
-    monkeypatch.setattr(_h5safety, "EXPANSION", expansion)
+    bl.set_config(slack=0)
+    bl.set_config(expansion=expansion)
     with pytest.raises(ValueError, match="would take"):
         bl.load(packed)
     written = post.save(tmp_path / "fallback.nc")

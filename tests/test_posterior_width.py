@@ -59,19 +59,19 @@ def _fixed(basis) -> float:
     """Bytes of W (k²), of the r(r+1)/2 pair sums (upper triangles by column panels of d_φ × d_φ)
     and of one d_φ × d_φ being mirrored (numpy copies a panel of rows of an array mirrored onto itself):
     what any N needs besides its blocks of rows."""
-    k, r, dp, width = basis.dim, basis.rank, basis.d_phi, design_module.PAIR_PANEL
+    k, r, dp, width = basis.dim, basis.rank, basis.d_phi, bl.get_config()["pair_panel"]
     panels = sum(min(lo + width, dp) * (min(lo + width, dp) - lo) for lo in range(0, dp, width))
-    return 8.0 * (k * k + r * (r + 1) // 2 * panels + dp * dp + design_module.MIRROR_PANEL * k)
+    return 8.0 * (k * k + r * (r + 1) // 2 * panels + dp * dp + bl.get_config()["mirror_panel"] * k)
 
 
 def test_information_memory_does_not_grow_with_n_on_the_kronecker_path(monkeypatch):
     # At k = 400 with the Kronecker path forced and a 4 MB block, the blocks' temporaries dominate the
     # peak (W is 1.3 MB) and N = 6,000 is seven blocks; the slow test below runs LLM-like sizes.
-    monkeypatch.setattr(design_module, "DESIGN_BLOCK_BYTES", 4 * 1024**2)
-    monkeypatch.setattr(design_module, "GRAM_PANEL", 256)
+    bl.set_config(design_block_bytes=4 * 1024**2)
+    bl.set_config(gram_panel=256)
     data, basis = _wide(6000, d_phi=200)
     small, large = _peak_bytes(basis, data.subset(slice(0, 3000))), _peak_bytes(basis, data)
-    block = design_module.DESIGN_BLOCK_BYTES
+    block = bl.get_config()["design_block_bytes"]
     assert large - small <= 0.25 * block  # where the last, partial block ends; N × k grows by 3.4 blocks
     assert large - _fixed(basis) <= 1.1 * block
 
@@ -81,6 +81,6 @@ def test_information_memory_is_flat_in_n_at_llm_width():
     data, basis = _wide(40_000)
     peaks = [_peak_bytes(basis, data.subset(slice(0, n))) for n in (20_000, 40_000)]
     # N × k would be 640 MB and 1.3 GB here: the peak is W, the pair sums and one block, whatever N
-    block = design_module.DESIGN_BLOCK_BYTES
+    block = bl.get_config()["design_block_bytes"]
     assert peaks[1] - peaks[0] <= 0.25 * block
     assert max(peaks) - _fixed(basis) <= 1.1 * block

@@ -280,13 +280,12 @@ def test_posterior_reward_quantiles(posterior, population):
 
 def test_blocks_give_the_same_predictions(wald_fits, posterior, test_data, population, monkeypatch):
     """A design block of 7 rows (Wald) and a margin block of one row per draw set (posterior)."""
-    from bayes_loco import predict
 
     fits = {"prs": wald_fits["prs"], "posterior": posterior}
     whole = {name: (fit.predict_interval(test_data), fit.reward(population, level=LEVEL))
              for name, fit in fits.items()}
-    monkeypatch.setattr(predict, "DESIGN_BLOCK_BYTES", 8 * 7 * wald_fits["prs"].k)
-    monkeypatch.setattr(predict, "MARGIN_BLOCK_BYTES", 1)
+    bl.set_config(design_block_bytes=8 * 7 * wald_fits["prs"].k)
+    bl.set_config(margin_block_bytes=1)
     for name, fit in fits.items():
         interval, reward = fit.predict_interval(test_data), fit.reward(population, level=LEVEL)
         np.testing.assert_allclose(interval.lower, whole[name][0].lower, rtol=1e-12)

@@ -154,10 +154,9 @@ def test_implicit_design_path_matches_the_explicit_one(paper_q1_prs, monkeypatch
     problem, data, explicit = paper_q1_prs
     assert explicit.gram is not None
     wald = {"explicit": explicit.calibrated_set(0.9)}  # from the formed design, before the patches
-    for module in (bl.design, bl.frequentist.prs):
-        monkeypatch.setattr(module, "DESIGN_BLOCK_BYTES", 500 * explicit.k * 8)  # 6 blocks of 500 rows
-    monkeypatch.setattr(bl.design, "GRAM_PANEL", 0)
-    monkeypatch.setattr(bl.design, "PAIR_PANEL", 7)  # ragged panels over d_φ = 29
+    bl.set_config(design_block_bytes=500 * explicit.k * 8)  # 6 blocks of 500 rows
+    bl.set_config(gram_panel=0)
+    bl.set_config(pair_panel=7)  # ragged panels over d_φ = 29
     implicit = _quiet(bl.fit_prs, data, 3, low_rank=explicit.low_rank)
     assert implicit.gram is None
     np.testing.assert_allclose(implicit.theta_rtv, explicit.theta_rtv, rtol=0, atol=1e-8)

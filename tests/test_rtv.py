@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import bayes_loco as bl
 from bayes_loco import Coordinates, RTVBasis, rtv_basis
 
 SHAPES = [(4, 5, 1), (4, 5, 2), (6, 3, 2), (5, 5, 5), (20, 29, 3)]
@@ -230,10 +231,10 @@ def test_weighted_gram_in_blocks_is_the_full_sum(kind, block_rows, panel, gram_p
 
     basis = _basis(6, 6, 5, 2)[2] if kind == "rtv" else coordinates.VecCoordinates(6, 5)
     data = _comparisons(7, 6, 5, n=50)
-    monkeypatch.setattr(design, "DESIGN_BLOCK_BYTES", block_rows * basis.dim * 8)
-    monkeypatch.setattr(design, "MIRROR_PANEL", panel)
-    monkeypatch.setattr(design, "GRAM_PANEL", gram_panel)
-    monkeypatch.setattr(design, "PAIR_PANEL", 2)  # d_φ = 5: panels of 2, 2 and 1 columns
+    bl.set_config(design_block_bytes=block_rows * basis.dim * 8)
+    bl.set_config(mirror_panel=panel)
+    bl.set_config(gram_panel=gram_panel)
+    bl.set_config(pair_panel=2)  # d_φ = 5: panels of 2, 2 and 1 columns
     z = design.design(basis, data)
     w = np.random.default_rng(8).uniform(0, 0.25, data.n)
     np.testing.assert_allclose(design.information(basis, data), z.T @ z, rtol=1e-12, atol=1e-12)
@@ -249,8 +250,8 @@ def test_the_kronecker_structured_gram_is_the_sum_over_the_design(d_x, d_phi, r,
 
     basis = _basis(3, d_x, d_phi, r)[2]
     data = _comparisons(4, d_x, d_phi, n=60)
-    monkeypatch.setattr(design, "GRAM_PANEL", 0)
-    monkeypatch.setattr(design, "DESIGN_BLOCK_BYTES", 17 * d_phi * 8)  # 17 rows a block
+    bl.set_config(gram_panel=0)
+    bl.set_config(design_block_bytes=17 * d_phi * 8)  # 17 rows a block
     z = design.design(basis, data)
     w = np.random.default_rng(9).uniform(0, 0.25, data.n)
     gram = design.information(basis, data, w)
@@ -279,8 +280,8 @@ def test_a_gram_matrix_larger_than_memory_is_refused(monkeypatch):
         design.information(basis, data)
     # The structured sum also holds its r(r+1)/2 partial sums and a block of f̃: 4,232 bytes here, where
     # W and a block of the design need 2,880.
-    monkeypatch.setattr(design, "GRAM_PANEL", 0)
-    monkeypatch.setattr(design, "DESIGN_BLOCK_BYTES", 8 * 18 * 2)
+    bl.set_config(gram_panel=0)
+    bl.set_config(design_block_bytes=8 * 18 * 2)
     monkeypatch.setattr(_validation, "available_memory", lambda: 3500)
     with pytest.raises(MemoryError, match=r"18 x 18 Gram matrix of the coordinates and its 3 partial sums"):
         design.information(basis, data)

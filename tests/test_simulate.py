@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from bayes_loco import simulate
+import bayes_loco as bl
 from bayes_loco.simulate import effective_rank, paper_problem, paper_theta
 
 # ----------------------------------------------------------------------------- Θ*
@@ -228,7 +228,7 @@ def test_differences_are_the_two_feature_draws_subtracted_and_blocks_change_noth
     np.testing.assert_array_equal(data.differences, expected)
     np.testing.assert_array_equal(data.actions[:, 1], a1)
     population = problem.population(11, seed=6, contexts_per_state=3)
-    monkeypatch.setattr(simulate, "NOISE_BLOCK", 9)  # one row per block
+    bl.set_config(noise_block=9)  # one row per block
     np.testing.assert_array_equal(problem.sample(n, seed=5).differences, expected)
     np.testing.assert_array_equal(problem.population(11, seed=6, contexts_per_state=3).features,
                                   population.features)

@@ -193,14 +193,13 @@ def test_cholesky_path_gives_the_eigh_set(monkeypatch, rank):
     """A large W (here CHOLESKY_MIN lowered to 1) is factorised by pivoted Cholesky: the same k_eff, dual
     norms, L Lᵀ = W⁺, lower bounds, unidentified directions and exact policy as the eigendecomposition,
     for a definite W (rank 12) and a singular one (rank 8)."""
-    from bayes_loco.sets import ellipsoid
 
     rng = np.random.default_rng(21)
     w, b = random_psd(rng, 12, rank=rank, ridge=0.5 if rank == 12 else 0.0)
     center = rng.normal(size=12)
     z = rng.normal(size=(7, 3, 12)) @ w  # in range(W)
     eigh_set = EllipsoidSet(center, w, 1.3, VecCoordinates(3, 4))
-    monkeypatch.setattr(ellipsoid, "CHOLESKY_MIN", 1)
+    bl.set_config(cholesky_min=1)
     chol_set = EllipsoidSet(center, w, 1.3, VecCoordinates(3, 4))
     assert chol_set._cholesky is not None and eigh_set._cholesky is None
     assert chol_set.effective_dim == eigh_set.effective_dim == rank
@@ -220,9 +219,8 @@ def test_cholesky_path_gives_the_eigh_set(monkeypatch, rank):
 
 
 def test_cholesky_path_sets_aside_zero_rows_and_refuses_an_indefinite_w(monkeypatch):
-    from bayes_loco.sets import ellipsoid
 
-    monkeypatch.setattr(ellipsoid, "CHOLESKY_MIN", 1)
+    bl.set_config(cholesky_min=1)
     rng = np.random.default_rng(22)
     inner, _ = random_psd(rng, 4, rank=3)
     w = np.zeros((6, 6))
@@ -245,7 +243,6 @@ def test_factored_set_holds_only_the_factor_and_is_the_same_set(monkeypatch, ran
     Fortran-ordered (a fit's information is Fortran-ordered), and keeps no W: the same k_eff, dual norms,
     lower bounds, distances (a singular W's Schur complement is ~0) and exact policy as the set that keeps
     W, for a definite W, a singular one and one with a zero row (factorised on a copy of its live block)."""
-    from bayes_loco.sets import ellipsoid
 
     rng = np.random.default_rng(23)
     w, _ = random_psd(rng, 12, rank=rank, ridge=0.5 if rank == 12 else 0.0)
@@ -254,7 +251,7 @@ def test_factored_set_holds_only_the_factor_and_is_the_same_set(monkeypatch, ran
     center = rng.normal(size=12)
     z = rng.normal(size=(7, 3, 12)) @ w
     kept = EllipsoidSet(center, w, 1.3, VecCoordinates(3, 4), kind="wald", level=0.9)
-    monkeypatch.setattr(ellipsoid, "FACTORED_MIN", 1)
+    bl.set_config(factored_min=1)
     given = np.array(w, order=order)
     factored = EllipsoidSet.factored(center, given, 1.3, VecCoordinates(3, 4), kind="wald", level=0.9)
     assert factored.precision is None and (factored.kind, factored.level) == ("wald", 0.9)
@@ -282,13 +279,12 @@ def _assert_same_exact_policy(reference, other, rng):
 def test_factored_set_refusals(monkeypatch):
     """Below FACTORED_MIN the set keeps W; unknown fields, a mismatched W, no usable factor and a set built
     with precision=None are refused with the argument named."""
-    from bayes_loco.sets import ellipsoid
 
     rng = np.random.default_rng(24)
     w, _ = random_psd(rng, 6, ridge=0.1)
     small = EllipsoidSet.factored(np.zeros(6), w, 1.0, VecCoordinates(2, 3))
     assert small.precision is w
-    monkeypatch.setattr(ellipsoid, "FACTORED_MIN", 1)
+    bl.set_config(factored_min=1)
     with pytest.raises(TypeError, match="factored takes kind, level"):
         EllipsoidSet.factored(np.zeros(6), w.copy(), 1.0, VecCoordinates(2, 3), sized=True)
     with pytest.raises(ValueError, match=r"precision \(W\) must have shape \(6, 6\)"):

@@ -116,6 +116,7 @@ from pytensor.tensor.linalg import solve_triangular
 from scipy.linalg import solve_triangular as np_solve_triangular
 
 from .._validation import check_int, check_rank
+from ..config import get_config
 from ..data import PreferenceData
 from ..linalg import range_basis
 from . import dims as D
@@ -124,22 +125,6 @@ from .model import add_likelihood, model_coords, prior_scales
 from .settings import Prior, settings_group
 from .whitening import weak_whitening
 from .whitening import whitening as chart_whitening
-
-# Singular values of the start below this fraction of the largest are raised to it, so that T's
-# start and the prior curvature used for preconditioning stay finite when the start has rank < r.
-SINGULAR_FLOOR = 1e-3
-# A component is charted (nuts.parametrization="auto") when its column space, and every larger
-# component's, is fixed by the data to within this many radians at the start (ChartFrame.angles). On
-# the paper simulation with the diagonal Θ*, at an angle of 0.45 (N = 3000) the chart drew 1.6x the
-# factored model's ESS per gradient; at 0.75 (N = 1000) its ratio coordinates had heavy tails and it
-# drew 10x fewer ESS per second.
-ANGLE_MAX = 0.5
-# ... and when its singular value stands this many standard deviations from 0 (ChartFrame.snr): nearer,
-# A's diagonal entry is within a few of them of 0 and the ratio coordinates B = Θ₂₁A⁻¹ blow up. On
-# synthetic Arena battles (d_x = 6: a noise component's column space looks determined, angle 0.40)
-# rank 3 fitted to a rank-2 Θ* charted a component of SNR 4.0: 359 divergences, R-hat 1.15; the
-# robustness grids' charted components all stand 5.5 or more from 0.
-SNR_CHARTED_MIN = 5.0
 
 
 @dataclass(frozen=True)
@@ -154,7 +139,7 @@ class ChartFrame:
     right, right_null : ndarray
         Q (d_φ × m) and Q⊥ (d_φ × (d_φ − m)) for the differences' span.
     singular_values : ndarray, shape (r,)
-        σ̂₁ ≥ … ≥ σ̂_r of P ᵀ Θ̂ Q (floored at :data:`SINGULAR_FLOOR` × σ̂₁).
+        σ̂₁ ≥ … ≥ σ̂_r of P ᵀ Θ̂ Q (floored at ``config["singular_floor"]`` × σ̂₁).
     whitening : ndarray, shape (k_c, k_c)
         L⁻ᵀ: chart coordinates c = c₀ + L⁻ᵀ z.
     angles : ndarray, shape (r,)
@@ -216,25 +201,25 @@ class ChartFrame:
 
     @property
     def determined(self) -> bool:
-        """Whether every component's column space is fixed to within :data:`ANGLE_MAX` radians.
+        """Whether every component's column space is fixed to within ``config["angle_max"]`` radians.
 
         Where not, that column's chart coordinates (ratios of Gaussians) have Cauchy-like tails, which
         factored coordinates sample better: ``parametrization="auto"`` charts only :attr:`determined_rank`."""
-        return bool(np.all(self.angles <= ANGLE_MAX))
+        return bool(np.all(self.angles <= get_config()["angle_max"]))
 
     @property
     def determined_rank(self) -> int:
-        """The number of leading components whose column space is fixed to within :data:`ANGLE_MAX`."""
-        loose = np.flatnonzero(self.angles > ANGLE_MAX)
+        """The number of leading components whose column space is fixed to within ``config["angle_max"]``."""
+        loose = np.flatnonzero(self.angles > get_config()["angle_max"])
         return int(loose[0]) if loose.size else self.rank
 
     @property
     def chartable_rank(self) -> int:
         """The ``chart_rank`` that ``nuts.parametrization="auto"`` uses: the leading components
-        that are determined (:attr:`determined_rank`) and stand :data:`SNR_CHARTED_MIN` standard
+        that are determined (:attr:`determined_rank`) and stand ``config["snr_charted_min"]`` standard
         deviations or more from 0 (:attr:`snr`)."""
         r = self.determined_rank
-        weak = np.flatnonzero(self.snr[:r] < SNR_CHARTED_MIN)
+        weak = np.flatnonzero(self.snr[:r] < get_config()["snr_charted_min"])
         return int(weak[0]) if weak.size else r
 
     @property
@@ -307,7 +292,7 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
     chart_rank = rank if chart_rank is None else check_int(chart_rank, "chart_rank", 1, rank)
     u, s, vt = np.linalg.svd(p_span.T @ theta_start @ q_span)
     left, right = p_span @ u, q_span @ vt.T
-    sv = np.maximum(s[:rank], SINGULAR_FLOOR * max(s[0], np.finfo(float).tiny))
+    sv = np.maximum(s[:rank], get_config()["singular_floor"] * max(s[0], np.finfo(float).tiny))
     theta0 = left[:, :rank] @ np.diag(sv) @ right[:, :rank].T
     whitening = chart_whitening(left, right, sv, theta0, data, scale)
     variances = np.sum(whitening**2, axis=1)  # diag of (L Lᵀ)⁻¹ = L⁻ᵀ L⁻¹

@@ -17,10 +17,10 @@ import arviz as az
 import numpy as np
 import pandas as pd
 
+from ..config import get_config
 from ..results import Diagnostics, FitStatus
 from ..trees import CONSTANT_DATA
 from . import dims as D
-from .chart import ANGLE_MAX
 from .settings import CHART, FACTORED, NUTS, VI
 from .watch import Diverged
 
@@ -29,8 +29,6 @@ _DEPTH_STATS = ("tree_depth", "depth")
 _MAXDEPTH_STATS = ("reached_max_treedepth", "maxdepth_reached")
 _STEP_STATS = ("n_steps", "num_steps", "tree_size")
 RTV_IDENTIFIED = f"rtv_{D.IDENTIFIED_COORD}"
-# The target_accept values a divergent factored fit is advised to re-run with, in turn.
-TARGET_ACCEPT_STEPS = (0.95, 0.99)
 
 
 def diagnosed_variables(tree) -> tuple[str, ...]:
@@ -81,14 +79,14 @@ def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool,
     ``target_accept`` that ran (a chart the user named, where the factored model's
     ridge is long: :func:`~.geometry.long_ridge`), else the factored model
     (:mod:`.geometry`), then the factored model at each higher target. Divergences in
-    the factored model: the next ``target_accept`` of :data:`TARGET_ACCEPT_STEPS`
+    the factored model: the next ``target_accept`` of ``config["target_accept_steps"]``
     above the one that ran (none past the last: smaller steps no longer help). R-hat
     or ESS short: twice the draws (ESS grows about linearly with them), and with R-hat
     twice the tuning too. Each suggestion is computed from the settings that ran, so a
     fit re-run as advised is never advised the same again; ``tried``, the runs of a
     fall-back (:func:`~.geometry.fallbacks`), are skipped too: a step that ran already
     and was not kept is no advice. Where the coordinates that ran draw ``draws_scale`` ×
-    the draws asked (a partial chart's :data:`~.geometry.PARTIAL_DRAWS`), the advised
+    the draws asked (a partial chart's ``config["partial_draws"]``), the advised
     draws are divided by it: a re-run in the same coordinates scales them again.
     """
     def key(n: NUTS) -> tuple:
@@ -99,7 +97,8 @@ def _advice(nuts: NUTS, divergences: int | None, rhat_bad: bool, ess_bad: bool,
 
     advice = {}
     if divergences:
-        higher = [{"target_accept": t} for t in TARGET_ACCEPT_STEPS if t > nuts.target_accept + 1e-9]
+        higher = [{"target_accept": t} for t in get_config()["target_accept_steps"]
+                  if t > nuts.target_accept + 1e-9]
         if nuts.parametrization == CHART:
             # NUTS refuses a chart_rank beside "factored", so the advice drops a named one.
             factored = {"parametrization": FACTORED}
@@ -217,7 +216,6 @@ def map_diagnostics(tree, seconds: float) -> Diagnostics:
                        message, messages, seconds)
 
 
-
 def vi_diagnostics(vi: VI, final_loss: float, seconds: float) -> Diagnostics:
     """A VI fit's account: its iterations and final loss (no convergence test of its own)."""
     message = f"{vi.iterations} iterations of {vi.method}, final loss {final_loss:.6g}"
@@ -227,12 +225,13 @@ def vi_diagnostics(vi: VI, final_loss: float, seconds: float) -> Diagnostics:
 def note_loose(diagnostics: Diagnostics, frame) -> Diagnostics:
     """``diagnostics`` with a warning naming the charted components the data leave loose, if any."""
     charted = frame.angles[:frame.chart_rank]
-    loose = ", ".join(f"{j} ({a:.2f} rad)" for j, a in enumerate(charted) if a > ANGLE_MAX)
+    loose = ", ".join(f"{j} ({a:.2f} rad)" for j, a in enumerate(charted) if a > get_config()["angle_max"])
     if not loose:
         return diagnostics
     return dataclasses.replace(diagnostics, warnings=(*diagnostics.warnings, (
         f"NUTS ran in the chart although the data leave the column space of component(s) {loose} "
-        f"loose (> {ANGLE_MAX} rad at the start): their chart coordinates have heavy tails. Chart fewer "
+        f"loose (> {get_config()["angle_max"]} rad at the start): their chart coordinates have heavy "
+        f"tails. Chart fewer "
         "components (nuts={'chart_rank': ...}; the others stay factored) or none "
         "(nuts={'parametrization': 'auto'} chooses); if a component's singular value is within noise of 0, "
         "a lower rank may fit the data as well (select_rank)")))

@@ -138,7 +138,7 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", ties
         Posterior draws (evenly spaced within each chain) for the tree's
         ``posterior_predictive`` and ``preference_probability`` groups, and the
         number of ``prior`` draws; capped so that N × draws stays within
-        :data:`bayes_loco.bayes.layout.MAX_PREDICTIVE_VALUES`. 0 leaves the
+        ``config["max_predictive_values"]``. 0 leaves the
         three groups out.
     progressbar : bool
         PyMC's progress bars and log lines; False silences both.
@@ -308,7 +308,6 @@ def _resolve_basis(basis, start, rank, data) -> RTVBasis:
                              f"expected rank {rank} and ({data.d_x}, {data.d_phi})")
         return basis
     raise TypeError(f"basis must be an RTVBasis, a LowRankResult or None, got {type(basis).__name__}")
-
 
 
 def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:

@@ -13,12 +13,9 @@ import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
 
+from ..config import get_config
 from . import dims as D
 from .samplers import exact_arithmetic, rms
-
-# Eigenvalues of the MAP's negative Hessian at or below this fraction of the largest are its null space
-# (the rotations U R, V R): the Laplace approximation puts no mass along them.
-LAPLACE_RTOL = 1e-10
 
 
 def find_map(model, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
@@ -26,7 +23,6 @@ def find_map(model, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
     with exact_arithmetic():
         return pm.find_MAP(initvals={D.LEFT: u0, D.RIGHT: v0}, jitter=False, return_inferencedata=True,
                            progressbar=progressbar, random_seed=seed, model=model)
-
 
 
 def _value_point(model: pm.Model, posterior: xr.DataTree) -> dict:
@@ -39,7 +35,6 @@ def _value_point(model: pm.Model, posterior: xr.DataTree) -> dict:
             value = transform.forward(pt.as_tensor_variable(value), *rv.owner.inputs).eval()
         point[model.rvs_to_values[rv].name] = np.asarray(value, dtype=model.rvs_to_values[rv].dtype)
     return point
-
 
 
 def _negative_hessian(model: pm.Model, point: dict, u_star: np.ndarray, v_star: np.ndarray) -> np.ndarray:
@@ -75,7 +70,7 @@ def laplace_theta(model: pm.Model, map_tree: xr.DataTree, draws: int, seed: int)
     ``prior.hyper`` the scales are held at their MAP values) at the MAP (U*, V*).
     Its null space holds the rotations U R, V R, which do not move Θ; the
     approximation is N(0, H⁺) for (dU, dV) on the rest (eigenvalues of H at or
-    below :data:`LAPLACE_RTOL` of the largest, or negative, are left out), pushed
+    below ``config["laplace_rtol"]`` of the largest, or negative, are left out), pushed
     to Θ through the linearisation Θ* + dU V*ᵀ + U* dVᵀ: a Gaussian on the
     tangent space of the rank-r matrices at the MAP, centred there, so θ_rtv
     (linear in Θ) is Gaussian around the MAP's θ_rtv. Along directions no
@@ -111,7 +106,7 @@ def laplace_theta(model: pm.Model, map_tree: xr.DataTree, draws: int, seed: int)
     v_star = np.asarray(post[D.RIGHT].values, dtype=float)[0, 0]
     hessian = _negative_hessian(model, _value_point(model, post), u_star, v_star)
     vals, vecs = np.linalg.eigh(hessian)
-    keep = vals > LAPLACE_RTOL * max(vals.max(), np.finfo(float).tiny)
+    keep = vals > get_config()["laplace_rtol"] * max(vals.max(), np.finfo(float).tiny)
     factor = vecs[:, keep] / np.sqrt(vals[keep])
     rng = np.random.default_rng([seed, 31337])
     steps = rng.standard_normal((draws, factor.shape[1])) @ factor.T

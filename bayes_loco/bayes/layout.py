@@ -59,7 +59,7 @@ of :mod:`bayes_loco.trees`):
 
 The predictive groups hold N × draws numbers each, so they use a thinned subset
 of the posterior draws: ``predictive_draws`` (default 500) evenly spaced
-within each chain, and never more than :data:`MAX_PREDICTIVE_VALUES` numbers
+within each chain, and never more than ``config["max_predictive_values"]`` numbers
 (N = 3000: 500 draws, 12 MB for ``p``; N = 100,000: 40 draws). ``predictive_draws=0``
 leaves the prior and predictive groups out.
 
@@ -77,6 +77,7 @@ import numpy as np
 import xarray as xr
 from scipy.special import expit
 
+from ..config import get_config
 from ..coordinates import RTVBasis
 from ..data import PreferenceData
 from ..model import outcome_probabilities
@@ -88,8 +89,6 @@ from .ties import BERNOULLI, DAVIDSON, likelihood_kind
 
 #: Davidson's P(tie) in the ``preference_probability`` group.
 P_TIE = "p_tie"
-#: The largest number of entries (N × draws) of a predictive group.
-MAX_PREDICTIVE_VALUES = 4_000_000
 
 # The groups in the order the tree lists them.
 _ORDER = (D.POSTERIOR, D.POINT_ESTIMATE, D.FACTORS, D.SAMPLE_STATS, D.PRIOR, D.POSTERIOR_PREDICTIVE,
@@ -99,9 +98,9 @@ _ORDER = (D.POSTERIOR, D.POINT_ESTIMATE, D.FACTORS, D.SAMPLE_STATS, D.PRIOR, D.P
 def predictive_indices(chains: int, draws: int, n: int, wanted: int) -> np.ndarray:
     """Evenly spaced draw indices, the same in every chain, for at most ``wanted`` draws in all.
 
-    Also capped so that ``n`` comparisons × the draws stay within :data:`MAX_PREDICTIVE_VALUES`.
+    Also capped so that ``n`` comparisons × the draws stay within ``config["max_predictive_values"]``.
     """
-    total = min(wanted, max(1, MAX_PREDICTIVE_VALUES // max(n, 1)), chains * draws)
+    total = min(wanted, max(1, get_config()["max_predictive_values"] // max(n, 1)), chains * draws)
     per_chain = max(1, min(draws, -(-total // chains)))  # ceil
     return np.unique(np.linspace(0, draws - 1, per_chain).round().astype(np.int64))
 
@@ -225,7 +224,7 @@ def _predictive_groups(theta: xr.DataArray, basis, data: PreferenceData, prior, 
               D.COMPARISON: comparison}
     dims = ("chain", "draw", D.COMPARISON)
     note = (f"{idx.size} of every chain's {draws} draws, evenly spaced (predictive_draws={wanted}, "
-            f"at most {MAX_PREDICTIVE_VALUES} numbers)")
+            f"at most {get_config()["max_predictive_values"]} numbers)")
     replicated = "replicated labels y_t ~ Bernoulli(p_t)"
     probability = "p_t = σ(x_tᵀ Θ Δφ_t): the probability that comparison t prefers a_t1"
     if kind == DAVIDSON:

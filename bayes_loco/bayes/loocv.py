@@ -22,7 +22,7 @@ against 58 MB for the whole of such a posterior file today. It is a function of
 Θ's draws (and ν's) and the data the Posterior already holds, so
 :meth:`~PosteriorLikelihood.with_log_likelihood` computes it (at that size, d_x = 20,
 d_φ = 29: 10 s on two shared cores, and ``az.loo`` on it 6 s; blocks of draws keep
-the work space near :data:`BLOCK_VALUES` numbers) and returns a new tree, leaving
+the work space near ``config["block_values"]`` numbers) and returns a new tree, leaving
 ``post.tree`` and the files :func:`bayes_loco.save` writes as they were. PyMC does
 the same (``pm.compute_log_likelihood`` after sampling). Float64, so that PSIS sees
 the values a hand computation gives.
@@ -42,12 +42,10 @@ import arviz as az
 import numpy as np
 import xarray as xr
 
+from ..config import get_config
 from . import dims as D
 from .reduced import stacked_draws
 from .ties import DAVIDSON, HALF, pointwise_log_likelihood
-
-#: Margins η are formed for blocks of draws of about this many numbers (draws × N × d_φ).
-BLOCK_VALUES = 2**22
 
 
 def _nu_draws(post, chains: int, draws: int) -> np.ndarray | None:
@@ -91,7 +89,7 @@ def log_likelihood(post) -> xr.Dataset:
     ties = getattr(post, "ties", HALF)
     weights = data.loss_weights if data.weighted or data.counts is not None else None
     out = np.empty((flat.shape[0], data.n))
-    block = max(1, BLOCK_VALUES // max(1, data.n * data.d_phi))
+    block = max(1, get_config()["block_values"] // max(1, data.n * data.d_phi))
     for lo in range(0, flat.shape[0], block):
         eta = np.einsum("tj,btj->bt", data.differences, np.matmul(data.contexts, flat[lo: lo + block]))
         out[lo: lo + block] = pointwise_log_likelihood(eta, data.labels, weights, ties,

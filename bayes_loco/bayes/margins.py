@@ -34,12 +34,9 @@ import pymc as pm
 import pytensor.tensor as pt
 import xarray as xr
 
+from ..config import get_config
 from ..data import PreferenceData
 from . import dims as D
-
-# Rows are grouped only where that cuts the margins' multiply-adds by at least this factor: the
-# gathers and the scatter of their gradient cost more per multiply-add than the dense products.
-GROUP_GAIN = 2.0
 
 
 @dataclass(frozen=True)
@@ -87,7 +84,7 @@ def row_layout(data: PreferenceData, rank: int, group_rows: bool = True) -> RowL
             (False, True): n * d_x + n_phi * rank * (d_x + d_phi),
             (True, True): n + rank * (n_x * d_x + n_phi * d_phi + n_x * n_phi)}
     best = min(cost, key=cost.get)
-    if cost[best] * GROUP_GAIN > cost[(False, False)]:
+    if cost[best] * get_config()["group_gain"] > cost[(False, False)]:
         best = (False, False)
     return RowLayout(contexts if best[0] else None, differences if best[1] else None)
 

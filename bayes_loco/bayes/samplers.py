@@ -12,7 +12,7 @@ again by every seed of a study and every re-run of a notebook cell. The models o
 this package take everything that varies between data sets of one shape as shared
 inputs (the data containers, and the chart's frame: :func:`~.chart.frame_inputs`), so
 one compiled model serves them all: :func:`sample_nutpie` keeps the last
-:data:`CACHE_SIZE` compiled models, keyed by the caller's description of the model's
+``config["cache_size"]`` compiled models, keyed by the caller's description of the model's
 structure (``key``: parametrisation, ranks, dimensions, N, prior), and on a hit swaps
 in the new inputs (``CompiledPyMCModel.with_data``) and the new start.
 
@@ -69,14 +69,13 @@ from pytensor.compile.sharedvalue import SharedVariable
 from pytensor.graph.traversal import graph_inputs
 from threadpoolctl import threadpool_limits
 
+from ..config import get_config
 from . import dims as D
 from .settings import NUTS, VI, Prior
 from .watch import Watch, sample_watched
 
 # (the whole model, a function adding the free variables the sampled model leaves out): :func:`sample_nuts`.
 Completion = tuple[pm.Model, Callable[[xr.Dataset], xr.Dataset]]
-# Compiled models kept per process (a chart model at the paper's sizes holds a few MB).
-CACHE_SIZE = 8
 _CACHE: OrderedDict[Hashable, object] = OrderedDict()
 # The PyMC loggers silenced when progressbar=False ("Finished [100%]", "Sequential sampling", ...).
 _PYMC_LOGGERS = ("pymc", "pymc.sampling.mcmc", "pymc.stats.convergence", "pymc.variational.inference",
@@ -202,7 +201,7 @@ def compiled_model(model: pm.Model, key: Hashable, start: dict, backend: str = "
     compiled = nutpie.compile_pymc_model(model, initial_points=start, jitter_rvs=set(),
                                          var_names=[var.name for var in model.free_RVs], **options)
     _CACHE[key] = compiled
-    while len(_CACHE) > CACHE_SIZE:
+    while len(_CACHE) > get_config()["cache_size"]:
         _CACHE.popitem(last=False)
     return compiled, time.perf_counter() - t0, False
 
@@ -216,7 +215,7 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
     The tree is ``pm.sample``'s: the same groups, the same seeds for the same
     ``seed``; its posterior's attrs add ``compile_time`` (seconds) and
     ``compiled_model_reused``. With ``watch`` the run is watched (:func:`~.watch.sample_watched`):
-    :class:`~.watch.DeepWarmup` where a warm-up of at least the last of :data:`~.watch.WATCH_DRAWS`
+    :class:`~.watch.DeepWarmup` where a warm-up of at least the last of ``config["watch_draws"]``
     draws trees as deep as ``watch`` says (:meth:`~.watch.Watch.why`); with its ``divergence`` set,
     :class:`~.watch.Diverged` at the first divergent draw after the warm-up. ``complete``: as in
     :func:`sample_nuts`.
@@ -297,12 +296,6 @@ def jax_accelerator() -> bool:
     return _import_jax().default_backend() != "cpu"
 
 
-# nutpie over JAX on a GPU evaluates one gradient at a time for all chains (0.55 ms each at
-# N = 10,000 on an H200), where numba evaluates one per chain and core, in time linear in N (1.2 ms
-# at N = 10,000): below about this many comparisons per core used, numba is the faster.
-JAX_COMPARISONS_PER_CORE = 5_000
-
-
 def reads_distinct_rows(nuts: NUTS) -> bool:
     """Whether a run with ``nuts`` (resolved) should read X and ΔΦ as distinct rows (:mod:`.margins`).
 
@@ -320,7 +313,7 @@ def resolve_sampler(nuts: NUTS, n: int | None = None) -> NUTS:
 
     When none was named: nutpie when installed, else PyMC's; nutpie's backend
     ``"jax"`` where JAX sees an accelerator and the data have at least
-    :data:`JAX_COMPARISONS_PER_CORE` comparisons per core (``n``, N; ``None``: any size),
+    ``config["jax_comparisons_per_core"]`` comparisons per core (``n``, N; ``None``: any size),
     else ``"numba"``. Cores: one per usable CPU, at most one per chain, when none were named.
     """
     found = available_samplers()
@@ -330,7 +323,7 @@ def resolve_sampler(nuts: NUTS, n: int | None = None) -> NUTS:
     cores = min(nuts.chains, _usable_cores()) if nuts.cores is None else nuts.cores
     backend = nuts.backend
     if sampler == "nutpie":
-        large = n is None or n >= JAX_COMPARISONS_PER_CORE * cores
+        large = n is None or n >= get_config()["jax_comparisons_per_core"] * cores
         backend = backend or ("jax" if large and jax_accelerator() else "numba")
         if nuts.backend == "jax" and importlib.util.find_spec("jax") is None:
             raise ValueError("nuts.backend='jax' needs JAX: pip install 'bayes_loco[jax]'")

@@ -48,7 +48,7 @@ class Prior:
         σ_ν > 0 of the prior of Davidson's tie parameter, log ν ~ N(0, σ_ν²)
         (:mod:`bayes_loco.bayes.ties`); None for the models without ν. A model
         with this prior is Davidson's: ``fit_posterior(..., ties="davidson")``
-        sets it to :data:`~bayes_loco.bayes.ties.NU_SCALE` when it is None.
+        sets it to ``config["nu_scale"]`` when it is None.
     """
 
     scale: float = 1.0

@@ -19,7 +19,7 @@ likelihood:
     (:func:`bayes_loco.model.outcome_probabilities` is the NumPy reference).
 
 **The prior of ν** is log ν ~ N(0, σ_ν²) with σ_ν = ``prior.nu_scale``
-(:data:`NU_SCALE` = 1 by default): its median ν = 1 makes a third of the even
+(``config["nu_scale"]`` = 1 by default): its median ν = 1 makes a third of the even
 comparisons (η = 0) ties, about Chatbot Arena's share, and 95 % of its mass puts
 that share between 6 % and 78 %. A log-normal rather than a HalfNormal on ν:
 NUTS moves in log ν without a boundary at ν = 0, and on data with few ties the
@@ -42,6 +42,7 @@ import pymc as pm
 import pytensor.tensor as pt
 from scipy.special import expit, log_expit, logsumexp
 
+from ..config import get_config
 from ..data import PreferenceData
 from ..model import DAVIDSON, HALF, check_ties
 from . import dims as D
@@ -50,13 +51,11 @@ from .settings import Prior
 
 #: The likelihood of data without ties and without weights under ``"half"``: the observed Bernoulli.
 BERNOULLI = "bernoulli"
-#: σ_ν of Davidson's prior log ν ~ N(0, σ_ν²) when ``prior.nu_scale`` is not given.
-NU_SCALE = 1.0
-
 
 
 def tie_prior(prior: Prior, ties: str | None) -> Prior:
-    """``prior`` for the tie model ``ties``: Davidson's gets a prior on ν (σ_ν = :data:`NU_SCALE` if unset).
+    """``prior`` for the tie model ``ties``: Davidson's gets a prior on ν (σ_ν = ``config["nu_scale"]`` if
+    unset).
 
     ``ties`` None keeps the model ``prior`` describes (Davidson's iff it has a
     ``nu_scale``). Raises ValueError for ``"half"`` with a ``nu_scale``: that model
@@ -66,7 +65,8 @@ def tie_prior(prior: Prior, ties: str | None) -> Prior:
         return prior
     check_ties(ties)
     if ties == DAVIDSON:
-        return prior if prior.nu_scale is not None else dataclasses.replace(prior, nu_scale=NU_SCALE)
+        return (prior if prior.nu_scale is not None
+                else dataclasses.replace(prior, nu_scale=get_config()["nu_scale"]))
     if prior.nu_scale is not None:
         raise ValueError(f"prior.nu_scale={prior.nu_scale:g} is the prior of Davidson's tie parameter ν, but "
                          "ties='half' has no ν: pass ties='davidson', or leave nu_scale out")

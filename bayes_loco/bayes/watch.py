@@ -2,7 +2,7 @@
 
 **A watched warm-up.** Given a :class:`Watch`, :func:`~.samplers.sample_nutpie` samples in the background
 and reads the trace as it grows: once a chain has drawn its warm-up draws
-:data:`WATCH_DRAWS`, a mean tree depth there of the watch's ``depth`` or more, or of its
+``config["watch_draws"]``, a mean tree depth there of the watch's ``depth`` or more, or of its
 ``long_depth`` where the rest of the run is projected to take ``long_seconds`` or more
 (:func:`remaining_seconds`), stops the run and raises :class:`DeepWarmup`, so that the caller
 can move to other coordinates having spent a tenth of the warm-up, not the whole run, on
@@ -29,12 +29,7 @@ import numpy as np
 import nutpie
 import xarray as xr
 
-# The warm-up draws (first, last) whose mean tree depth a watched run is judged by, and the seconds
-# between two reads of its trace: the first wait, then 1.5 times longer each time up to the last. A read
-# converts the trace so far (75-350 ms on the 2-core machine, beside the chains), so a warm-up of deep
-# trees (a minute to its draw 150) is read some twenty times, not two hundred.
-WATCH_DRAWS = (50, 150)
-WATCH_POLL = (0.25, 4.0)
+from ..config import get_config
 
 
 @dataclass(frozen=True)
@@ -44,7 +39,7 @@ class Watch:
     Attributes
     ----------
     depth : float
-        A mean tree depth over the warm-up draws :data:`WATCH_DRAWS` (:func:`warmup_depth`)
+        A mean tree depth over the warm-up draws ``config["watch_draws"]`` (:func:`warmup_depth`)
         that stops the run.
     long_depth, long_seconds : float
         A shallower mean depth that stops it where the rest of the run is projected to
@@ -60,7 +55,7 @@ class Watch:
 
     def why(self, depth: float, remaining: float) -> str | None:
         """Why a warm-up of mean ``depth`` with ``remaining`` projected seconds is stopped, or None."""
-        first, last = WATCH_DRAWS
+        first, last = get_config()["watch_draws"]
         trees = f"warm-up drew trees of mean depth {depth:.1f} over its draws {first}-{last}"
         if depth >= self.depth:
             return f"{trees} >= {self.depth:g}"
@@ -76,7 +71,7 @@ class DeepWarmup(RuntimeError):
     Attributes
     ----------
     depth : float
-        The mean tree depth over the warm-up draws :data:`WATCH_DRAWS` (:func:`warmup_depth`).
+        The mean tree depth over the warm-up draws ``config["watch_draws"]`` (:func:`warmup_depth`).
     remaining : float
         The seconds the rest of the run was projected to take (:func:`remaining_seconds`).
     """
@@ -144,7 +139,8 @@ def _stopped_at_divergence(read: xr.DataTree, told: _Progress, seconds: float) -
 
 
 def warmup_depth(tree: xr.DataTree) -> float | None:
-    """The mean tree depth over the warm-up draws :data:`WATCH_DRAWS` of the chains of nutpie's ``tree`` that
+    """The mean tree depth over the warm-up draws ``config["watch_draws"]`` of the chains of nutpie's
+    ``tree`` that
     have drawn them, or None while none has.
 
     Not of every chain: nutpie runs as many chains at a time as it has cores, so on two
@@ -157,7 +153,7 @@ def warmup_depth(tree: xr.DataTree) -> float | None:
     if "warmup_sample_stats" not in tree.children:
         return None
     stats = tree["warmup_sample_stats"]
-    first, last = WATCH_DRAWS
+    first, last = get_config()["watch_draws"]
     if stats.sizes["draw"] < last:
         return None
     drawn = np.isfinite(stats["step_size"].values[:, :last]).all(axis=1)
@@ -198,9 +194,9 @@ def sample_watched(compiled, watch: Watch, **options) -> xr.DataTree:
     progress = _Progress(options["tune"], watch.divergence)
     sampler = nutpie.sample(compiled, blocking=False, save_warmup=True, progress_callback=progress,
                             **options)
-    wait, longest = WATCH_POLL
+    wait, longest = get_config()["watch_poll"]
     total = options["chains"] * (options["tune"] + options["draws"])
-    depth_due = np.isfinite(watch.depth) and options["tune"] >= WATCH_DRAWS[1]
+    depth_due = np.isfinite(watch.depth) and options["tune"] >= get_config()["watch_draws"][1]
     try:
         while True:
             finished = _finished(sampler)

@@ -11,11 +11,9 @@ import numpy as np
 from scipy.linalg import cho_factor
 from scipy.linalg import solve_triangular as np_solve_triangular
 
+from ..config import get_config
 from ..data import PreferenceData
 from ..model import fisher_information, margins
-
-# Rows of the N × k_c chart Jacobian formed at once for the preconditioner (bounds its memory).
-CHUNK = 20_000
 
 
 def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
@@ -32,8 +30,9 @@ def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
     sv = frame.singular_values[r1:]
     dx, m = frame.left.shape[1] - r1, frame.right.shape[1] - r1
     right_info, left_info = np.zeros((sv.size, m, m)), np.zeros((dx, dx))
-    for lo in range(0, data.n, CHUNK):
-        x, dphi = data.contexts[lo: lo + CHUNK], data.differences[lo: lo + CHUNK]
+    for lo in range(0, data.n, get_config()["chunk"]):
+        hi = lo + get_config()["chunk"]
+        x, dphi = data.contexts[lo:hi], data.differences[lo:hi]
         xt, dt = x @ frame.left[:, r1:], dphi @ frame.right[:, r1:]
         eta = margins(theta0, x, dphi)
         for k, s_k in enumerate(sv):
@@ -71,7 +70,7 @@ def jacobian_rows(left, right, sv, x: np.ndarray, dphi: np.ndarray) -> np.ndarra
 
 
 def chart_information(left, right, sv, theta0, data: PreferenceData) -> np.ndarray:
-    """Σ_t p_t(1 − p_t) j_t j_tᵀ at c₀, j_t = ∂η_t/∂c, in blocks of :data:`CHUNK` rows.
+    """Σ_t p_t(1 − p_t) j_t j_tᵀ at c₀, j_t = ∂η_t/∂c, in blocks of ``config["chunk"]`` rows.
 
     ``left``, ``right``, ``sv``: P, Q and the charted σ̂ of the frame being built; ``theta0``: Θ̂
     projected on the spans, where the weights p_t(1 − p_t) are taken.
@@ -79,8 +78,9 @@ def chart_information(left, right, sv, theta0, data: PreferenceData) -> np.ndarr
     r = sv.size
     k_c = r * (left.shape[1] + right.shape[1] - r)
     info = np.zeros((k_c, k_c))
-    for lo in range(0, data.n, CHUNK):
-        x, dphi = data.contexts[lo: lo + CHUNK], data.differences[lo: lo + CHUNK]
+    for lo in range(0, data.n, get_config()["chunk"]):
+        hi = lo + get_config()["chunk"]
+        x, dphi = data.contexts[lo:hi], data.differences[lo:hi]
         info += fisher_information(jacobian_rows(left, right, sv, x, dphi), margins(theta0, x, dphi))
     return info
 

@@ -27,6 +27,7 @@ import pandas as pd
 
 from .._checks import checks_data
 from .._validation import LEVEL, check_level, check_option, check_real
+from ..config import get_config
 from ..data import PreferenceData
 from ..design import mean_candidate_features
 from ..evaluate import relative_value, suboptimality, truth_rewards, truth_theta
@@ -45,7 +46,7 @@ class MethodSpec:
     ----------
     fit : str
         A key of :data:`FITTERS`: "mle", "prs", "low_rank", "gic" (PRS at the rank
-        GIC selects among 1 … :data:`GIC_RANKS`) or "posterior".
+        GIC selects among 1 … ``config["gic_ranks"]``) or "posterior".
     set : str or None
         None: the greedy policy under the fit's Θ̂ (the posterior mean for a
         posterior). "gram": the paper's tuned set ``fit.penalty_set(c2)``.
@@ -95,7 +96,6 @@ COMPARE_METHODS = ("PRS", "PRS-exact-Gram", "PRS-exact-Wald", "PRS-relaxed-Wald"
                    "Posterior-mean-Greedy", "Posterior-exact-ellipsoid", "Posterior-relaxed-ellipsoid",
                    "Posterior-exact-sandwich", "Posterior-exact-draws", "Posterior-relaxed-draws",
                    "Posterior-relaxed-quantile", "Posterior-exact-cvar")
-GIC_RANKS = 5
 
 # fit_posterior's settings that come in groups (its arguments nuts, prior, vi), and their defaults here.
 POSTERIOR_GROUPS = ("nuts", "prior", "vi")
@@ -185,7 +185,8 @@ def _fit_low_rank(fits: Fits) -> Fit:
 
 def _fit_gic(fits: Fits) -> Fit:
     data = fits.data
-    selection = select_rank(data, range(1, min(GIC_RANKS, data.d_x, data.d_phi) + 1), ridge=fits.ridge)
+    ranks = range(1, min(get_config()["gic_ranks"], data.d_x, data.d_phi) + 1)
+    selection = select_rank(data, ranks, ridge=fits.ridge)
     # Without a split GIC's fit at the chosen rank is PRS's low-rank fit: reuse it.
     return fit_prs(data, selection.rank, n_initial=fits.n_initial, ridge=fits.ridge,
                    low_rank=selection.best if fits.n_initial is None else None)

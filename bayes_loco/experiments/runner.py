@@ -34,6 +34,7 @@ from threadpoolctl import threadpool_limits
 from tqdm import tqdm
 
 from .._validation import check_int, check_level, check_option, check_real
+from ..config import get_config
 from ..data import PreferenceData
 from ..problems import Problem
 from ..simulate import CONTEXT_LAWS
@@ -159,11 +160,6 @@ def task_inputs(study: str, cell_index: int, settings: dict, rep: int, seed: int
     return TaskInputs(s, truth, data, populations, n_initial, int(fit_seed.generate_state(1)[0]))
 
 
-# A warning's first this many characters go into its task's rows (the ``warnings`` column, which
-# `bayes-loco run` and `compare` also print): most messages end in what to do, so keep that.
-NOTE_CHARS = 300
-
-
 def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
              methods: Iterable[str], problem: str = "paper") -> list[dict]:
     """One replication of one cell: :func:`task_inputs`, then fit every method and evaluate the scopes.
@@ -196,7 +192,8 @@ def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
         rows = run_methods(task.truth, task.data, task.populations, list(methods), rank=int(s["rank"]),
                            c2=float(s["c2"]), level=float(s["level"]), ridge=float(s["ridge"]),
                            n_initial=task.n_initial, seed=task.fit_seed, posterior=posterior_settings(s))
-    notes = "; ".join(sorted({f"{w.category.__name__}: {str(w.message)[:NOTE_CHARS]}" for w in caught}))
+    notes = "; ".join(sorted({f"{w.category.__name__}: "
+                              f"{str(w.message)[:get_config()["note_chars"]]}" for w in caught}))
     for row in rows:
         row.update({"study": study, "cell": cell_index, "rep": rep, **settings, "warnings": notes})
     return rows

@@ -17,15 +17,11 @@ import numpy as np
 from scipy.optimize import OptimizeResult, minimize
 from threadpoolctl import threadpool_limits
 
+from ..config import get_config
 from ..data import PreferenceData
 from ..exceptions import ConvergenceWarning, DataWarning, SeparationWarning
-from ..linalg import RANGE_RTOL
 from ..model import Likelihood, check_ties
 from ..results import Diagnostics, FitStatus
-
-# Separation test by recession: re-solving with a 1e4 times tighter gradient tolerance moves a
-# finite maximiser by ~tol/curvature, but a separated fit runs on (‖θ‖ grows like log(1/tol)).
-RECESSION_RTOL = 1e-2
 
 
 @dataclass(frozen=True)
@@ -114,7 +110,7 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
     if converged:
         tight = solve(res.x, tol * 1e-4)
         scale = max(1.0, float(np.linalg.norm(res.x)))
-        receding = float(np.linalg.norm(tight.x - res.x)) > RECESSION_RTOL * scale
+        receding = float(np.linalg.norm(tight.x - res.x)) > get_config()["recession_rtol"] * scale
         if gram is not None and not receding:
             res = tight  # exact Newton: the tighter solve is the MLE to rounding, kept
             params, lam = split(res.x)
@@ -165,7 +161,7 @@ def _second_order(forward, adjoint, likelihood: Likelihood, split, ridge: float,
 def newton_exact(fun, hess, x0: np.ndarray, gtol: float, max_iter: int) -> OptimizeResult:
     """Newton's method on the whole Hessian with a backtracking (Armijo) line search, for a convex loss.
 
-    Each step is −H⁺g on range(H) (eigenvalues below :data:`~bayes_loco.linalg.RANGE_RTOL` of the
+    Each step is −H⁺g on range(H) (eigenvalues below ``config["range_rtol"]`` of the
     largest count as 0), so from a start in range(H) the iterates stay there: the minimum-norm
     maximiser where directions are not identified. Stops when ‖g‖ ≤ ``gtol``, or when the line
     search can no longer decrease the loss (rounding), reported as not successful.
@@ -180,7 +176,7 @@ def newton_exact(fun, hess, x0: np.ndarray, gtol: float, max_iter: int) -> Optim
             break
         with threadpool_limits(1):  # a small eigh is several times slower on threads than on one core
             vals, vecs = np.linalg.eigh(hess(x))
-        keep = vals > RANGE_RTOL * max(float(vals.max()), np.finfo(float).tiny)
+        keep = vals > get_config()["range_rtol"] * max(float(vals.max()), np.finfo(float).tiny)
         step = -vecs[:, keep] @ ((vecs[:, keep].T @ grad) / vals[keep])
         slope = float(grad @ step)
         t = 1.0

@@ -22,15 +22,13 @@ from scipy import sparse, stats
 
 from .._checks import checks_data
 from .._validation import LEVEL, check_level
+from ..config import get_config
 from ..data import PreferenceData
 from ..model import Ties
 from ..population import Population
 from ..predict import Prediction
 from ..results import Summary
 from .mle import MLEResult, fit_mle
-
-# Item-indexed data are aggregated before the fit when the distinct rows are at most this share of N.
-AGGREGATE_SHARE = 0.5
 
 
 def one_context(data: PreferenceData) -> PreferenceData:
@@ -49,12 +47,13 @@ def one_context(data: PreferenceData) -> PreferenceData:
 
 
 def _compact(data: PreferenceData) -> PreferenceData:
-    """``data`` aggregated to counts where that shrinks item-indexed rows to :data:`AGGREGATE_SHARE` of N
+    """``data`` aggregated to counts where that shrinks item-indexed rows to ``config["aggregate_share"]`` of
+    N
     or less."""
     if not data.indexed or data.comparison_features is not None:
         return data
     compact = data.aggregate()
-    return compact if compact.n <= AGGREGATE_SHARE * data.n else data
+    return compact if compact.n <= get_config()["aggregate_share"] * data.n else data
 
 
 @dataclass(frozen=True, eq=False)

@@ -33,6 +33,7 @@ from .._validation import (
     check_real,
     check_shape,
 )
+from ..config import get_config
 from ..coordinates import RTVBasis, rtv_basis
 from ..data import PreferenceData
 from ..design import information
@@ -54,22 +55,8 @@ from ..sets import EllipsoidSet
 from ._logistic import tie_likelihood
 from .mle import MLEResult, fit_mle
 
-ARMIJO = 1e-4
 METHODS = ("lbfgs", "alternating")
 STARTS = ("auto", "mle", "spectral")
-# start="auto" fits the paper's MLE start up to this many entries of Θ (d_x·d_φ) and takes the spectral
-# start above. Each Newton-CG step of the MLE costs O(N d_x d_φ) per conjugate-gradient product: at
-# d_x × d_φ = 32 × 4096 and N = 10,000 the MLE took 29 s (12 Newton steps), the spectral start one GEMM.
-MLE_START_MAX = 20_000
-# Below this many multiply-adds per evaluation of F (N (d_x + d_φ) r), FGD runs on one BLAS thread:
-# L-BFGS-B's own vector work and the small GEMMs gain nothing from a second thread and pay its
-# synchronisation (PRS at 30 × 30, N = 10,000: FGD 1.14 s with two OpenBLAS threads, 0.17 s with one).
-ONE_THREAD_WORK = 5e7
-# A ΔΦ above the last-level cache (32 MiB here) is read in blocks of half the per-core cache (2 MiB), which
-# leaves room for V, the block's products and their results: at N = 100,000, d_φ = 4096 on an AVX-512 AMD
-# EPYC, 0.43 s an evaluation with 1 MiB blocks, 0.49 s with 512 KiB and 0.52 s with 2 MiB.
-CACHE_BYTES = 2**25
-FUSED_BLOCK_BYTES = 2**20
 
 
 @dataclass(frozen=True, eq=False)
@@ -220,7 +207,7 @@ def _loss(u, v, lam, x, dphi, likelihood):
     """L(UVᵀ, λ), ∇L·V, ∇Lᵀ·U and ∂L/∂λ, reading ΔΦ once.
 
     ΔΦV and ΔΦᵀ(w ∘ XU) both stream ΔΦ, and w needs the first: a ΔΦ larger than the cache is
-    taken :data:`FUSED_BLOCK_BYTES` of rows at a time, each block used twice while it is in
+    taken ``config["fused_block_bytes"]`` of rows at a time, each block used twice while it is in
     cache (N = 100,000, d_φ = 4096: 0.23 s instead of 0.38 s a call on two cores).
     """
     log_nu = lam[0] if lam.size else None
@@ -229,7 +216,9 @@ def _loss(u, v, lam, x, dphi, likelihood):
         nll, w, d_lam = likelihood.derivatives(np.einsum("ij,ij->i", xu, dv), log_nu)
         gl = np.full_like(lam, d_lam.sum()) if lam.size else np.zeros_like(lam)
         return nll, x.T @ (w[:, None] * dv), dphi.transpose_times(w[:, None] * xu), gl
-    rows = dphi.shape[0] if dphi.nbytes <= CACHE_BYTES else max(1, FUSED_BLOCK_BYTES // (8 * dphi.shape[1]))
+    config = get_config()
+    rows = (dphi.shape[0] if dphi.nbytes <= config["cache_bytes"]
+            else max(1, config["fused_block_bytes"] // (8 * dphi.shape[1])))
     nll, gu, gv, gl = 0.0, np.zeros_like(u), np.zeros_like(v), np.zeros_like(lam)
     for lo in range(0, dphi.shape[0], rows):
         xb, db = x[lo: lo + rows], dphi[lo: lo + rows]
@@ -249,7 +238,7 @@ def _block_step(value, grad_block, step, evaluate):
     sq = float(np.sum(grad_block * grad_block))
     while step > 1e-12:
         trial = evaluate(step)
-        if trial[0] <= value - ARMIJO * step * sq:
+        if trial[0] <= value - get_config()["armijo"] * step * sq:
             return trial, step
         step *= 0.5
     return None, step
@@ -340,7 +329,7 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
         instead of a Newton-CG solve in d_x·d_φ unknowns (on the paper's
         simulation FGD reaches the same Θ̂ from both, tested). ``"auto"``
         (default): the MLE when ``initial`` is given or d_x·d_φ ≤
-        :data:`MLE_START_MAX` (every size of the paper's studies), the spectral
+        ``config["mle_start_max"]`` (every size of the paper's studies), the spectral
         start above (LLM-width features).
     ties : {"half", "davidson"}
         How a tie enters (:func:`~bayes_loco.fit_mle`). With ``"davidson"`` FGD fits
@@ -371,7 +360,8 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
                           "these data, but the paper's start is their own MLE (fit_mle(data))", DataWarning,
                           stacklevel=3)
     if start == "auto":
-        start = "mle" if initial is not None or data.d_x * data.d_phi <= MLE_START_MAX else "spectral"
+        small = data.d_x * data.d_phi <= get_config()["mle_start_max"]
+        start = "mle" if initial is not None or small else "spectral"
     begin = time.perf_counter()
     likelihood, log_nu, notes = tie_likelihood(data, ties, "fit_low_rank")
     if start == "mle":
@@ -389,7 +379,7 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
     root = np.sqrt(s[:rank])
     u, v = p[:, :rank] * root, qt[:rank].T * root
     solve = _lbfgs if method == "lbfgs" else _alternating
-    small = x.shape[0] * (x.shape[1] + dphi.shape[1]) * rank < ONE_THREAD_WORK
+    small = x.shape[0] * (x.shape[1] + dphi.shape[1]) * rank < get_config()["one_thread_work"]
     with threadpool_limits(1) if small else contextlib.nullcontext():
         u, v, lam, it, converged, message = solve(u, v, lam, x, dphi, likelihood, ridge, max_iter, tol)
     value, gu, gv, gl, nll = _objective(u, v, lam, x, dphi, likelihood, ridge)

@@ -10,6 +10,7 @@ import numpy as np
 
 from .._checks import checks_data
 from .._validation import LEVEL, check_finite, check_int, check_option, check_real
+from ..config import get_config
 from ..coordinates import VecCoordinates
 from ..data import PreferenceData
 from ..design import information
@@ -26,12 +27,6 @@ from ..results import (
 )
 from ..sets import EllipsoidSet
 from ._logistic import fit_logistic, fitted_nu, tie_likelihood
-
-# The d_x·d_φ × d_x·d_φ information matrix of the MLE baselines is refused above this.
-MAX_FULL_W_BYTES = 2 * 1024**3
-# Item-indexed data with at most this many free entries of Θ are fitted by exact trust-region Newton
-# on the whole Hessian (summed from Laplacians of the compared items); above it by Newton-CG.
-EXACT_NEWTON_MAX = 1500
 
 
 @dataclass(frozen=True, eq=False)
@@ -115,10 +110,11 @@ class MLEResult(WaldFit):
         (:attr:`PreferenceData.support`) and leaves the rest zero.
         """
         d = self.coordinates.dim
-        if d * d * 8 > MAX_FULL_W_BYTES:
+        if d * d * 8 > get_config()["max_full_w_bytes"]:
             raise MemoryError(
                 f"the MLE baseline's W is {d} x {d} ({d * d * 8 / 1024**3:.1f} GiB), above the "
-                f"{MAX_FULL_W_BYTES / 1024**3:.0f} GiB limit; use the low-rank PRS fit at this size")
+                f"{get_config()["max_full_w_bytes"] / 1024**3:.0f} GiB limit; use the low-rank PRS fit at "
+                f"this size")
         return information(self.coordinates, self.data, weights)
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
@@ -233,7 +229,7 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
         return score_matrix(w, x, dphi).ravel()
 
     gram = None
-    if data.indexed and shape[0] * shape[1] <= EXACT_NEWTON_MAX:
+    if data.indexed and shape[0] * shape[1] <= get_config()["exact_newton_max"]:
         # Σ_t c_t z_t z_tᵀ by Laplacians of the compared items: the whole Hessian costs a pass over N
         x_support = x
 

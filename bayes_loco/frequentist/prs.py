@@ -26,9 +26,10 @@ from .._validation import (
     check_real,
     check_shape,
 )
+from ..config import get_config
 from ..coordinates import RTVBasis
 from ..data import PreferenceData
-from ..design import DESIGN_BLOCK_BYTES, design, design_operator, gram_rows, information
+from ..design import design, design_operator, gram_rows, information
 from ..model import Ties, check_ties
 from ..results import (
     Diagnostics,
@@ -61,7 +62,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
         Û, V̂ and r from the low-rank fit on the first N₀ comparisons.
     gram : ndarray, shape (k, k), or None
         W = Σ_t z_t z_tᵀ over the estimation comparisons; None when the design is
-        too large to form at once (above :data:`~bayes_loco.design.DESIGN_BLOCK_BYTES`):
+        too large to form at once (above ``config["design_block_bytes"]``):
         then :meth:`penalty_set` sums it block by block when first asked.
     low_rank : LowRankResult
         The FGD fit that defined the subspace.
@@ -261,7 +262,7 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
 def _reduced_design(basis: RTVBasis, data: PreferenceData):
     """η = Zθ, Zᵀw and Z of the reduced model: the explicit design while it fits in one block, else
     :func:`~bayes_loco.design.design_operator` (Z is then None)."""
-    if data.n * basis.dim * 8 <= DESIGN_BLOCK_BYTES:
+    if data.n * basis.dim * 8 <= get_config()["design_block_bytes"]:
         z = design(basis, data)
         return (lambda t: z @ t), (lambda w: z.T @ w), z
     operator = design_operator(basis, data)

@@ -16,7 +16,6 @@ A new kind implements ``lower_bound`` (and ``solve_exact`` if it is convex); see
 :mod:`bayes_loco.sets.base`.
 """
 
-from .. import linalg as _linalg
 from .base import (
     BlockwiseSet,
     Certificate,
@@ -34,11 +33,7 @@ from .hull import DrawsSet
 from .quantile import QuantileSet
 from .value import size_for_values, value_directions, value_radius
 
-#: A feature vector z with a component outside range(W) larger than this share of ‖z‖ is not
-#: identified: every set's lower bound of θᵀz is −∞ there (the set is a cylinder along it).
-IDENTIFIED_RTOL = _linalg.IDENTIFIED_RTOL
-
-__all__ = ["IDENTIFIED_RTOL", "BlockwiseSet", "Certificate", "ConvexSet", "DrawsSet", "EllipsoidSet",
+__all__ = ["BlockwiseSet", "Certificate", "ConvexSet", "DrawsSet", "EllipsoidSet",
            "ExactProblem", "ExactSolution", "FeatureBlocks", "NashSet", "PolicyStatus", "QuantileSet",
            "UncertaintySet", "ValueRadius", "penalty_ellipsoid", "size_for_values", "value_directions",
            "value_radius", "wald_set"]

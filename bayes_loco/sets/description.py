@@ -10,14 +10,12 @@ import numpy as np
 from scipy import stats
 
 from .._validation import check_finite, check_level, check_magnitude, check_memory, check_option
+from ..config import get_config
 from ..population import SCOPES
 from .base import ValueRadius
 
 # What W and R mean (docs/design.md, "What each set's level means").
 KINDS = ("gram", "wald", "credible", "sandwich")
-# W must equal Wᵀ to this fraction of its largest entry; it is compared this many rows at a time.
-SYMMETRY_RTOL = 1e-8
-SYMMETRY_PANEL = 512
 
 
 def chi_radius(level: float, dim: int) -> float:
@@ -39,16 +37,16 @@ def check_description(radius, kind, level, sized_for, sizing) -> None:
 
 
 def check_symmetric(precision: np.ndarray) -> None:
-    """Refuse a W that differs from Wᵀ by more than :data:`SYMMETRY_RTOL` of its largest entry.
+    """Refuse a W that differs from Wᵀ by more than ``config["symmetry_rtol"]`` of its largest entry.
 
-    By panels of :data:`SYMMETRY_PANEL` rows against the matching columns: no k × k temporary.
+    By panels of ``config["symmetry_panel"]`` rows against the matching columns: no k × k temporary.
     """
     k = precision.shape[0]
     top = max(float(precision.max()), -float(precision.min()), np.finfo(float).tiny)
-    for lo in range(0, k, SYMMETRY_PANEL):
-        hi = min(lo + SYMMETRY_PANEL, k)
+    for lo in range(0, k, get_config()["symmetry_panel"]):
+        hi = min(lo + get_config()["symmetry_panel"], k)
         gap = np.abs(precision[lo:hi] - precision[:, lo:hi].T)
-        if float(gap.max()) > SYMMETRY_RTOL * top:
+        if float(gap.max()) > get_config()["symmetry_rtol"] * top:
             i, j = np.unravel_index(int(gap.argmax()), gap.shape)
             i = lo + int(i)
             raise ValueError(f"precision (W) must be symmetric: W[{i}, {j}] = {precision[i, j]:.6g} but "

@@ -21,17 +21,9 @@ from .._validation import (
     check_memory,
     check_real,
 )
+from ..config import get_config
 from ..coordinates import Coordinates
-from ..linalg import (
-    CHOLESKY_MIN,
-    CHOLESKY_RCOND,
-    PivotedCholesky,
-    in_range,
-    live_coordinates,
-    pivoted_cholesky,
-    range_mask,
-    row_norms,
-)
+from ..linalg import PivotedCholesky, in_range, live_coordinates, pivoted_cholesky, range_mask, row_norms
 from .base import (
     ExactProblem,
     ExactSolution,
@@ -40,10 +32,6 @@ from .base import (
     check_set_coordinates,
 )
 from .description import check_description, check_factored, check_symmetric, chi_radius
-
-# EllipsoidSet.factored keeps only W's pivoted Cholesky factor, computed in W's memory, from this many
-# coordinates on (W of 512 MiB): WaldFit.calibrated_set at LLM width holds one k × k matrix, not two.
-FACTORED_MIN = 8192
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,7 +66,7 @@ class EllipsoidSet:
     pivots, cholesky, cholesky_tail, rcond : ndarray, ndarray, ndarray, float, or all None
         W's pivoted Cholesky factor (:class:`PivotedCholesky`'s ``perm``, ``lead``, ``tail`` and
         ``rcond``), for a set that holds it instead of W (``precision`` None; :meth:`factored`,
-        from :data:`FACTORED_MIN` coordinates on). None: the set factorises W itself when first
+        from ``config["factored_min"]`` coordinates on). None: the set factorises W itself when first
         asked. Plain arrays, so that a file of the set holds them like any other field.
 
     Examples
@@ -177,12 +165,12 @@ class EllipsoidSet:
                  **fields) -> EllipsoidSet:
         """The set of W = ``precision`` holding W's pivoted Cholesky factor and not W itself.
 
-        Above :data:`FACTORED_MIN` coordinates the factor is computed in ``precision``'s own memory,
+        Above ``config["factored_min"]`` coordinates the factor is computed in ``precision``'s own memory,
         which is overwritten, and the set's ``precision`` is None: one k × k matrix instead of two
         (2.2 GB each for PRS at LLM width, k = 16,496). Every method works from the factor;
         :meth:`distance` then leaves out W's Schur complement beyond its numerical rank (pivots
         below linalg.RANGE_RTOL of the largest), and plots that draw W's eigenvectors refuse the set.
-        Below :data:`FACTORED_MIN` this is ``EllipsoidSet(center, precision, radius, coordinates,
+        Below ``config["factored_min"]`` this is ``EllipsoidSet(center, precision, radius, coordinates,
         **fields)``, which keeps W. ``fields`` are ``kind``, ``level``, ``sized_for``, ``sizing``.
 
         Parameters
@@ -211,7 +199,7 @@ class EllipsoidSet:
             raise TypeError(f"factored takes kind, level, sized_for and sizing, got {sorted(unknown)}")
         center = as_float_array(center, "center", 1)
         k = center.shape[0]
-        if k < FACTORED_MIN:
+        if k < get_config()["factored_min"]:
             return cls(center, precision, radius, coordinates, **fields)
         check_factored(precision, k, radius, fields)
         live = live_coordinates(precision)
@@ -219,7 +207,8 @@ class EllipsoidSet:
         if pivoted is None:
             raise np.linalg.LinAlgError(
                 f"W ({k} x {k}) has no usable pivoted Cholesky factor (its kept block's reciprocal condition "
-                f"number is at most {CHOLESKY_RCOND:g}, or W is 0), and W was factorised in its own memory: "
+                f"number is at most {get_config()["cholesky_rcond"]:g}, or W is 0), and W was factorised "
+                f"in its own memory: "
                 "build EllipsoidSet(center, W, radius, coordinates), which keeps W and falls back on its "
                 f"eigendecomposition ({24.0 * k**2 / 2**30:.1f} GiB more)")
         return cls(center, None, radius, coordinates, pivots=pivoted.perm, cholesky=pivoted.lead,
@@ -258,7 +247,8 @@ class EllipsoidSet:
         """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_k_eff(level)}, k_eff = rank I.
 
         With ``overwrite`` the set may factorise ``information`` in its own memory and keep only the
-        factor (:meth:`factored`, from :data:`FACTORED_MIN` coordinates on). ``fit.calibrated_set(level)``
+        factor (:meth:`factored`, from ``config["factored_min"]`` coordinates on).
+        ``fit.calibrated_set(level)``
         builds it for a frequentist fit.
 
         Parameters
@@ -292,9 +282,9 @@ class EllipsoidSet:
     @cached_property
     def _cholesky(self) -> PivotedCholesky | None:
         """W's pivoted Cholesky factorisation on its live coordinates (set in ``__post_init__`` when the set
-        holds one), for a W of at least :data:`CHOLESKY_MIN` coordinates whose kept block is well
+        holds one), for a W of at least ``config["cholesky_min"]`` coordinates whose kept block is well
         conditioned; else None (eigh is used)."""
-        if self.dim < CHOLESKY_MIN:
+        if self.dim < get_config()["cholesky_min"]:
             return None
         check_memory(16.0 * self.dim**2, f"the Cholesky factor of the {self.dim} x {self.dim} W",
                      "use fewer coordinates (a lower rank)")
@@ -335,7 +325,7 @@ class EllipsoidSet:
     def condition_number(self) -> float:
         """Largest over smallest eigenvalue of W on its range (the identified directions).
 
-        Where W is factorised by Cholesky (:data:`CHOLESKY_MIN`), LAPACK's estimate of
+        Where W is factorised by Cholesky (``config["cholesky_min"]``), LAPACK's estimate of
         its 1-norm condition number instead, within a factor k of the eigenvalue ratio.
         """
         if self._cholesky is not None:
@@ -519,7 +509,7 @@ class EllipsoidSet:
         V(θ̂ + R L u) = Σ_i w_i max_a (c_ia + g_iaᵀ u) with c = θ̂ᵀz and g = R Lᵀz: the set reduces the
         problem's features to (c, g) a block of units at a time and
         :func:`~bayes_loco.solvers.exact.solve_reduced` solves the reduced minimax (smoothed Newton up
-        to :data:`~bayes_loco.solvers.exact.NEWTON_MAX` identified directions, accelerated first-order
+        to ``config["newton_max"]`` identified directions, accelerated first-order
         methods above). Candidates with a component outside range(W) get probability 0.
 
         Parameters

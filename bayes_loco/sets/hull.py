@@ -8,6 +8,7 @@ import numpy as np
 from scipy import sparse
 
 from .._validation import as_float_array, check_finite, check_level, check_option
+from ..config import get_config
 from ..coordinates import Coordinates
 from .base import (
     Certificate,
@@ -18,8 +19,6 @@ from .base import (
 )
 
 KINDS = ("draws", "cvar")
-# The Nash program over a hull of draws has J·n exponential cones; above this it is refused.
-MAX_NASH_CONES = 200_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -266,9 +265,10 @@ class DrawsSet:
         z, weights = problem.whole("the hull's Nash program"), problem.weights
         n_units, n_actions, _ = z.shape
         n_draws = self.draws.shape[0]
-        if n_draws * n_units > MAX_NASH_CONES:
+        if n_draws * n_units > get_config()["max_nash_cones"]:
             raise ValueError(f"welfare='nash' over {n_draws} draws x {n_units} units needs "
-                             f"{n_draws * n_units} exponential cones (limit {MAX_NASH_CONES}); thin the "
+                             f"{n_draws * n_units} exponential cones (limit "
+                             f"{get_config()["max_nash_cones"]}); thin the "
                              "draws or the population")
         values = np.einsum("uak,jk->jua", z, self.draws)
         pi = cp.Variable((n_units, n_actions), nonneg=True)

@@ -31,14 +31,12 @@ import numpy as np
 from scipy.optimize import linprog, nnls
 
 from .._validation import check_int, check_level, check_option, rng_from
+from ..config import get_config
 from ..design import mean_candidate_features
 from ..population import SCOPES, Population
 from .base import ValueRadius
 from .description import chi_radius
 from .ellipsoid import EllipsoidSet
-
-# Directions shorter than this (relative to the longest) are the reference action's own zeros.
-ZERO_RTOL = 1e-12
 
 
 def value_directions(ellipsoid: EllipsoidSet, population: Population, *, scope: str = "global",
@@ -76,7 +74,7 @@ def value_directions(ellipsoid: EllipsoidSet, population: Population, *, scope: 
     z = mean_candidate_features(ellipsoid, population, units, reference_action)
     z = z.reshape(-1, z.shape[-1])
     norms = np.linalg.norm(z, axis=1)
-    return z[norms > ZERO_RTOL * max(norms.max(initial=0.0), np.finfo(float).tiny)]
+    return z[norms > get_config()["zero_rtol"] * max(norms.max(initial=0.0), np.finfo(float).tiny)]
 
 
 def value_radius(ellipsoid: EllipsoidSet, directions: np.ndarray, level: float, *, draws: int = 2000,

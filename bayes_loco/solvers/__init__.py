@@ -9,13 +9,13 @@ modules import only the set protocol's types (sets/base.py), never the policy la
 
 from functools import partial
 
-from .exact import NEWTON_FALLBACK_MAX, NEWTON_MAX, solve_reduced
+from .exact import solve_reduced
 
 #: The solvers of the ellipsoid's reduced minimax, by the name ``pessimistic_policy(..., solver=)`` takes:
-#: ``"auto"`` (smoothed Newton up to :data:`NEWTON_MAX` identified directions, accelerated first-order
+#: ``"auto"`` (smoothed Newton up to ``config["newton_max"]`` identified directions, accelerated first-order
 #: methods above), ``"newton"`` (smoothed Newton at any size: slower above, to about 1e-7 relative) and
 #: ``"first-order"`` (the accelerated methods, Newton only where they leave a gap).
 SOLVERS = {"auto": solve_reduced, "newton": partial(solve_reduced, method="newton"),
            "first-order": partial(solve_reduced, method="first-order")}
 
-__all__ = ["NEWTON_FALLBACK_MAX", "NEWTON_MAX", "SOLVERS", "solve_reduced"]
+__all__ = ["SOLVERS", "solve_reduced"]

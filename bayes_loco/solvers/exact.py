@@ -3,7 +3,7 @@
 An :class:`~bayes_loco.sets.EllipsoidSet` reduces the candidates' features z to c = θ̂ᵀz and
 g = R Lᵀz (θ = θ̂ + R L u, ‖u‖ ≤ 1), so that V(θ̂ + R L u) = Σ_i w_i max_a (c_ia + g_iaᵀu), and hands
 that to :func:`solve_reduced`. The optimal pessimistic value is max_π Σ_i w_i Σ_a π_ia c_ia −
-‖Σ_i w_i Σ_a π_ia g_ia‖ over stochastic policies π. Up to :data:`NEWTON_MAX` identified directions
+‖Σ_i w_i Σ_a π_ia g_ia‖ over stochastic policies π. Up to ``config["newton_max"]`` identified directions
 the max is smoothed by μ·logsumexp(·/μ); for each μ, Newton solves min F_μ(u) + (λ/2)‖u‖² and a
 secant search on λ puts u on the unit sphere (the KKT point of the ball-constrained problem). At that
 point the softmax weights π are a stochastic policy whose pessimistic value is within μ·(mean entropy
@@ -21,17 +21,12 @@ from collections.abc import Callable
 
 import numpy as np
 
+from ..config import get_config
 from ..linalg import row_norms
 from ..sets.base import Certificate, ExactProblem, ExactSolution, PolicyStatus
 from .first_order import Bounds, accelerated, smoothed_accelerated
 from .newton import smoothed_ball_minimum
 
-# The exact objective is solved by Newton's method up to this many identified directions k_eff, above by an
-# accelerated projected gradient: at k_eff = 2,080 (PRS, d_φ = 512) Newton took 163 s and 1,048 mixed units,
-# the gradient method 6 s to the same certified value (0.197268 against 0.197268). Where the first-order
-# methods leave a gap, Newton tries last up to NEWTON_FALLBACK_MAX directions.
-NEWTON_MAX = 1000
-NEWTON_FALLBACK_MAX = 4000
 NEWTON = "the ellipsoid's smoothing solver (it certifies to about 1e-7 relative; ask for no less)"
 FIRST_ORDER = "the accelerated projected gradients"
 
@@ -86,7 +81,7 @@ class _Reduced:
 
     def first_order(self) -> tuple[tuple[Certificate, np.ndarray, np.ndarray], str]:
         """The accelerated ascent on π, then the smoothed dual where it leaves a gap, then Newton up to
-        :data:`NEWTON_FALLBACK_MAX` directions; the best bounds of all, and who found the policy."""
+        ``config["newton_fallback_max"]`` directions; the best bounds of all, and who found the policy."""
         args = (self.c, self.g, self.weights, self.valid, self.problem, self.point_values)
         cert, u, probs = self.certify(*accelerated(*args))
         # Where the optimum is the reference action's 0, the policy's iterates give no dual point that
@@ -98,7 +93,7 @@ class _Reduced:
             best.update(cert.lower, probs, cert.upper, u)
             best.update(dual.lower, probs_dual, dual.upper, u_dual)
             cert, u, probs = Certificate(best.lower, best.upper), best.u, best.probs
-        if not self.closed(cert) and self.g.shape[-1] <= NEWTON_FALLBACK_MAX:
+        if not self.closed(cert) and self.g.shape[-1] <= get_config()["newton_fallback_max"]:
             second = self.smoothed()
             if second[0].gap < cert.gap:
                 return second, NEWTON
@@ -123,7 +118,7 @@ def solve_reduced(c: np.ndarray, g: np.ndarray, valid: np.ndarray, norms: np.nda
     method : {"auto", "newton", "first-order"}
         ``"newton"``: the smoothed Newton solver (:meth:`_Reduced.smoothed`) at any size;
         ``"first-order"``: the accelerated methods, Newton only where they leave a gap (up to
-        :data:`NEWTON_FALLBACK_MAX` directions); ``"auto"``: Newton up to :data:`NEWTON_MAX`
+        ``config["newton_fallback_max"]`` directions); ``"auto"``: Newton up to ``config["newton_max"]``
         identified directions, the first-order methods above.
     """
     weights = problem.weights
@@ -137,7 +132,7 @@ def solve_reduced(c: np.ndarray, g: np.ndarray, valid: np.ndarray, norms: np.nda
     reduced = _Reduced(c, g, valid, norms, problem, scale)
     if method not in ("auto", "newton", "first-order"):
         raise ValueError(f"method must be one of 'auto', 'newton', 'first-order'; got {method!r}")
-    if method == "newton" or (method == "auto" and m <= NEWTON_MAX):
+    if method == "newton" or (method == "auto" and m <= get_config()["newton_max"]):
         (cert, u, probs), solver = reduced.smoothed(), NEWTON
     else:
         (cert, u, probs), solver = reduced.first_order()

@@ -11,15 +11,9 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp, softmax
 
+from ..config import get_config
 from ..linalg import row_norms
 from ..sets.base import Certificate, ExactProblem
-
-# The policy's ascent stops when the certificate closes, after FIRST_ORDER_MAX_ITER iterations, or when the
-# gap has not shrunk by 1% in FIRST_ORDER_STALL of them; the smoothed dual then cuts μ after
-# FIRST_ORDER_PATIENCE iterations without progress.
-FIRST_ORDER_MAX_ITER = 20_000
-FIRST_ORDER_STALL = 100
-FIRST_ORDER_PATIENCE = 200
 
 
 def accelerated(c, g, weights, valid, problem: ExactProblem, point_values) -> tuple[np.ndarray, np.ndarray]:
@@ -54,7 +48,7 @@ def accelerated(c, g, weights, valid, problem: ExactProblem, point_values) -> tu
     best.update(value, probs, float(weights @ scores.max(axis=1)), u)
     y, y_value, y_scores, t, curvature = probs, value, scores, 1.0, 1.0
     stalled = (np.inf, 0)
-    for iteration in range(FIRST_ORDER_MAX_ITER):
+    for iteration in range(get_config()["first_order_max_iter"]):
         slope = np.where(valid, y_scores, 0.0)
         while True:
             new = project(y + slope / curvature)
@@ -69,9 +63,9 @@ def accelerated(c, g, weights, valid, problem: ExactProblem, point_values) -> tu
             break
         if best.gap < 0.99 * stalled[0]:
             stalled = (best.gap, iteration)
-        elif iteration - stalled[1] >= FIRST_ORDER_STALL:
+        elif iteration - stalled[1] >= get_config()["first_order_stall"]:
             break
-        if iteration >= FIRST_ORDER_STALL // 5 and best.lower <= 0.0:
+        if iteration >= get_config()["first_order_stall"] // 5 and best.lower <= 0.0:
             break  # no policy beats the reference action's 0 yet: the smoothed dual certifies such optima
         if new_value < value:  # momentum overshot: restart from the last point
             t = 1.0
@@ -91,7 +85,7 @@ def smoothed_accelerated(c, g, weights, valid, problem: ExactProblem, point_valu
     f(π) = Σ w π·c − ‖Σ w π g‖ uses the gradient Σ w π g already computed: both bounds for one
     evaluation, as for :func:`accelerated`. μ starts at 1% of the problem's scale and is cut by
     0.3 (momentum restarted) when the smoothing F_μ(u) − V(u) is more than half the gap, or the
-    upper bound has not improved by 1% of the gap in :data:`FIRST_ORDER_PATIENCE` iterations.
+    upper bound has not improved by 1% of the gap in ``config["first_order_patience"]`` iterations.
     This certifies a zero optimum (the reference action everywhere), where the policy's iterates
     cannot. ``known`` is the best lower bound found before and its policy (the reference action's 0
     among them): the iterates' softmax policies approach it only as μ → 0, while V(u) reaches it
@@ -116,7 +110,7 @@ def smoothed_accelerated(c, g, weights, valid, problem: ExactProblem, point_valu
     best, improved = Bounds(problem, point_values), (np.inf, 0)
     best.update(*known, np.inf, u)
     best.u = u
-    for iteration in range(FIRST_ORDER_MAX_ITER):
+    for iteration in range(get_config()["first_order_max_iter"]):
         y_value, y_slope, _, _ = evaluate(y, mu)
         while True:
             new = ball(y - y_slope / curvature)
@@ -133,7 +127,7 @@ def smoothed_accelerated(c, g, weights, valid, problem: ExactProblem, point_valu
             improved = (best.upper, iteration)
         # Cut μ when the smoothing (F_μ − V ≤ μ log A) is most of the gap, or progress has stalled.
         smoothing_dominates = new_value - upper > 0.5 * best.gap
-        if smoothing_dominates or iteration - improved[1] >= FIRST_ORDER_PATIENCE:
+        if smoothing_dominates or iteration - improved[1] >= get_config()["first_order_patience"]:
             mu *= 0.3
             curvature, t, y, improved = curvature / 0.3, 1.0, new, (best.upper, iteration)
             continue
