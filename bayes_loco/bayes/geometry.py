@@ -301,8 +301,8 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
 
 
 def _partial_draws(n: int) -> float:
-    """A partial chart's ``draws_scale`` at N = ``n``: ``config["partial_draws"]`` below "
-                                                                              "``config["n_partial_retry"]``."""
+    """A partial chart's ``draws_scale`` at N = ``n``: ``config["partial_draws"]`` below
+    ``config["n_partial_retry"]``."""
     return get_config()["partial_draws"] if n < get_config()["n_partial_retry"] else 1.0
 
 
@@ -411,9 +411,8 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
 
 def divergence_has_fallback(geometry: Geometry, nuts: NUTS) -> bool:
     """Whether a divergence in ``geometry``'s run is followed by another (:func:`fallbacks`): always for
-    an automatic chart, below ``config["steady_target_accept"]`` for an automatic factored model, never for
-    the
-    user's."""
+    an automatic chart, below ``config["steady_target_accept"]`` for an automatic factored model, never
+    for the user's."""
     return geometry.automatic and (geometry.frame is not None
                                    or geometry.target(nuts) < get_config()["steady_target_accept"])
 
@@ -447,9 +446,8 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     trees measured the ridge), at the user's target. Where ``"auto"`` would chart nothing there, the full
     chart if every component stands ``config["snr_weak_noise"]`` or more standard deviations from 0 and within
     ``config["angle_max"]`` radians of its column space (no weak block to couple with), the block's SNR
-    reaches
-    ``config["snr_full_block_min"]`` and the rank leaves ``config["full_span_spare"]`` dimensions of the
-    differences' span, else None.
+    reaches ``config["snr_full_block_min"]`` and the rank leaves ``config["full_span_spare"]``
+    dimensions of the differences' span, else None.
     """
     frame = geometry.short_ridge_frame
     if frame is None or geometry.target_accept is not None:
@@ -463,9 +461,8 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     config = get_config()
     if (frame.snr.min() >= config["snr_weak_noise"] and frame.angles.max() <= config["angle_max"]
             and block >= config["snr_full_block_min"] and spare >= config["full_span_spare"]):
-        none = (f"none of them noise (each {get_config()["snr_weak_noise"]:g} or more standard deviations "
-                f"from 0, within "
-                f"{get_config()["angle_max"]:g} rad)")
+        none = (f"none of them noise (each {config['snr_weak_noise']:g} or more standard deviations "
+                f"from 0, within {config['angle_max']:g} rad)")
         return Geometry(frame, f"{why}; all {frame.rank} components charted, {none}: the full chart has no "
                                f"weak block, and its block's SNR is {block:.1f} >= "
                                f"{get_config()["snr_full_block_min"]:g}",
