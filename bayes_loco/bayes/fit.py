@@ -44,7 +44,6 @@ from .diagnostics import (
     diagnostic_table,
     geometry_record,
     leapfrog_steps,
-    lengthened,
     map_diagnostics,
     note_loose,
     nuts_diagnostics,
@@ -69,6 +68,7 @@ from .laplace import find_map, laplace_theta
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
 from .nullspace import NULL_STREAM, draw_null, exact_null, redraw_off_spans
+from .plan import DEEP_WARMUP, SHORT_ESS, attempt, plan_record, trouble
 from .posterior import Posterior
 from .samplers import (
     Completion,
@@ -320,6 +320,7 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     # Built once, its reason ("; r₁ of r components determined") completed if the watch stops the run.
     chart = ridge_chart(geometry, run.data, run.prior.scale, "") if nuts.sampler == "nutpie" else None
     stopped, t0 = {}, time.perf_counter()
+    planned = [attempt(geometry, nuts)]
     try:
         runs = [_nuts_attempt(run, geometry, nuts, None if chart is None else watch_for(chart))]
     except DeepWarmup as stop:
@@ -327,24 +328,32 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
                    "projected_seconds": stop.remaining, "seconds": time.perf_counter() - t0}
         geometry = dataclasses.replace(chart, reason=f"the factored model's {stop}, and was stopped there "
                                                      f"after {stopped['seconds']:.0f} s{chart.reason}")
+        stopped["attempt"] = planned.pop().record()  # it left no draws to keep
+        planned = [attempt(geometry, nuts, DEEP_WARMUP)]
         runs = [_nuts_attempt(run, geometry, nuts)]
         if short_of_ess(runs[0].diagnostics, nuts):
             # A chart the user did not ask for, short of ESS alone, follows its advice (strangers 9604 #0:
             # ESS 342 in 87 s; lengthened, 627 in 73 s, where the factored model's fall-back took 339 s).
-            runs.append(_nuts_attempt(run, dataclasses.replace(geometry, lengthened=True), nuts))
+            longer = dataclasses.replace(geometry, lengthened=True)
+            planned.append(attempt(longer, nuts, SHORT_ESS))
+            runs.append(_nuts_attempt(run, longer, nuts))
     pending = fallbacks(geometry, run.data, run.prior.scale, nuts, lambda: runs[-1].diagnostics)
     while troubled(runs[-1].diagnostics, nuts.rhat_max) and (following := next(pending, None)) is not None:
+        planned.append(attempt(following, nuts, trouble(runs[-1].diagnostics, nuts.rhat_max)))
         runs.append(_nuts_attempt(run, following, nuts))
     facts = [(a.group, a.diagnostics, np.nan if a.tree is None else leapfrog_steps(a.tree)) for a in runs]
-    ended = [i for i, attempt in enumerate(runs) if attempt.tree is not None]  # the last run always is
-    kept = runs[max(ended, key=lambda i: ranking(facts[i][1], nuts.rhat_max, facts[i][2], nuts.ess_min))]
+    ended = [i for i, done in enumerate(runs) if done.tree is not None]  # the last run always is
+    best = max(ended, key=lambda i: ranking(facts[i][1], nuts.rhat_max, facts[i][2], nuts.ess_min))
+    kept = runs[best]
     if len(runs) > 1 and kept.advice:
         # Advised before the runs after it: what the fall-back ran since is no advice.
         tried = tuple(attempt.group for attempt in runs)
         diagnostics, advice = nuts_diagnostics(kept.tree, kept.group, kept.diagnostics.seconds, tried=tried,
                                                table=kept.table, draws_scale=kept.draws_scale)
         kept = dataclasses.replace(kept, diagnostics=diagnostics, advice=advice)
-    record = {"geometry": geometry_record(geometry, kept.group, facts if len(runs) > 1 else [], start_note)}
+    record = {"geometry": geometry_record(geometry, kept.group, facts if len(runs) > 1 else [], start_note),
+              "plan": plan_record(planned, [done.diagnostics for done in runs], best,
+                                  stopped.pop("attempt", None))}
     if stopped:
         record["geometry"]["stopped"] = stopped
     if kept.advice:
@@ -361,10 +370,7 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
     """
     if nuts.sampler == "nutpie" and divergence_has_fallback(geometry, nuts):
         watch = dataclasses.replace(watch or Watch(), divergence=True)
-    nuts = dataclasses.replace(nuts, draws=round(geometry.draws_scale * nuts.draws))
-    nuts = dataclasses.replace(nuts, parametrization=geometry.parametrization, chart_rank=geometry.chart_rank,
-                               target_accept=geometry.target(nuts),
-                               **(lengthened(nuts) if geometry.lengthened else {}))
+    nuts = attempt(geometry, nuts).settings(nuts)  # the attempt's own settings: the user's are not changed
     frame, prior, grouped = geometry.frame, run.prior, reads_distinct_rows(nuts)
     chart = "" if frame is None else f" r₁ = {geometry.chart_rank}"
     _LOG.info("NUTS run starts: %s%s, target_accept %g, %d × (%d + %d) with %s; %s", geometry.parametrization,

@@ -49,6 +49,7 @@ from .credible import KINDS, credible_set
 from .diagnostics import geometry_notes, leapfrog_steps
 from .loocv import PosteriorLikelihood
 from .model import build_model
+from .plan import plan_notes
 from .reduced import draws_moments, stacked_draws
 from .settings import CHART, FACTORED, METHODS, Prior, settings_group
 
@@ -447,7 +448,7 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         elif self.method == "vi":
             notes.append("VI is a Gaussian approximation in (U, V): its intervals are typically too narrow. "
                          "Its draws are independent draws of one approximation (one chain: no R-hat).")
-        notes += geometry_notes(self.settings)
+        notes += geometry_notes(self.settings) + plan_notes(self.settings)
         left_out = int((~identified).sum())
         reached = int((reached_coordinates(self.basis, self.data) & ~identified).sum()) if left_out else 0
         notes += unidentified_note(left_out, self.k, reached)
