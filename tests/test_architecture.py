@@ -10,26 +10,15 @@ offenders, and each is shown to catch a planted offender in a small package writ
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import textwrap
-from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "import_graph.py"
+from scripts import import_graph
+
 SOLVER = ("bayes_loco.solvers", "bayes_loco.policy")
 
 
-def _load_script():
-    spec = importlib.util.spec_from_file_location("import_graph", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
-    spec.loader.exec_module(module)
-    return module
-
-
-import_graph = _load_script()
 
 
 def _within(module: str, package: str) -> bool:
