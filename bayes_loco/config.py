@@ -149,7 +149,9 @@ SETTINGS: dict[str, Setting] = {
         "N = 1,500 problem diverged at 0.9 and 0.95, and not at 0.99."),
     "steady_target_accept": Setting(
         0.99, "bayes_loco.bayes.geometry",
-        "With ``snr_steady`` (see there)."),
+        "The target_accept of the last retry of a divergent run whose charted components all stand "
+        "``snr_steady`` standard deviations from 0 (and of the factored model's): the ratio coordinates "
+        "are then far from singular. Higher: smaller steps, more leapfrog steps per draw."),
     "n_partial_retry": Setting(
         15000, "bayes_loco.bayes.geometry",
         "A partial chart (r₁ < r) from this N on starts at ``retry_target_accept``: there its factored "
@@ -218,7 +220,9 @@ SETTINGS: dict[str, Setting] = {
         "compilation outlasting the whole factored fit (docs/results/posterior.md)."),
     "long_run_seconds": Setting(
         100.0, "bayes_loco.bayes.geometry",
-        "With ``long_run_depth`` (see there)."),
+        "The projected seconds left in a factored run above which a warm-up of mean depth "
+        "``long_run_depth`` stops it for the chart. Lower: more runs stopped early (and charted); higher: "
+        "more long factored runs finish."),
     "snr_full_block_min": Setting(
         2.5, "bayes_loco.bayes.geometry",
         "The watch's full chart where \"auto\" charts nothing (ridge_chart) needs a block SNR of this much: "
@@ -265,7 +269,9 @@ SETTINGS: dict[str, Setting] = {
         "hundred."),
     "watch_poll": Setting(
         (0.25, 4.0), "bayes_loco.bayes.watch",
-        "With ``watch_draws`` (see there)."),
+        "The seconds between two reads of a watched run's trace: the first wait, then 1.5 times longer "
+        "each time up to the last. A read converts the trace so far (75-350 ms on two cores), so shorter "
+        "waits cost the chains time, longer ones notice a deep warm-up later."),
     "chunk": Setting(
         20000, "bayes_loco.bayes.whitening",
         "Rows of the N × k_c chart Jacobian formed at once for the preconditioner (bounds its memory)."),
@@ -306,7 +312,8 @@ SETTINGS: dict[str, Setting] = {
         "most −log EPS ≈ 34.5 instead of infinity (scikit-learn's long-standing choice for float64)."),
     "gic_ranks": Setting(
         5, "bayes_loco.experiments.methods",
-        "With ``eps`` (see there)."),
+        "The ranks 1 … this that the \"gic\" fitter's GIC chooses among. Higher: more PRS fits per study "
+        "cell (slower), a wider choice."),
     "note_chars": Setting(
         300, "bayes_loco.experiments.runner",
         "A warning's first this many characters go into its task's rows (the ``warnings`` column, which "
@@ -321,7 +328,9 @@ SETTINGS: dict[str, Setting] = {
         "N."),
     "armijo": Setting(
         0.0001, "bayes_loco.frequentist.fgd",
-        "With ``aggregate_share`` (see there)."),
+        "The sufficient-decrease constant of FGD's Armijo backtracking (the alternating method's steps): "
+        "a step is accepted where F falls by this fraction of the first-order prediction. Higher: "
+        "shorter, safer steps; lower: longer steps that may need more backtracking."),
     "mle_start_max": Setting(
         20000, "bayes_loco.frequentist.fgd",
         "start=\"auto\" fits the paper's MLE start up to this many entries of Θ (d_x·d_φ) and takes the "
@@ -342,7 +351,8 @@ SETTINGS: dict[str, Setting] = {
         "0.52 s with 2 MiB."),
     "fused_block_bytes": Setting(
         2 ** 20, "bayes_loco.frequentist.fgd",
-        "With ``cache_bytes`` (see there)."),
+        "The bytes of ΔΦ read at once where ΔΦ exceeds ``cache_bytes`` (half the per-core cache here), so "
+        "each block stays in cache across the fused products. Larger: fewer passes, more cache misses."),
     "max_full_w_bytes": Setting(
         2 * 1024 ** 3, "bayes_loco.frequentist.mle",
         "The d_x·d_φ × d_x·d_φ information matrix of the MLE baselines is refused above this."),
@@ -376,7 +386,9 @@ SETTINGS: dict[str, Setting] = {
         "for eigh, so both find the same set."),
     "cholesky_rcond": Setting(
         1e-08, "bayes_loco.linalg",
-        "With ``cholesky_min`` (see there)."),
+        "The reciprocal condition number below which a block's Cholesky factor is refused and the pivoted "
+        "factorisation is used instead. Lower: faster unpivoted factors of worse-conditioned W, less "
+        "accuracy."),
     "whiten_block_bytes": Setting(
         2 ** 27, "bayes_loco.linalg",
         "Features are whitened by the pivoted Cholesky factor (and their norms taken) this many bytes at "
@@ -399,10 +411,12 @@ SETTINGS: dict[str, Setting] = {
         "shows."),
     "se_significant": Setting(
         2, "bayes_loco.results",
-        "With ``significant`` (see there)."),
+        "Significant digits of the smallest standard error a summary table shows (with ``significant`` "
+        "for the largest value). More: wider tables."),
     "max_decimals": Setting(
         8, "bayes_loco.results",
-        "With ``se_significant`` (see there)."),
+        "The most decimals a summary table prints its value columns with, whatever ``significant`` and "
+        "``se_significant`` ask."),
     "ill_conditioned": Setting(
         100000000.0, "bayes_loco.results",
         "The identified part of an information matrix with a condition number above this gets a note "
@@ -413,7 +427,8 @@ SETTINGS: dict[str, Setting] = {
         "W must equal Wᵀ to this fraction of its largest entry; it is compared this many rows at a time."),
     "symmetry_panel": Setting(
         512, "bayes_loco.sets.description",
-        "With ``symmetry_rtol`` (see there)."),
+        "Rows of W compared with Wᵀ at a time in the symmetry check (``symmetry_rtol``): bounds the "
+        "check's memory (no k × k temporary)."),
     "factored_min": Setting(
         8192, "bayes_loco.sets.ellipsoid",
         "EllipsoidSet.factored keeps only W's pivoted Cholesky factor, computed in W's memory, from this "
@@ -437,7 +452,9 @@ SETTINGS: dict[str, Setting] = {
         "``newton_fallback_max`` directions."),
     "newton_fallback_max": Setting(
         4000, "bayes_loco.solvers.exact",
-        "With ``newton_max`` (see there)."),
+        "Up to this many identified directions, Newton's method is tried last where the first-order "
+        "methods (above ``newton_max``) leave a gap. Higher: more certificates closed, at minutes per "
+        "Newton system at large k_eff."),
     "first_order_max_iter": Setting(
         20000, "bayes_loco.solvers.first_order",
         "The policy's ascent stops when the certificate closes, after ``first_order_max_iter`` "
@@ -445,10 +462,12 @@ SETTINGS: dict[str, Setting] = {
         "dual then cuts μ after ``first_order_patience`` iterations without progress."),
     "first_order_stall": Setting(
         100, "bayes_loco.solvers.first_order",
-        "With ``first_order_max_iter`` (see there)."),
+        "The policy's ascent stops when the gap has not shrunk by 1 % in this many iterations (or at "
+        "``first_order_max_iter``, or when the certificate closes). Lower: earlier stops, wider gaps."),
     "first_order_patience": Setting(
         200, "bayes_loco.solvers.first_order",
-        "With ``first_order_stall`` (see there)."),
+        "The smoothed dual cuts its smoothing μ after this many iterations without progress. Lower: "
+        "faster cuts, less stable iterates."),
     "contrast_bytes": Setting(
         64 * 2 ** 20, "bayes_loco.summary_tables",
         "Bytes of the contrasts a summary lists at most."),
