@@ -204,7 +204,7 @@ class WaldFit(Predictive, SummaryHTML):
         are not identified and the set is a cylinder along them. ``kind`` None means
         ``"wald"``, the only kind. ``cov_type`` (``"model"`` or ``"sandwich"``) overrides the
         fit's covariance (:attr:`covariance`) for this set.
-        From ``sets.ellipsoid.FACTORED_MIN`` coordinates on the set holds I's Cholesky factor
+        From ``config["factored_min"]`` coordinates on the set holds I's Cholesky factor
         and not I (its ``precision`` is None; :meth:`EllipsoidSet.factored`).
         """
         level = check_level(level)

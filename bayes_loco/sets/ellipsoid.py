@@ -169,7 +169,7 @@ class EllipsoidSet:
         which is overwritten, and the set's ``precision`` is None: one k × k matrix instead of two
         (2.2 GB each for PRS at LLM width, k = 16,496). Every method works from the factor;
         :meth:`distance` then leaves out W's Schur complement beyond its numerical rank (pivots
-        below linalg.RANGE_RTOL of the largest), and plots that draw W's eigenvectors refuse the set.
+        below ``config["range_rtol"]`` of the largest), and plots that draw W's eigenvectors refuse the set.
         Below ``config["factored_min"]`` this is ``EllipsoidSet(center, precision, radius, coordinates,
         **fields)``, which keeps W. ``fields`` are ``kind``, ``level``, ``sized_for``, ``sizing``.
 
