@@ -786,11 +786,15 @@ def test_usable_cores_is_the_process_affinity():
 
 def test_settings_are_recorded_typed_and_json_able(nuts):
     settings = nuts.settings
-    assert list(settings)[:8] == ["rank", "method", "prior", "ridge", "random_seed", "predictive_draws",
-                                  "nuts", "geometry"]
-    assert set(list(settings)[8:]) <= {"advice"}
+    assert list(settings)[:9] == ["rank", "method", "prior", "ridge", "random_seed", "predictive_draws",
+                                  "nuts", "geometry", "plan"]
+    assert set(list(settings)[9:]) <= {"advice"}
     assert settings["geometry"] == {"parametrization": "chart", "chart_rank": 1, "fell_back": False,
                                     "reason": "nuts.parametrization='chart'"}
+    (only,) = settings["plan"]["attempts"]
+    assert settings["plan"]["kept"] == 0 and only["when"] == "first" and only["adaptation"] == "diagonal"
+    assert {key: only[key] for key in ("parametrization", "chart_rank", "target_accept", "draws", "tune")} == {
+        "parametrization": "chart", "chart_rank": 1, "target_accept": 0.9, "draws": 300, "tune": 300}
     assert settings.get("advice", {}) == nuts.advice
     assert settings["predictive_draws"] == 500
     # The partial chart the fixture names: the leading component charted, the second factored.
