@@ -794,7 +794,8 @@ def test_settings_are_recorded_typed_and_json_able(nuts):
     (only,) = settings["plan"]["attempts"]
     assert settings["plan"]["kept"] == 0 and only["when"] == "first" and only["adaptation"] == "diagonal"
     ran = {key: only[key] for key in ("parametrization", "chart_rank", "target_accept", "draws", "tune")}
-    assert ran == {"parametrization": "chart", "chart_rank": 1, "target_accept": 0.9, "draws": 300, "tune": 300}
+    assert ran == {"parametrization": "chart", "chart_rank": 1, "target_accept": 0.9, "draws": 300,
+                   "tune": 300}
     assert settings.get("advice", {}) == nuts.advice
     assert settings["predictive_draws"] == 500
     # The partial chart the fixture names: the leading component charted, the second factored.
