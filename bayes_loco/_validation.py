@@ -220,6 +220,7 @@ def check_level(level, name: str = "level", *, allow_none: bool = False) -> floa
     read a level the same way, so 0 and 1 are refused everywhere (a set of level 1 is the
     whole space, one of level 0 is empty).
 
+    >>> from bayes_loco._validation import check_level
     >>> check_level(0.9)
     0.9
     >>> check_level(1.0)

@@ -520,7 +520,7 @@ def set_config(**settings) -> None:
     >>> bl.set_config(newton_max=500)
     >>> bl.get_config()["newton_max"]
     500
-    >>> bl.set_config(newton_max=SETTINGS["newton_max"].default)
+    >>> bl.set_config(newton_max=1000)  # back to its default
     """
     checked = {name: _check(name, value) for name, value in settings.items()}
     _settings().update(checked)

@@ -115,7 +115,7 @@ Ties = Literal["half", "davidson"]
 def check_ties(ties) -> str:
     """``ties`` if it names a tie model of :data:`TIE_MODELS`, or one error naming the argument.
 
-    >>> check_ties("davidson")
+    >>> bl.model.check_ties("davidson")
     'davidson'
     """
     return check_option(ties, "ties", TIE_MODELS)

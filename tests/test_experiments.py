@@ -643,22 +643,21 @@ def test_plot_calibration_takes_the_compare_policies_table():
     plt.close(fig)
 
 
-def test_study_figures_are_still_reached_through_bayes_loco_plots():
+def test_the_study_figures_live_in_experiments_only():
     import bayes_loco as bl
     from bayes_loco.experiments import figures
 
-    for name in ("LEVELS", "calibration", "plot_calibration", "plot_results"):
-        assert getattr(bl.plots, name) is getattr(figures, name)
     assert bl.experiments.calibration is figures.calibration
-    with pytest.raises(AttributeError, match="plot_nothing"):
-        bl.plots.plot_nothing  # noqa: B018
+    assert bl.experiments.plot_results is figures.plot_results
+    for name in ("LEVELS", "calibration", "plot_calibration", "plot_results"):
+        assert not hasattr(bl.plots, name)  # no second path to them
 
 
 def test_importing_the_geometry_plots_leaves_the_studies_and_pymc_unloaded():
-    code = ("import sys, bayes_loco.plots as p; print('bayes_loco.experiments' in sys.modules, 'pymc' in "
-            "sys.modules); p.plot_results; print('bayes_loco.experiments' in sys.modules)")
+    code = ("import sys, bayes_loco.plots; "
+            "print('bayes_loco.experiments' in sys.modules, 'pymc' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["False", "False", "True"]
+    assert out.stdout.split() == ["False", "False"]
 
 
 def test_a_rerun_says_it_reuses_the_saved_tasks(reference_run, tmp_path, capsys):
