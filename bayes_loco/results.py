@@ -195,7 +195,7 @@ class WaldFit(Predictive, SummaryHTML):
 
     def calibrated_set(self, level: float = 0.9, kind: str | None = None, *,
                        cov_type: str | None = None) -> EllipsoidSet:
-        """Asymptotic Wald set: precision I at the estimate, radius² = χ²_{k_eff}(level).
+        """Asymptotic Wald set: precision I at the estimate, radius² = χ²_k_eff(level).
 
         I is the Fisher information, or with ties or weights under ``ties="half"`` the inverse
         of the sandwich covariance, or under ``ties="davidson"`` the information with ν

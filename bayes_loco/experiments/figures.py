@@ -35,8 +35,10 @@ __all__ = ["LEVELS", "calibration", "plot_calibration", "plot_results", "summari
 def _finish(fig: Figure, title: str, n_panels: int, out: str | Path | None) -> Figure:
     """Title, layout, and ``<out>.png`` / ``<out>.pdf`` when ``out`` is given."""
     if title:
-        # About 11 characters of 9-point text per inch of figure.
-        fig.suptitle(textwrap.fill(title, width=max(45 * n_panels, int(11 * fig.get_figwidth()))), fontsize=9)
+        # Sized relative to the font, like the panels' titles (a fixed 9 pt was unreadable once a wide
+        # figure was scaled to a page): about 9 characters of it per inch of figure at 10-12 pt.
+        fig.suptitle(textwrap.fill(title, width=max(36 * n_panels, int(9 * fig.get_figwidth()))),
+                     fontsize="medium")
     fig.tight_layout()
     if out is not None:
         out = Path(out)
@@ -173,7 +175,7 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
         if categorical:
             # Methods drawn as one point on a line each, so that the slanted labels stay short.
             ax.set_xticks(range(len(curves)), [label.replace(" = ", "\n= ") for _, label in curves],
-                          rotation=35, ha="right", fontsize=8)
+                          rotation=35, ha="right", fontsize="small")
             ax.set_xlabel(f"method ({x} = {_format_value(data[x].iloc[0])})" if has_x else "method")
         else:
             ax.set_xlabel(x)
@@ -185,7 +187,7 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
     _from_zero(axes[0])  # once every panel is drawn: a shared axis fixed earlier would clip the later panels
     axes[0][0].set_ylabel(f"{y} ({scope})")
     if not categorical:  # the tick labels name the methods already
-        axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+        axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return _finish(fig, title, len(panels), out)
 
 
@@ -314,7 +316,7 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("coverage of θ*_rtv")
-    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return _finish(fig, title, len(panels), out)
 
 
