@@ -26,7 +26,7 @@ from ._validation import check_int, check_option, check_real, rng_from
 from .data import Population, PreferenceData
 from .model import margins, rewards
 
-THETA_KINDS = ("paper", "diagonal")
+THETA_KINDS = ("paper", "diagonal", "random")
 CONTEXT_LAWS = ("uniform", "shifted", "target")
 # The target law's centre is (TARGET_SHIFT, −TARGET_SHIFT, 0, …).
 TARGET_SHIFT = 1.0
@@ -40,9 +40,13 @@ def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") ->
     ``kind="diagonal"`` is the rank-selection appendix's Θ: Θ_ii = 2 for i ≤ r on
     the action columns. The §5.1 Θ has nearly parallel columns (singular values
     5.96, 0.65, 0.038 for r = 3), so its effective rank is below its nominal rank
-    (docs/design.md, convention 8).
+    (docs/design.md, convention 8). ``kind="random"`` draws a fresh Θ* from a seed:
+    :func:`random_theta` (``paper_problem(theta_kind="random", seed=...)``).
     """
     check_option(kind, "kind", THETA_KINDS)
+    if kind == "random":
+        raise ValueError("kind='random' draws Θ* from a seed: use random_theta, or "
+                         "paper_problem(theta_kind='random', seed=...)")
     d_x = check_int(d_x, "d_x", 1)
     d_a = check_int(d_a, "d_a", 2)
     d_s = check_int(d_s, "d_s", 1)
@@ -54,6 +58,25 @@ def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") ->
         if rank > d_a - 1:
             raise ValueError(f"rank must be <= d_a - 1 = {d_a - 1} for kind='diagonal', got {rank}")
         theta[np.arange(rank), np.arange(rank)] = 2.0
+    return theta
+
+
+def random_theta(d_x: int, d_a: int, d_s: int, rank: int, rng: np.random.Generator) -> np.ndarray:
+    """A fresh Θ* (d_x × d_φ) of exact rank r on the action columns, zero state columns.
+
+    Θ*'s action block is U diag(σ) Vᵀ with U (d_x × r) and V ((d_a − 1) × r) uniform on their
+    Stiefel manifolds and σ_j ∝ 1/j, scaled to the §5.1 Θ*'s Frobenius norm 2√(d_a − 1): a
+    truth whose singular values are all well away from 0, unlike the §5.1 Θ*'s third (0.038).
+    """
+    if rank > min(d_x, d_a - 1):
+        raise ValueError(f"rank must be <= min(d_x, d_a - 1) = {min(d_x, d_a - 1)} for theta_kind='random', "
+                         f"got {rank}")
+    u = np.linalg.qr(rng.standard_normal((d_x, rank)))[0]
+    v = np.linalg.qr(rng.standard_normal((d_a - 1, rank)))[0]
+    sigma = 1.0 / np.arange(1, rank + 1)
+    sigma *= 2.0 * np.sqrt(d_a - 1) / np.linalg.norm(sigma)
+    theta = np.zeros((d_x, d_a - 1 + d_s))
+    theta[:, : d_a - 1] = (u * sigma) @ v.T
     return theta
 
 
@@ -214,9 +237,10 @@ def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, im
     imbalance : float
         q ≥ 1: a fraction 1/q of comparisons spread over all actions, the rest are (0, 1).
     seed : int
-        Seed of M (and of nothing else: data and populations take their own seeds).
-    theta_kind : {"paper", "diagonal"}
-        See :func:`paper_theta`.
+        Seed of M, and of Θ* for ``theta_kind="random"`` (drawn after M, so M is the same
+        for every kind); data and populations take their own seeds.
+    theta_kind : {"paper", "diagonal", "random"}
+        See :func:`paper_theta`; ``"random"`` draws Θ* from ``seed`` (:func:`random_theta`).
     noise_dims : int
         Pure-noise feature dimensions appended to φ (zero columns of Θ*), the
         paper's robustness study.
@@ -234,7 +258,8 @@ def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, im
     rng = rng_from(seed)
     m = rng.uniform(-1.0, 1.0, size=(d_s, d_s))
     m /= np.linalg.norm(m)
-    theta = paper_theta(d_x, d_a, d_s, rank, theta_kind)
+    theta = (random_theta(d_x, d_a, d_s, rank, rng) if theta_kind == "random"
+             else paper_theta(d_x, d_a, d_s, rank, theta_kind))
     if noise_dims:
         theta = np.hstack([theta, np.zeros((d_x, noise_dims))])
     return PaperProblem(d_s, d_a, d_x, rank, imbalance, theta_kind, noise_dims, theta, m, covered_action)
