@@ -47,8 +47,8 @@ POSTERIOR = "Posterior"
 
 TYPES: dict[str, str] = {
     "PreferenceData": "bayes_loco.data:PreferenceData",
-    "Population": "bayes_loco.data:Population",
-    "Units": "bayes_loco.data:Units",
+    "Population": "bayes_loco.population:Population",
+    "Units": "bayes_loco.population:Units",
     "VecCoordinates": "bayes_loco.coordinates:VecCoordinates",
     "RTVBasis": "bayes_loco.coordinates:RTVBasis",
     "EllipsoidSet": "bayes_loco.sets.ellipsoid:EllipsoidSet",
@@ -82,7 +82,8 @@ LOCATIONS: dict[str, str] = {location: tag for tag, location in TYPES.items()}
 # Format-1 names ("module:QualName") of classes that have moved since: old name → tag.
 MOVED: dict[str, str] = {"bayes_loco.personalllm:PersonalLLMProblem": "PersonalLLMProblem",
                          "bayes_loco.bayes.fit:Posterior": "Posterior",
-                         "bayes_loco.sets.value:ValueRadius": "ValueRadius"}
+                         "bayes_loco.sets.value:ValueRadius": "ValueRadius",
+                         "bayes_loco.data:Population": "Population", "bayes_loco.data:Units": "Units"}
 
 SUPPORTED = ("PreferenceData, Population, coordinates (VecCoordinates, RTVBasis), uncertainty sets "
              "(EllipsoidSet, DrawsSet, QuantileSet, ValueFamilySet), Policy, fits (MLEResult, LowRankResult, "

@@ -166,7 +166,7 @@ def projection_directions(directions, named, labels) -> tuple[np.ndarray, list[s
 def value_direction(policy: Policy, uncertainty_set, population: Population) -> np.ndarray:
     """m(π) = E_ρ Σ_a π(a | x, s) z(x, s, a): the direction along which a policy's value θᵀm(π) is read.
 
-    The exact objective's worst case over a set is min_{θ ∈ set} θᵀm(π), so projecting
+    The exact objective's worst case over a set is min_(θ ∈ set) θᵀm(π), so projecting
     the sets on m(π) (and another direction) shows the pessimistic value of the policy
     as the lowest point of each set along the first axis (``plot_sets(..., directions=
     np.column_stack([m, other]))``).
@@ -183,6 +183,14 @@ def value_direction(policy: Policy, uncertainty_set, population: Population) -> 
     -------
     ndarray, shape (k,)
         Not normalised: θᵀm(π) is the policy's value relative to the reference action.
+
+    Examples
+    --------
+    >>> wald = fit.calibrated_set(0.9)
+    >>> exact = bl.pessimistic_policy(wald, pop, objective="exact")
+    >>> m = bl.plots.value_direction(exact, wald, pop)
+    >>> bool(np.isclose(wald.lower_bound(m), exact.pessimistic_value, rtol=1e-3))  # the worst case along m(π)
+    True
     """
     if not isinstance(policy, Policy):
         raise TypeError(f"policy must be a Policy, got {type(policy).__name__}")
@@ -220,6 +228,6 @@ def project_ellipsoid(s: EllipsoidSet, p: np.ndarray):
         return ("strip", centre, along, across, half)
     m = s.radius * (p.T @ s.factor)  # 2 × k_eff: the projection of the unit ball
     vals, vecs2 = np.linalg.eigh(m @ m.T)
-    root = vecs2 @ np.diag(np.sqrt(np.maximum(vals, 0.0))) @ vecs2.T  # (R² Pᵀ W⁺ P)^{1/2}
+    root = vecs2 @ np.diag(np.sqrt(np.maximum(vals, 0.0))) @ vecs2.T  # (R² Pᵀ W⁺ P)^½
     t = np.linspace(0.0, 2.0 * np.pi, ELLIPSE_POINTS)
     return ("ellipse", centre[:, None] + root @ np.vstack([np.cos(t), np.sin(t)]))

@@ -264,3 +264,41 @@ def check_memory(nbytes: float, what: str, advice: str) -> None:
     if free is not None and nbytes > free:
         raise MemoryError(f"{what} needs {nbytes / 1024**3:.1f} GiB and {free / 1024**3:.1f} GiB of memory "
                           f"is available; {advice}")
+
+
+def as_counts(value, n: int, name: str = "counts") -> np.ndarray:
+    """Return ``value`` as a read-only 1-d float64 array of ``n`` counts (whole numbers ≥ 0, not all 0),
+    or one error naming ``name`` and the first bad entry."""
+    arr = as_float_array(value, name, 1)
+    if arr.shape[0] != n:
+        raise ValueError(f"{name} has {arr.shape[0]} entries, expected one per comparison ({n})")
+    bad = (arr < 0) | (arr != np.round(arr))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{name}[{i}] = {arr[i].item()!r}; counts (frequency weights) must be whole numbers "
+                         ">= 0. Weights that are not counts are sampling weights: pass them as weights")
+    if not arr.any():
+        raise ValueError(f"{name} are all 0: no comparison is left")
+    arr = arr.copy()
+    arr.setflags(write=False)
+    return arr
+
+
+def as_names(value, name: str, size: int | None = None) -> tuple[str, ...]:
+    """Return ``value`` as a tuple of ``size`` distinct, non-empty strings, or one error naming ``name``."""
+    if isinstance(value, str) or not hasattr(value, "__iter__"):
+        raise TypeError(f"{name} must be a sequence of str, got {type(value).__name__}")
+    names = tuple(value)
+    odd = [v for v in names if not isinstance(v, str) or not v.strip()]
+    if odd:
+        raise TypeError(f"{name} must hold non-empty strings, got {odd[0]!r}")
+    if size is not None and len(names) != size:
+        raise ValueError(f"{name} has {len(names)} names, expected {size}")
+    seen, clashes = set(), []
+    for v in names:
+        if v in seen:
+            clashes.append(v)
+        seen.add(v)
+    if clashes:
+        raise ValueError(f"{name} names {clashes[0]!r} more than once: names must tell the columns apart")
+    return names

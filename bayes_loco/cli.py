@@ -1,9 +1,10 @@
 """The ``bayes-loco`` command line: run studies, compare methods, redraw figures.
 
-Exit codes: 0 success; 2 a bad argument (one line naming the option, as argparse
-does); 3 a study or input file problem (a CSV that is not a run's results, a
-folder holding another configuration's results); 4 the output folder is in use
-by another run. No error ends in a traceback.
+Its help is plain text, with one line per study in ``run --help``. Exit codes: 0
+success; 2 a bad argument (one line naming the option, as argparse does); 3 a study
+or input file problem (a CSV that is not a run's results, a folder holding another
+configuration's results); 4 the output folder is in use by another run. No error
+ends in a traceback.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 import warnings
 from pathlib import Path
 
 import matplotlib.pyplot as plt
 import pandas as pd
 
+from ._version import __version__
 from .datasets.personalllm import write_standin
 from .experiments import METHODS, STUDIES, run_study, summarise
 from .experiments.figures import STUDY_FIGURES, plot_calibration, plot_results
@@ -251,7 +254,7 @@ How to read the personalised rows: one action per (x, s). MLE-Greedy bets on act
 compare and is worst. PRS-exact-Wald, the exact minimax policy of PRS's calibrated 90% Wald set, is
 best and its value bound holds (value_coverage 1). The paper's PRS (relaxed objective, the tuned
 Gram ball C2 = 5) can lose to MLE-Pessimistic at this size: C2 = 5 is a tuned strength and its ball
-shrinks like sqrt(k/N), before rarely compared actions are estimated well (docs/results.md,
+shrinks like sqrt(k/N), before rarely compared actions are estimated well (docs/results/baselines.md,
 notebook 04). Neither tuned ball covers theta (coverage 0): they are penalties, not confidence sets.
 
 How to read the global rows: one action per state for a population deployed away from the training
@@ -259,7 +262,7 @@ contexts (x centred at (1, -1, 0, ...), outside [-1, 1]^20). The data cover acti
 there; the other actions are compared rarely. PRS-exact-Wald guards every direction of theta (radius
 sqrt(chi2_78) = 9.7) and falls back to the reference action; PRS-exact-Wald-values guards only the values a
 global policy can reach (radius about 4) and keeps the well-covered best action. Personalised rows of the
-two are the same: personalised policies reach every direction. docs/results.md ("Distribution shift") has
+two are the same: personalised policies reach every direction. docs/results/pessimism.md has
 the 20-seed study: `bayes-loco run shift`."""
 
 
@@ -329,9 +332,42 @@ def _cmd_plot(args) -> int:
     return 0
 
 
+DESCRIPTION = "Run the studies of bayes_loco, compare its methods at one setting, and redraw figures."
+EPILOG = """\
+Exit codes: 0 success, 2 a bad argument, 3 a study or input file problem, 4 the
+output folder is in use by another run. 'bayes-loco command --help' describes
+each command."""
+DEMO_DESCRIPTION = """\
+The paper's simulation at N = 3,000 comparisons, imbalance q = 3, rank 3, three
+replications, through MLE-Greedy, MLE-Pessimistic, PRS and the exact
+pessimistic policies of PRS's calibrated Wald set, for personalised policies
+and for a global policy deployed to shifted contexts. Prints a table and how to
+read it, and writes a CSV and figures to --out. About three minutes on two
+cores."""
+RUN_DESCRIPTION = """\
+Run a study, or resume it: every (cell, replication) is one task with its own
+seed, and each finished task's rows are appended to OUT/study.csv, so a run
+that stops continues where it stopped. Prints a table (mean, standard error,
+seeds, coverage) and draws one figure per scope."""
+
+
+def _study_list() -> str:
+    width = max(map(len, STUDIES))
+    return "studies:\n" + "\n".join(f"  {name:<{width}}  {study.description}"
+                                     for name, study in STUDIES.items())
+
+
+def _method_list() -> str:
+    names = textwrap.fill(", ".join(METHODS), width=88, initial_indent="  ", subsequent_indent="  ",
+                          break_on_hyphens=False)
+    return f"methods (default: {' '.join(list(METHODS)[:4])}):\n{names}"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="bayes-loco", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
+    parser = _Parser(prog="bayes-loco", description=DESCRIPTION, epilog=EPILOG,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"bayes-loco {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="command")
 
     def common(p, out_default):
         p.add_argument("--out", default=out_default, help="folder for CSV, JSON and figures")
@@ -339,12 +375,14 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--workers", type=_positive_int, default=None, help="local worker processes")
         p.add_argument("--quiet", action="store_true", help="no progress bar")
 
-    demo = sub.add_parser("demo", help="quick: one setting, the main methods, a table and a figure")
+    demo = sub.add_parser("demo", help="the paper's simulation at one setting: a table and figures",
+                          description=DEMO_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     common(demo, "bayes_loco_demo")
     demo.set_defaults(func=_cmd_demo)
 
-    run = sub.add_parser("run", help="run (or resume) a study")
-    run.add_argument("study", choices=sorted(STUDIES), help="study name")
+    run = sub.add_parser("run", help="run (or resume) a study", description=RUN_DESCRIPTION,
+                         epilog=_study_list(), formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("study", choices=list(STUDIES), metavar="study", help="one of the studies listed below")
     run.add_argument("--reps", type=_positive_int, default=None, help="replications per cell")
     run.add_argument("--population", type=_positive_int, default=None, help="evaluation population size")
     run.add_argument("--scheduler", default=None, help="Dask scheduler address (tcp://host:8786)")
@@ -360,19 +398,27 @@ def build_parser() -> argparse.ArgumentParser:
     common(run, "results")
     run.set_defaults(func=_cmd_run)
 
-    compare = sub.add_parser("compare", help="sub-optimality of each method at one setting")
+    compare = sub.add_parser("compare", help="sub-optimality of each method at one setting",
+                             description="Sub-optimality of each method on the paper's simulation at one "
+                                         "setting of N, q and the rank, over a few replications.",
+                             epilog=_method_list(), formatter_class=argparse.RawDescriptionHelpFormatter)
     compare.add_argument("--n", type=_positive_int, default=3000, help="comparisons N")
     compare.add_argument("--q", type=_imbalance, default=3.0, help="imbalance q >= 1")
     compare.add_argument("--rank", type=_positive_int, default=3, help="rank r")
     compare.add_argument("--reps", type=_positive_int, default=3, help="replications")
-    compare.add_argument("--methods", nargs="+", default=list(METHODS)[:4], choices=list(METHODS))
-    compare.add_argument("--format", choices=["table", "json"], default="table")
+    compare.add_argument("--methods", nargs="+", default=list(METHODS)[:4], choices=list(METHODS),
+                         metavar="METHOD", help="methods to compare (listed below)")
+    compare.add_argument("--format", choices=["table", "json"], default="table", help="print a table or JSON")
     common(compare, "results_compare")
     compare.set_defaults(func=_cmd_compare)
 
-    plot = sub.add_parser("plot", help="redraw a study's figures from its CSV (or several, combined)")
-    plot.add_argument("csv", nargs="+", help="results CSVs written by `run` (of one study: several "
-                                              "combine runs of different cells, e.g. with --only)")
+    plot = sub.add_parser("plot", help="redraw a study's figures from its CSV (or several, combined)",
+                          description="Redraw a study's figures from the CSV that run wrote, next to it. "
+                                      "Several CSVs of one study (parts run with --only) are combined, "
+                                      "and the combined table is printed.")
+    plot.add_argument("csv", nargs="+", help="results CSVs written by 'run' (of one study: "
+                                                             "several combine runs of different cells, e.g. "
+                                                             "with --only)")
     plot.set_defaults(func=_cmd_plot)
     return parser
 

@@ -64,7 +64,16 @@ def broadcast_contexts(contexts: np.ndarray, features: np.ndarray) -> np.ndarray
 
 @dataclass(frozen=True, eq=False)
 class VecCoordinates:
-    """vec(Θ) in row-major order: z = vec(x φᵀ), k = d_x·d_φ (the MLE baselines)."""
+    """vec(Θ) in row-major order: z = vec(x φᵀ), k = d_x·d_φ (the MLE baselines).
+
+    Examples
+    --------
+    >>> vec = bl.VecCoordinates(2, 3)
+    >>> vec.dim
+    6
+    >>> vec.to_coordinates(np.arange(6.0).reshape(2, 3))
+    array([0., 1., 2., 3., 4., 5.])
+    """
 
     d_x: int
     d_phi: int
@@ -78,14 +87,56 @@ class VecCoordinates:
         return self.d_x * self.d_phi
 
     def transform(self, contexts, features):
+        """z = vec(x φᵀ) for each unit and action.
+
+        Parameters
+        ----------
+        contexts : ndarray of shape (n, d_x)
+        features : ndarray of shape (n, d_φ) or (n, A, d_φ)
+
+        Returns
+        -------
+        ndarray of shape (n, [A,] d_x·d_φ)
+
+        Examples
+        --------
+        >>> bl.VecCoordinates(3, 7).transform(pop.contexts, pop.features).shape
+        (50, 4, 21)
+        """
         outer = broadcast_contexts(contexts, features)[..., :, None] * features[..., None, :]
         return outer.reshape(*features.shape[:-1], self.dim)
 
     def to_coordinates(self, theta):
+        """vec(Θ), row by row.
+
+        Parameters
+        ----------
+        theta : ndarray of shape (..., d_x, d_φ)
+
+        Returns
+        -------
+        ndarray of shape (..., d_x·d_φ)
+
+        Examples
+        --------
+        >>> bl.VecCoordinates(3, 7).to_coordinates(problem.theta).shape
+        (21,)
+        """
         return theta.reshape(*theta.shape[:-2], self.dim)
 
     def labels(self) -> list[str]:
-        """``"[i,j]"``: row i (context) and column j (feature) of Θ."""
+        """``"[i,j]"``: row i (context) and column j (feature) of Θ.
+
+        Returns
+        -------
+        list of str
+            One per coordinate, in order.
+
+        Examples
+        --------
+        >>> bl.VecCoordinates(3, 7).labels()[:3]
+        ['[0,0]', '[0,1]', '[0,2]']
+        """
         return [f"[{i},{j}]" for i in range(self.d_x) for j in range(self.d_phi)]
 
 
@@ -95,6 +146,12 @@ class RTVBasis:
 
     It is a :class:`Coordinates` object: sets built on it take x and φ through
     :meth:`transform`.
+
+    Examples
+    --------
+    >>> basis = bl.rtv_basis(fit.theta, rank=2)   # PRS's own basis is fit.basis
+    >>> basis.dim, basis.d_x, basis.d_phi          # k = (3 + 7)·2 − 2²
+    (16, 3, 7)
     """
 
     left: np.ndarray
@@ -130,20 +187,78 @@ class RTVBasis:
                                rotated[..., r:, :r].reshape(*lead, -1)], axis=-1)
 
     def rotate(self, theta: np.ndarray) -> np.ndarray:
-        """Θ' = Ûᵀ Θ V̂ for Θ of shape (…, d_x, d_φ)."""
+        """Θ' = Ûᵀ Θ V̂: Θ in the basis fit's singular directions.
+
+        Parameters
+        ----------
+        theta : ndarray of shape (..., d_x, d_φ)
+
+        Returns
+        -------
+        ndarray of shape (..., d_x, d_φ)
+
+        Examples
+        --------
+        >>> bl.rtv_basis(fit.theta, 2).rotate(problem.theta).shape
+        (3, 7)
+        """
         return self.left.T @ theta @ self.right
 
     def to_coordinates(self, theta: np.ndarray) -> np.ndarray:
-        """θ_rtv of Θ (…, d_x, d_φ): the vectorised blocks 11, 12, 21 of Θ'."""
+        """θ_rtv of Θ: the vectorised blocks 11, 12 and 21 of Θ' = Ûᵀ Θ V̂ (block 22 is dropped).
+
+        Parameters
+        ----------
+        theta : ndarray of shape (..., d_x, d_φ)
+
+        Returns
+        -------
+        ndarray of shape (..., k)
+
+        Examples
+        --------
+        >>> basis = bl.rtv_basis(fit.theta, 2)
+        >>> basis.to_coordinates(problem.theta).shape     # θ*_rtv
+        (16,)
+        """
         return self._blocks(self.rotate(theta))
 
     def block22(self, theta: np.ndarray) -> np.ndarray:
-        """The truncated block Θ'₂₂ of Θ (…, d_x, d_φ)."""
+        """The block Θ'₂₂ of Θ' = Ûᵀ Θ V̂ that RTV drops (0 for the fit's own Θ̂).
+
+        Parameters
+        ----------
+        theta : ndarray of shape (..., d_x, d_φ)
+
+        Returns
+        -------
+        ndarray of shape (..., d_x − r, d_φ − r)
+
+        Examples
+        --------
+        >>> np.round(bl.rtv_basis(fit.theta, 2).block22(problem.theta), 3)  # Θ*'s part RTV cannot hold
+        array([[-0.226,  0.   ,  0.   ,  0.   ,  0.   ]])
+        """
         r = self.rank
         return self.rotate(theta)[..., r:, r:]
 
     def to_theta(self, theta_rtv: np.ndarray) -> np.ndarray:
-        """Θ = Û [[B₁₁, B₁₂], [B₂₁, 0]] V̂ᵀ for θ_rtv of shape (…, k)."""
+        """Θ = Û [[B₁₁, B₁₂], [B₂₁, 0]] V̂ᵀ from θ_rtv: the inverse of :meth:`to_coordinates` on its range.
+
+        Parameters
+        ----------
+        theta_rtv : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of shape (..., d_x, d_φ)
+
+        Examples
+        --------
+        >>> basis = bl.rtv_basis(fit.theta, 2)
+        >>> np.allclose(basis.to_theta(basis.to_coordinates(fit.theta)), fit.theta)
+        True
+        """
         r, dx, dp = self.rank, self.d_x, self.d_phi
         lead = theta_rtv.shape[:-1]
         rotated = np.zeros((*lead, dx, dp))
@@ -159,6 +274,22 @@ class RTVBasis:
         Only the three kept blocks of the rotated outer product (Ûᵀx)(V̂ᵀφ)ᵀ are formed.
         Each block is multiplied straight into its slice of the result: no temporary of the
         result's size (2.5 GB for 2,000 units × 10 actions at k = 16,496).
+
+        Parameters
+        ----------
+        contexts : ndarray of shape (n, d_x)
+        features : ndarray of shape (n, d_φ) or (n, A, d_φ)
+
+        Returns
+        -------
+        ndarray of shape (n, [A,] k)
+            z with θ_rtvᵀ z = xᵀ Θ φ for every Θ in the basis's range.
+
+        Examples
+        --------
+        >>> basis = bl.rtv_basis(fit.theta, 2)
+        >>> basis.transform(pop.contexts, pop.features).shape   # units × actions × k
+        (50, 4, 16)
         """
         r, dp = self.rank, self.d_phi
         xr = broadcast_contexts(contexts @ self.left, features)
@@ -181,11 +312,31 @@ class RTVBasis:
         basis fit's i-th context direction and j-th feature direction. Block 11 is
         r × r (i, j < r), 12 is r × (d_φ − r) (i < r ≤ j) and 21 is (d_x − r) × r
         (j < r ≤ i).
+
+        Returns
+        -------
+        list of str
+            One per coordinate, in order.
+
+        Examples
+        --------
+        >>> bl.rtv_basis(fit.theta, 2).labels()[:3]
+        ['11 (u0, v0)', '11 (u0, v1)', '11 (u1, v0)']
         """
         return [f"{block} (u{i}, v{j})" for block, i, j in self.entries()]
 
     def entries(self) -> list[tuple[str, int, int]]:
-        """(block, i, j) of each coordinate, in order: the entry (i, j) of Θ' = Ûᵀ Θ V̂ it holds."""
+        """(block, i, j) of each coordinate, in order: the entry (i, j) of Θ' = Ûᵀ Θ V̂ it holds.
+
+        Returns
+        -------
+        list of (str, int, int)
+
+        Examples
+        --------
+        >>> bl.rtv_basis(fit.theta, 2).entries()[:2]
+        [('11', 0, 0), ('11', 0, 1)]
+        """
         r, dx, dp = self.rank, self.d_x, self.d_phi
         return ([("11", i, j) for i in range(r) for j in range(r)]
                 + [("12", i, j) for i in range(r) for j in range(r, dp)]
@@ -193,7 +344,26 @@ class RTVBasis:
 
 
 def rtv_basis(theta_hat, rank: int) -> RTVBasis:
-    """RTV coordinates from the full SVD of a rank-r estimate Θ̂ (d_x × d_φ)."""
+    """RTV coordinates from the full SVD of a rank-r estimate Θ̂ (d_x × d_φ).
+
+    Parameters
+    ----------
+    theta_hat : ndarray of shape (d_x, d_φ)
+        Θ̂, usually a low-rank fit's (``fit_low_rank(data, r).theta``).
+    rank : int
+        r, at most min(d_x, d_φ).
+
+    Returns
+    -------
+    RTVBasis
+        Û, V̂ (full orthonormal bases) and r; k = (d_x + d_φ) r − r² coordinates.
+
+    Examples
+    --------
+    >>> basis = bl.rtv_basis(fit.theta, rank=2)
+    >>> basis.dim
+    16
+    """
     theta_hat = as_float_array(theta_hat, "theta_hat", 2)
     rank = check_rank(rank, *theta_hat.shape)
     check_memory(16.0 * sum(d * d for d in theta_hat.shape), "the full SVD bases Û and V̂",

@@ -1,52 +1,70 @@
 """Offline pairwise preference data (x_t, φ(s_t, a_t0), φ(s_t, a_t1), y_t).
 
 The contextual Bradley–Terry–Luce model sees the features of the two answers only
-through their difference Δφ_t = φ(s_t, a_t1) − φ(s_t, a_t0), so that is what
-``PreferenceData`` stores; ``y_t = 1`` means answer ``a_t1`` was preferred, ``y_t = ½`` a tie.
+through their difference Δφ_t = φ(s_t, a_t1) − φ(s_t, a_t0). ``PreferenceData`` stores
+either that difference (dense features) or the pair of item indices (a_t0, a_t1) with an
+item table Φ (:mod:`bayes_loco.indexed`: Δφ_t = Φ[a_t1] − Φ[a_t0] is then never formed on the
+roads that need only products with it); ``y_t = 1`` means answer ``a_t1`` was preferred,
+``y_t = ½`` a tie. Comparisons may carry counts (frequency weights) and sampling weights, and
+the user's names for contexts, features and items.
 """
 
 from __future__ import annotations
 
-import contextvars
 import functools
-import inspect
-import numbers
-import warnings
 from dataclasses import InitVar, dataclass, field
 
 import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from ._validation import as_float_array, as_labels, as_weights, check_int, check_option, fingerprint
-from .exceptions import DataWarning
+from ._frames import TIE_VALUES, frame_arguments
+from ._regroup import aggregate, items_on
+from ._validation import as_counts, as_float_array, as_labels, as_names, as_weights, check_int, fingerprint
+from .indexed import check_items
 from .linalg import span_dimension
-
-# Label strings that mean a tie in Chatbot Arena's files (``winner``).
-TIE_VALUES = ("tie", "tie (bothbad)")
+from .population import SCOPES, Population, Units  # noqa: F401 - re-exported: defined here before
 
 
 @dataclass(frozen=True, eq=False)
 class PreferenceData:
     """Validated pairwise feedback.
 
-    Build it with :meth:`from_arrays` or :meth:`from_frame`; the constructor
-    validates too, so every instance is consistent.
+    Build it with :meth:`from_arrays`, :meth:`from_items` or :meth:`from_frame`; the
+    constructor validates too, so every instance is consistent.
 
     Attributes
     ----------
     contexts : ndarray, shape (N, d_x)
         Person contexts x_t.
     differences : ndarray, shape (N, d_φ)
-        Feature differences Δφ_t = φ(s_t, a_t1) − φ(s_t, a_t0).
+        Feature differences Δφ_t = φ(s_t, a_t1) − φ(s_t, a_t0). Given as None with
+        ``item_features``: Δφ_t = [Φ[a_t1] − Φ[a_t0], E_t] is formed (once, then kept) only
+        when a road asks for the dense array; :attr:`delta` gives it without forming it.
     labels : ndarray, shape (N,)
         y_t ∈ {0, ½, 1}; 1 means a_t1 was preferred, ½ is a tie. int8 without ties,
         float64 with them. How a fit reads a tie is its ``ties=`` argument.
     actions : ndarray of int, shape (N, 2), optional
-        Action ids (a_t0, a_t1), kept for diagnostics (coverage of actions).
+        Action (item) indices (a_t0, a_t1); with ``item_features`` they index its rows.
     weights : ndarray of float, shape (N,), optional
-        Positive per-comparison weights w_t (each comparison's log-likelihood term is
-        multiplied by w_t); None means all 1.
+        Positive sampling weights w_t (each comparison's log-likelihood term is
+        multiplied by w_t and the Wald set is the sandwich's, as statsmodels' ``var_weights``);
+        None means all 1.
+    counts : ndarray of float, shape (N,), optional
+        Frequency weights f_t ≥ 0, whole numbers: row t stands for f_t identical comparisons
+        (statsmodels' ``freq_weights``); every fit and set equals the one on the expanded rows.
+        None means all 1.
+    item_features : ndarray or scipy.sparse array, shape (A, d_item), optional
+        Φ, the features of each item, indexed by ``actions``; with it ``differences`` is None.
+    comparison_features : ndarray, shape (N, d_e), optional
+        Per-comparison difference columns (Arena's style differences) appended after the
+        items' (only with ``item_features``).
+    context_names, feature_names, item_names : tuple of str, optional
+        The user's names of the d_x context columns, the d_φ feature columns and the A items;
+        summaries, leaderboards and decision tables print them.
+    winner_first : bool
+        True when no label column was given because a_t1 is always the preferred item (the
+        winner/loser layout of sports results): every y_t = 1 is then expected, not warned about.
     copy : bool, init only
         Copy float64 ``contexts`` and ``differences`` before making them read-only
         (default); False makes the caller's arrays themselves read-only instead, so a
@@ -54,31 +72,54 @@ class PreferenceData:
     """
 
     contexts: np.ndarray
-    differences: np.ndarray
+    differences: np.ndarray | None
     labels: np.ndarray
     actions: np.ndarray | None = field(default=None)
     copy: InitVar[bool] = True
     weights: np.ndarray | None = field(default=None, kw_only=True)
+    counts: np.ndarray | None = field(default=None, kw_only=True)
+    item_features: np.ndarray | sparse.csr_array | None = field(default=None, kw_only=True, repr=False)
+    comparison_features: np.ndarray | None = field(default=None, kw_only=True, repr=False)
+    context_names: tuple[str, ...] | None = field(default=None, kw_only=True)
+    feature_names: tuple[str, ...] | None = field(default=None, kw_only=True)
+    item_names: tuple[str, ...] | None = field(default=None, kw_only=True)
+    winner_first: bool = field(default=False, kw_only=True)
 
     def __post_init__(self, copy: bool):
         contexts = as_float_array(self.contexts, "contexts", 2)
-        differences = as_float_array(self.differences, "differences", 2)
         labels = as_labels(self.labels)
         n = contexts.shape[0]
-        if differences.shape[0] != n:
-            raise ValueError(f"contexts has {n} rows, differences has {differences.shape[0]}")
+        indexed = self.item_features is not None
         if labels.shape[0] != n:
             raise ValueError(f"contexts has {n} rows, labels has {labels.shape[0]}")
+        if indexed:
+            delta = check_items(self.item_features, self.actions, self.comparison_features, self.differences,
+                                n)
+            object.__setattr__(self, "item_features", delta.items)
+            object.__setattr__(self, "comparison_features", delta.extra)
+            object.__delattr__(self, "differences")  # formed on first use (__getattr__)
+            object.__setattr__(self, "_delta", delta)
+            arrays = (("contexts", contexts, self.contexts),)
+        else:
+            if self.comparison_features is not None:
+                raise ValueError("comparison_features are appended to item_features: give item_features "
+                                 "too, or put the columns in differences")
+            differences = as_float_array(self.differences, "differences", 2)
+            if differences.shape[0] != n:
+                raise ValueError(f"contexts has {n} rows, differences has {differences.shape[0]}")
+            arrays = (("contexts", contexts, self.contexts), ("differences", differences, self.differences))
         actions = self.actions
-        if actions is not None:
+        if actions is not None and not indexed:
             actions = np.asarray(actions)
             if actions.shape != (n, 2) or not np.issubdtype(actions.dtype, np.integer):
                 raise ValueError(f"actions must be an integer array of shape ({n}, 2), "
                                  f"got {actions.dtype} {actions.shape}")
             actions = actions.copy()
             actions.setflags(write=False)
-        for name, arr, given in (("contexts", contexts, self.contexts),
-                                 ("differences", differences, self.differences)):
+        elif indexed:
+            actions = np.column_stack([delta.item_0, delta.item_1])
+            actions.setflags(write=False)
+        for name, arr, given in arrays:
             if copy or arr is not given or not arr.flags.owndata:
                 arr = arr.copy()  # never freeze the caller's array, nor a view of one
             arr.setflags(write=False)
@@ -88,6 +129,37 @@ class PreferenceData:
         object.__setattr__(self, "actions", actions)
         if self.weights is not None:
             object.__setattr__(self, "weights", as_weights(self.weights, n))
+        if self.counts is not None:
+            object.__setattr__(self, "counts", as_counts(self.counts, n))
+        if not isinstance(self.winner_first, bool):
+            raise TypeError(f"winner_first must be a bool, got {self.winner_first!r}")
+        for name, size in (("context_names", self.d_x), ("feature_names", self.d_phi),
+                           ("item_names", None if not indexed else self.item_features.shape[0])):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, as_names(value, name, size))
+        if self.item_names is not None and not indexed:
+            raise ValueError("item_names name the rows of item_features: give item_features too")
+
+    def __getattr__(self, name):
+        # Only reached for attributes not set: the dense Δφ of indexed data, formed on first use.
+        if name == "differences" and "_delta" in self.__dict__:
+            dense = self.__dict__["_delta"].toarray()
+            dense.setflags(write=False)
+            object.__setattr__(self, "differences", dense)
+            return dense
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    @property
+    def indexed(self) -> bool:
+        """True when the comparisons are item indices into ``item_features`` (Δφ never formed on its own)."""
+        return "_delta" in self.__dict__
+
+    @property
+    def delta(self):
+        """ΔΦ for products: an :class:`~bayes_loco.indexed.ItemDifferences` for indexed data (margins,
+        scores and information matrices by gathers and segment sums), else the dense ``differences``."""
+        return self.__dict__["_delta"] if self.indexed else self.differences
 
     @classmethod
     def from_arrays(cls, contexts, labels, *, features_1=None, features_0=None,
@@ -129,64 +201,124 @@ class PreferenceData:
         return cls(contexts, f1 - f0, labels, actions, copy, weights=weights)
 
     @classmethod
-    def from_frame(cls, frame: pd.DataFrame, *, context_columns, difference_columns,
-                   label_column: str = "y", weight_column: str | None = None,
+    def from_items(cls, labels, *, item_1, item_0, item_features=None, n_items: int | None = None,
+                   contexts=None, comparison_features=None, weights=None, counts=None, item_names=None,
+                   context_names=None, feature_names=None) -> PreferenceData:
+        """Build from item indices: comparison t compares item a_t1 = ``item_1[t]`` with a_t0 = ``item_0[t]``.
+
+        Δφ_t = [Φ[a_t1] − Φ[a_t0], E_t] is never formed where a fit needs only products with it
+        (:mod:`bayes_loco.indexed`).
+
+        Parameters
+        ----------
+        labels : array_like, shape (N,)
+            1 where item_1 was preferred, 0 where item_0 was, 0.5 for a tie.
+        item_1, item_0 : array_like of int, shape (N,)
+            Indices into the rows of ``item_features`` (0 … A − 1).
+        item_features : array_like or scipy.sparse array, shape (A, d_item), optional
+            Φ; by default the one-hot table of A items (sparse identity), A = ``n_items`` or
+            the number of ``item_names``, or else one more than the largest index.
+        n_items : int, optional
+        contexts : array_like, shape (N, d_x), optional
+            x_t; None means x ≡ 1 (d_x = 1, plain Bradley–Terry's view).
+        comparison_features : array_like, shape (N, d_e), optional
+            Per-comparison difference columns appended after the items' (style differences).
+        weights, counts : array_like, shape (N,), optional
+            Sampling weights (w_t > 0) and frequency weights (whole numbers f_t ≥ 0).
+        item_names, context_names, feature_names : sequence of str, optional
+
+        Returns
+        -------
+        PreferenceData
+
+        Examples
+        --------
+        >>> import bayes_loco as bl
+        >>> data = bl.PreferenceData.from_items([1, 1, 0], item_1=[0, 1, 2], item_0=[1, 2, 0],
+        ...                                     counts=[3, 2, 1], item_names=["a", "b", "c"])
+        >>> data.n, data.n_comparisons, data.d_phi
+        (3, 6, 3)
+        """
+        item_1, item_0 = np.asarray(item_1), np.asarray(item_0)
+        if item_1.ndim != 1 or item_1.shape != item_0.shape:
+            raise ValueError(f"item_1 and item_0 must be 1-dimensional of one length, got shapes "
+                             f"{item_1.shape} "
+                             f"and {item_0.shape}")
+        if item_features is None:
+            if n_items is None:
+                n_items = len(item_names) if item_names is not None else int(max(item_1.max(initial=-1),
+                                                                                  item_0.max(initial=-1))) + 1
+            n_items = check_int(n_items, "n_items", 1)
+            item_features = sparse.identity(n_items, format="csr")
+            if feature_names is None and item_names is not None:
+                d_e = 0 if comparison_features is None else np.shape(comparison_features)[1]
+                feature_names = tuple(item_names) + tuple(f"e{j}" for j in range(d_e))
+        if contexts is None:
+            contexts = np.ones((item_1.shape[0], 1))
+            context_names = ("intercept",) if context_names is None else context_names
+        return cls(contexts, None, labels, np.column_stack([item_0, item_1]), weights=weights, counts=counts,
+                   item_features=item_features, comparison_features=comparison_features,
+                   item_names=item_names,
+                   context_names=context_names, feature_names=feature_names)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, *, context_columns=None, difference_columns=None,
+                   label_column: str | None = "y", weight_column: str | None = None,
+                   count_column: str | None = None, item_columns=None, item_features=None,
                    tie_values=TIE_VALUES) -> PreferenceData:
-        """Build from a tidy DataFrame with one row per comparison.
+        """Build from a tidy DataFrame with one row per comparison (or per group of them, with counts).
+
+        Either ``difference_columns`` hold Δφ_t, or ``item_columns`` name the two items
+        compared (the data are then held as indices into an item table, one-hot by default);
+        the frame's column names and the item names become the data's names.
 
         Parameters
         ----------
         frame : pandas.DataFrame
-        context_columns, difference_columns : sequence of str
-            Columns holding x_t and Δφ_t, in order.
-        label_column : str
-            Column holding y_t: 0, 1, 0.5 (a tie) or one of ``tie_values``.
+        context_columns : sequence of str, optional
+            Columns holding x_t, in order. Optional with ``item_columns``: x ≡ 1
+            (``"intercept"``), plain Bradley–Terry's view.
+        difference_columns : sequence of str, optional
+            Columns holding Δφ_t; with ``item_columns``, per-comparison difference columns
+            appended after the items' features (style differences).
+        label_column : str or None
+            Column holding y_t: 0, 1, 0.5 (a tie) or one of ``tie_values``; 1 means the item
+            of ``item_columns[0]`` was preferred. None with ``item_columns``: the winner/loser
+            layout, every row's first item won (y_t = 1, not warned about).
         weight_column : str, optional
-            Column holding positive per-comparison weights.
+            Column holding positive sampling weights (the Wald set is then the sandwich's).
+        count_column : str, optional
+            Column holding counts: each row stands for that many identical comparisons
+            (frequency weights: whole numbers ≥ 0); fits equal those on the expanded rows.
+        item_columns : pair of str, optional
+            The columns naming the item of y = 1 and the other item (e.g. ``("model_a",
+            "model_b")``, ``("winner", "loser")``, ``("home", "away")``).
+        item_features : pandas.DataFrame, optional
+            Φ, indexed by item name, one column per feature; default one-hot of the items
+            (sorted by name), named by the items.
         tie_values : sequence of str
             Label strings that mean a tie (mapped to 0.5); by default Chatbot Arena's
             ``"tie"`` and ``"tie (bothbad)"``.
+
+        Returns
+        -------
+        PreferenceData
+
+        Examples
+        --------
+        >>> import pandas as pd, bayes_loco as bl
+        >>> games = pd.DataFrame({"home": ["A", "B", "C"], "away": ["B", "C", "A"], "won": [1, 0, 1],
+        ...                       "games": [4, 2, 3]})
+        >>> data = bl.PreferenceData.from_frame(games, item_columns=("home", "away"), label_column="won",
+        ...                                     count_column="games")
+        >>> data.item_names, data.n_comparisons
+        (('A', 'B', 'C'), 9)
         """
-        if not isinstance(frame, pd.DataFrame):
-            raise TypeError(f"frame must be a pandas DataFrame, got {type(frame).__name__}")
-        duplicated = sorted({str(c) for c in frame.columns[frame.columns.duplicated()]})
-        if duplicated:
-            raise ValueError(f"frame has duplicated column names {duplicated}: a name must pick one column; "
-                             "rename them (e.g. frame.columns = [...])")
-        columns = {}
-        for name, given in (("context_columns", context_columns), ("difference_columns", difference_columns)):
-            if isinstance(given, str) or not all(isinstance(c, str) for c in given):
-                raise TypeError(f"{name} must be a sequence of column names (str), got {given!r}")
-            given = list(given)
-            if not given:
-                raise ValueError(f"{name} is empty: name at least one column")
-            if len(set(given)) != len(given):
-                raise ValueError(f"{name} names a column twice: {given}")
-            columns[name] = given
-        for name, given in (("label_column", label_column), ("weight_column", weight_column)):
-            if not isinstance(given, str) and not (name == "weight_column" and given is None):
-                raise TypeError(f"{name} must be a column name (str), got {given!r}")
-        if isinstance(tie_values, str) or not all(isinstance(v, str) for v in tie_values):
-            raise TypeError(f"tie_values must be a sequence of str, got {tie_values!r}")
-        wanted = [*columns["context_columns"], *columns["difference_columns"], label_column]
-        wanted += [] if weight_column is None else [weight_column]
-        missing = [c for c in wanted if c not in frame.columns]
-        if missing:
-            raise ValueError(f"frame is missing columns {missing}")
-        labels = frame[label_column].to_numpy()
-        if labels.dtype.kind in "OUS":
-            labels = np.where(np.isin(labels, list(tie_values)), 0.5, labels)
-            strings = [v for v in labels if isinstance(v, str | bytes)]
-            if strings:
-                col = f"frame[{label_column!r}]"
-                raise ValueError(
-                    f"label_column {label_column!r} holds strings (e.g. {strings[0]!r}); labels must be 0/1 "
-                    f"numbers, 0.5 or one of tie_values {tuple(tie_values)}: convert them first, e.g. "
-                    f"{col}.astype(int) for '0'/'1' or ({col} == 'yes').astype(int) for 'yes'/'no', "
-                    "or name a string in tie_values if it means a tie")
-        return cls(frame[columns["context_columns"]].to_numpy(),
-                   frame[columns["difference_columns"]].to_numpy(), labels,
-                   weights=None if weight_column is None else frame[weight_column].to_numpy())
+        return cls(**frame_arguments(frame, context_columns=context_columns,
+                                     difference_columns=difference_columns,
+                                     label_column=label_column, weight_column=weight_column,
+                                     count_column=count_column, item_columns=item_columns,
+                                     item_features=item_features, tie_values=tie_values))
 
     @property
     def n(self) -> int:
@@ -199,7 +331,12 @@ class PreferenceData:
 
     @property
     def d_phi(self) -> int:
-        return self.differences.shape[1]
+        return self.delta.shape[1]
+
+    @property
+    def n_comparisons(self) -> int:
+        """The comparisons these rows stand for: Σ_t f_t with counts, else N (the N of every statistic)."""
+        return self.n if self.counts is None else round(float(self.counts.sum()))
 
     def __len__(self) -> int:
         return self.n
@@ -223,12 +360,49 @@ class PreferenceData:
         """w_t for every comparison (ones when the data carry no weights)."""
         return np.ones(self.n) if self.weights is None else self.weights
 
+    @property
+    def loss_weights(self) -> np.ndarray:
+        """f_t w_t, what each row's log-likelihood term is multiplied by (ones without counts and weights)."""
+        return self.sample_weights if self.counts is None else self.counts * self.sample_weights
+
+    def aggregate(self) -> PreferenceData:
+        """Identical rows (same context, same comparison, same label and weight) as one row with their count.
+
+        The sufficient statistics of the likelihood: every fit, and both covariances, equal
+        those on these rows (statsmodels' ``freq_weights``). Item-indexed data without
+        per-comparison columns and one context for all (plain Bradley–Terry) are keyed by
+        (pair, label) alone in O(N); others by their whole rows (``np.unique``).
+
+        Returns
+        -------
+        PreferenceData
+            The distinct rows, in order of first appearance, with ``counts``.
+
+        Examples
+        --------
+        >>> import bayes_loco as bl
+        >>> data = bl.PreferenceData.from_items([1, 1, 0, 1], item_1=[0, 0, 0, 1], item_0=[1, 1, 1, 2])
+        >>> compact = data.aggregate()
+        >>> compact.n, compact.counts.tolist()
+        (3, [2.0, 1.0, 1.0])
+        """
+        return aggregate(self)
+
     @functools.cached_property
     def fingerprint(self) -> str:
         """A hash of the comparisons (:func:`~bayes_loco._validation.fingerprint`): which data a fit saw."""
-        if self.weights is None:
-            return fingerprint(self.contexts, self.differences, self.labels)
-        return fingerprint(self.contexts, self.differences, self.labels, self.weights)
+        parts = [self.contexts]
+        if self.indexed:
+            items = self.item_features
+            parts += [self.actions, items.toarray() if sparse.issparse(items) else items]
+            parts += [] if self.comparison_features is None else [self.comparison_features]
+        else:
+            parts.append(self.differences)
+        parts.append(self.labels)
+        parts += [w for w in (self.weights, self.counts) if w is not None]
+        if self.counts is not None:
+            parts.append(np.array([1]))  # counts are not weights: the same numbers hash apart
+        return fingerprint(*parts)
 
     @functools.cached_property
     def support(self) -> tuple[np.ndarray, np.ndarray]:
@@ -239,8 +413,20 @@ class PreferenceData:
         features cancel in every difference φ(s, a₁) − φ(s, a₀)), so the MLE and its
         Gram matrix are computed on the support alone.
         """
-        return (np.flatnonzero(np.any(self.contexts != 0, axis=0)),
-                np.flatnonzero(np.any(self.differences != 0, axis=0)))
+        rows = np.flatnonzero(np.any(self.contexts != 0, axis=0))
+        if not self.indexed:
+            return rows, np.flatnonzero(np.any(self.differences != 0, axis=0))
+        inner = np.flatnonzero(np.any(self.delta.pair_rows()[0] != 0, axis=0))
+        extra = self.comparison_features
+        outer = [] if extra is None else np.flatnonzero(np.any(extra != 0, axis=0)) + self.delta.d_item
+        return rows, np.concatenate([inner, outer]).astype(np.intp)
+
+    def distinct_differences(self) -> np.ndarray:
+        """Rows spanning the same space as the Δφ_t, with the same nonzero columns: the Δφ of each
+        distinct pair for item-indexed data without per-comparison columns, else ``differences``."""
+        if self.indexed and self.comparison_features is None:
+            return self.delta.pair_rows()[0]
+        return self.differences
 
     def identified_rank(self, at_most: int | None = None) -> int:
         """The largest rank of Θ these data determine, capped at ``at_most`` (default min(d_x, d_φ)).
@@ -252,11 +438,13 @@ class PreferenceData:
         :func:`~bayes_loco.linalg.span_dimension`, in about N·(d_x + d_φ)·``at_most`` flops.
         """
         limit = min(self.d_x, self.d_phi) if at_most is None else check_int(at_most, "at_most", 1)
-        return min(_span_dimensions(self, limit).values())
+        return min(spans_of(self, limit).values())
 
     def __repr__(self) -> str:
         extra = f", ties={int(self.ties.sum())}" if self.has_ties else ""
         extra += ", weighted" if self.weights is not None else ""
+        extra += f", counts={self.n_comparisons:.0f}" if self.counts is not None else ""
+        extra += f", items={self.item_features.shape[0]}" if self.indexed else ""
         return (f"PreferenceData(N={self.n}, d_x={self.d_x}, d_phi={self.d_phi}, "
                 f"mean(y)={self.labels.mean():.3f}{extra})")
 
@@ -270,10 +458,52 @@ class PreferenceData:
             raise ValueError(f"index selects no rows of these {self.n} comparisons")
         if np.ndim(idx) == 0:
             idx = np.atleast_1d(idx)
+        return self._rows(idx)
+
+    def _rows(self, idx, counts=None) -> PreferenceData:
+        """Rows ``idx`` (an index array) with everything else kept; ``counts`` replaces theirs."""
         actions = None if self.actions is None else self.actions[idx]
-        weights = None if self.weights is None else self.weights[idx]
-        return PreferenceData(self.contexts[idx], self.differences[idx], self.labels[idx], actions,
-                              weights=weights)
+        pick = {k: None if getattr(self, k) is None else getattr(self, k)[idx]
+                for k in ("weights", "counts", "comparison_features")}
+        if counts is not None:
+            pick["counts"] = counts
+        names = {k: getattr(self, k) for k in ("context_names", "feature_names", "item_names")}
+        if not self.indexed:
+            del pick["comparison_features"]
+            return PreferenceData(self.contexts[idx], self.differences[idx], self.labels[idx], actions,
+                                  **pick, **names, winner_first=self.winner_first)
+        return PreferenceData(self.contexts[idx], None, self.labels[idx], actions, **pick, **names,
+                              item_features=self.item_features, winner_first=self.winner_first)
+
+    def difference_rows(self, lo: int, hi: int) -> np.ndarray:
+        """Dense Δφ_t of rows lo … hi − 1, without forming the whole N × d_φ array of indexed data."""
+        if self.indexed and "differences" not in self.__dict__:
+            return self.delta.rows(slice(lo, hi)).toarray()
+        return self.differences[lo:hi]
+
+    def on_items(self, reference: PreferenceData) -> PreferenceData:
+        """These comparisons re-expressed on ``reference``'s item table, items matched by name.
+
+        Two files read apart may order (or drop the reference column of) their items
+        differently; a fit on one predicts the other only after this. Returns ``self`` when
+        there is nothing to match (either side without item names, or the same table).
+
+        Raises
+        ------
+        ValueError
+            Items of these data that ``reference`` does not know, or per-comparison columns
+            that differ by name.
+
+        Examples
+        --------
+        >>> import bayes_loco as bl
+        >>> fitted = bl.PreferenceData.from_items([1, 0], item_1=[0, 1], item_0=[1, 2],
+        ...                                       item_names=["a", "b", "c"])
+        >>> other = bl.PreferenceData.from_items([1], item_1=[0], item_0=[1], item_names=["b", "c"])
+        >>> other.on_items(fitted).actions.tolist()  # (c, b) as rows of the fitted table
+        [[2, 1]]
+        """
+        return items_on(self, reference)
 
     def split(self, n_initial: int | None) -> tuple[PreferenceData, PreferenceData]:
         """Split into the first N₀ rows and the rest (the paper's data split).
@@ -293,191 +523,12 @@ class PreferenceData:
         cols["y"] = self.labels
         if self.weights is not None:
             cols["weight"] = self.weights
+        if self.counts is not None:
+            cols["count"] = self.counts
         return pd.DataFrame(cols)
 
 
-SCOPES = ("personalised", "global")
-
-
-@dataclass(frozen=True, eq=False)
-class Units:
-    """The units a policy acts on: rows (x, s) for a personalised policy, states s for a global one.
-
-    Attributes
-    ----------
-    of_row : ndarray of int, shape (n,)
-        The unit of each population row.
-    average : scipy.sparse.csr_array, shape (units, n)
-        Row-averaging matrix: a unit's value is the mean over its rows.
-    weights : ndarray, shape (units,)
-        Each unit's share of the rows.
-    """
-
-    of_row: np.ndarray
-    average: sparse.csr_array
-    weights: np.ndarray
-
-    @property
-    def n(self) -> int:
-        return self.weights.shape[0]
-
-    def mean(self, values: np.ndarray) -> np.ndarray:
-        """Per-unit means of per-row ``values`` (n, …) → (units, …); ``values`` itself when every row is its
-        own unit (a personalised policy: no copy of the candidates' features, 2.5 GB at LLM width)."""
-        if self.n == values.shape[0] and np.array_equal(self.of_row, np.arange(self.n)):
-            return values
-        flat = values.reshape(values.shape[0], -1)
-        return (self.average @ flat).reshape(self.average.shape[0], *values.shape[1:])
-
-
-@dataclass(frozen=True, eq=False)
-class Population:
-    """An evaluation population ρ: contexts, states and the candidate actions' features.
-
-    Attributes
-    ----------
-    contexts : ndarray, shape (n, d_x)
-        x_i.
-    features : ndarray, shape (n, A, d_φ)
-        φ(s_i, a) for every candidate action a = 0..A−1.
-    states : ndarray of int, shape (n,)
-        State id of each row; rows with the same id share s. A global policy π(s)
-        acts per state and averages the reward over x | s within it.
-    """
-
-    contexts: np.ndarray
-    features: np.ndarray
-    states: np.ndarray
-
-    def __post_init__(self):
-        contexts = as_float_array(self.contexts, "contexts", 2)
-        features = as_float_array(self.features, "features", 3)
-        states = np.asarray(self.states)
-        n = contexts.shape[0]
-        if features.shape[0] != n:
-            raise ValueError(f"contexts has {n} rows, features has {features.shape[0]}")
-        if states.shape != (n,) or not np.issubdtype(states.dtype, np.integer):
-            raise ValueError(f"states must be an integer array of shape ({n},), "
-                             f"got {states.dtype} {states.shape}")
-        _, states = np.unique(states, return_inverse=True)
-        object.__setattr__(self, "contexts", contexts)
-        object.__setattr__(self, "features", features)
-        object.__setattr__(self, "states", states.astype(np.intp))
-
-    @property
-    def n(self) -> int:
-        return self.contexts.shape[0]
-
-    @property
-    def n_actions(self) -> int:
-        return self.features.shape[1]
-
-    @functools.cached_property
-    def fingerprint(self) -> str:
-        """A hash of the population's arrays: a policy remembers which population it was solved on."""
-        return fingerprint(self.contexts, self.features, self.states)
-
-    @property
-    def n_states(self) -> int:
-        return int(self.states.max()) + 1
-
-    @property
-    def d_x(self) -> int:
-        return self.contexts.shape[1]
-
-    @property
-    def d_phi(self) -> int:
-        return self.features.shape[2]
-
-    def units(self, scope: str) -> Units:
-        """The units of a ``scope`` policy: every row (``"personalised"``) or every state (``"global"``)."""
-        check_option(scope, "scope", SCOPES)
-        of_row = np.arange(self.n) if scope == "personalised" else self.states
-        n_units = int(of_row.max()) + 1
-        counts = np.bincount(of_row, minlength=n_units).astype(float)
-        average = sparse.csr_array((1.0 / counts[of_row], (of_row, np.arange(self.n))),
-                                   shape=(n_units, self.n))
-        return Units(of_row, average, counts / self.n)
-
-    def __repr__(self) -> str:
-        return (f"Population(n={self.n}, states={self.n_states}, actions={self.n_actions}, "
-                f"d_x={self.d_x}, d_phi={self.d_phi})")
-
-
-# True while a public fit that has already checked its data runs: the fits it calls stay quiet.
-_DATA_CHECKED = contextvars.ContextVar("bayes_loco_data_checked", default=False)
-
-
-def check_data(data, name: str = "data") -> PreferenceData:
-    """``data`` as a :class:`PreferenceData` for a fit; a :class:`DataWarning` when its labels never vary.
-
-    Labels all of one class are a valid encoding for the contextual BTL model,
-    which has no intercept: (Δφ, y = 1) and (−Δφ, y = 0) are the same observation,
-    so "features_1 always holds the preferred answer" gives the same fit as any
-    random ordering. They are also what a wrong label column looks like, so say it,
-    once per public call (see :func:`checks_data`).
-    """
-    if not isinstance(data, PreferenceData):
-        raise TypeError(f"{name} must be a PreferenceData, got {type(data).__name__}")
-    if not _DATA_CHECKED.get() and data.n > 1 and np.all(data.labels == data.labels[0]):
-        if data.labels[0] == 0.5:
-            warnings.warn(f"{name}.labels: all {data.n} comparisons are ties (y = 0.5): they say nothing "
-                          "about which answer is preferred. Check the label column (ties='davidson' refuses "
-                          "such data).", DataWarning, stacklevel=3)
-            return data
-        y = int(data.labels[0])
-        warnings.warn(
-            f"{name}.labels: all {data.n} comparisons have y = {y}. That is a valid encoding when "
-            f"features_{y} always holds the preferred answer (the model has no intercept, so (Δφ, 1) and "
-            "(−Δφ, 0) are the same observation); if the labels were meant to vary, check the label column.",
-            DataWarning, stacklevel=3)
-    return data
-
-
-def _span_dimensions(data: PreferenceData, at_most: int) -> dict[str, int]:
+def spans_of(data: PreferenceData, at_most: int) -> dict[str, int]:
     """The dimensions of the spans of the contexts and of the differences, each capped at ``at_most``."""
     return {"contexts": span_dimension(data.contexts, at_most),
-            "differences": span_dimension(data.differences, at_most)}
-
-
-def warn_unidentified_rank(data: PreferenceData, rank, name: str = "rank") -> None:
-    """A :class:`DataWarning` when ``rank`` (an int, or a sequence of candidates) exceeds
-    :meth:`PreferenceData.identified_rank`; a value that is no valid rank is left to the fit's check."""
-    ranks = np.ravel(rank if isinstance(rank, range | list | tuple | np.ndarray) else [rank])
-    valid = {int(r) for r in ranks if isinstance(r, numbers.Integral) and 1 <= r <= min(data.d_x, data.d_phi)}
-    if not valid:
-        return
-    top = max(valid)
-    dims = _span_dimensions(data, top)
-    k = min(dims.values())
-    if top <= k:
-        return
-    spans = " and ".join(f"the {what} span {dim}" for what, dim in dims.items() if dim == k)
-    above = [str(r) for r in sorted(valid) if r > k]
-    one = len(above) == 1
-    which = ("" if name == "rank" else f"{name}: ") + ("rank " if one else "ranks ") + ", ".join(above)
-    warnings.warn(
-        f"{which} {'exceeds' if one else 'exceed'} the dimensions the data reach "
-        f"({spans}): Θ is determined only on the spans of the contexts and of the differences, so at most "
-        f"{k} components are fixed by the data and the rest by the prior, the penalty or the start alone. "
-        f"Fit a rank of at most {k}.", DataWarning, stacklevel=3)
-
-
-def checks_data(func):
-    """Decorate a public function of ``data``: check it on entry, and keep the fits it calls quiet."""
-    signature = inspect.signature(func)
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        arguments = signature.bind_partial(*args, **kwargs).arguments
-        data = check_data(arguments.get("data"))
-        if not _DATA_CHECKED.get():
-            for name in ("rank", "ranks"):
-                warn_unidentified_rank(data, arguments.get(name), name)
-        token = _DATA_CHECKED.set(True)
-        try:
-            return func(*args, **kwargs)
-        finally:
-            _DATA_CHECKED.reset(token)
-
-    return wrapper
+            "differences": span_dimension(data.distinct_differences(), at_most)}

@@ -23,7 +23,7 @@ import pandas as pd
 from ._validation import check_option
 from .data import SCOPES, Population
 from .design import population_coordinates
-from .policy import FEATURE_BLOCK_BYTES, _check_set, _feature_blocks
+from .policy import FEATURE_BLOCK_BYTES, _check_set, _feature_blocks, read_population
 from .results import Fit
 from .sets.base import UncertaintySet, check_set_level, guarantee
 
@@ -152,7 +152,8 @@ def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, 
     scope : {"personalised", "global"}
         Units are rows (x, s) or states s (rewards averaged over x | s).
     action_names : sequence of str, optional
-        A name for each of the population's A actions, for :meth:`BestActions.to_frame`.
+        A name for each of the population's A actions, for :meth:`BestActions.to_frame`; for a fit
+        on item-indexed data with A items, its item names by default.
 
     Returns
     -------
@@ -167,6 +168,10 @@ def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, 
     if level is not None:
         level = check_set_level(level, allow_none=False)
     if isinstance(uncertainty_set, Fit) and not isinstance(uncertainty_set, UncertaintySet):
+        population = read_population(uncertainty_set, population)
+        if action_names is None:  # the fit's item names, where the candidates are its items
+            items = getattr(getattr(uncertainty_set, "data", None), "item_names", None)
+            action_names = items if items is not None and len(items) == population.n_actions else None
         uncertainty_set = uncertainty_set.calibrated_set(0.9 if level is None else level)
     _check_set(uncertainty_set)
     population_coordinates(uncertainty_set, population)

@@ -34,6 +34,9 @@ MIRROR_PANEL = 512
 # Gram and Fisher matrices of more coordinates than this are summed by column panels of this width
 # (information: large threaded dsyrk calls crash OpenBLAS on some machines).
 GRAM_PANEL = 2048
+# Item-indexed data with at most this many entries of Θ have their information summed in vec(Θ) by
+# compared pair, then rotated into the coordinates (_indexed_information).
+INDEXED_VEC_MAX = 4096
 # ... except in RTV coordinates, where each of the r(r+1)/2 pairs of context directions gets its own
 # d_φ × d_φ matrix, summed by column panels of this width (information: _rtv_gram).
 PAIR_PANEL = 512
@@ -74,9 +77,24 @@ def information(coordinates: Coordinates, data: PreferenceData, weights: np.ndar
             raise ValueError(f"weights must be {data.n} nonnegative numbers (one per comparison), got {what}")
     if isinstance(coordinates, VecCoordinates):
         return _vec_information(coordinates, data, weights)
+    if data.indexed and data.d_x * data.d_phi <= INDEXED_VEC_MAX:
+        return _indexed_information(coordinates, data, weights)
     if isinstance(coordinates, RTVBasis) and coordinates.dim > GRAM_PANEL:
         return _rtv_gram(coordinates, data, weights)  # checks the memory it needs itself
     return _blocked_gram(coordinates, data, weights)
+
+
+def _indexed_information(coordinates: Coordinates, data: PreferenceData, weights: np.ndarray | None
+                         ) -> np.ndarray:
+    """:func:`information` of item-indexed data in any coordinates that are linear in x Δφᵀ: T G Tᵀ, with
+    G = Σ_t w_t vec(x_t Δφ_tᵀ) vec(x_t Δφ_tᵀ)ᵀ summed by compared pair (:meth:`ItemDifferences.vec_gram`)
+    and T the coordinates of the d_x·d_φ unit matrices e_c e_jᵀ: no N × k design."""
+    w = np.ones(data.n) if weights is None else weights
+    gram = data.delta.vec_gram(w, data.contexts)
+    units = coordinates.transform(np.repeat(np.eye(data.d_x), data.d_phi, axis=0),
+                                  np.tile(np.eye(data.d_phi), (data.d_x, 1)))
+    out = units.T @ gram @ units
+    return 0.5 * (out + out.T)
 
 
 def gram_rows(z: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
@@ -107,13 +125,17 @@ def _vec_information(coordinates: VecCoordinates, data: PreferenceData, weights:
     full = np.zeros((k, k))
     if not (rows.size and cols.size):
         return full
+    index = (rows[:, None] * data.d_phi + cols).ravel()
+    if data.indexed:  # per pair of context columns a Laplacian of the compared items, then ΦᵀLΦ
+        c = np.ones(data.n) if weights is None else weights
+        full[np.ix_(index, index)] = data.delta.columns(cols).vec_gram(c, data.contexts[:, rows])
+        return full
     inner = None
     for lo in range(0, data.n, block):
-        x, dphi = data.contexts[lo: lo + block], data.differences[lo: lo + block]
+        x, dphi = data.contexts[lo: lo + block], data.difference_rows(lo, lo + block)
         z = support.transform(x[:, rows], dphi[:, cols])
         part = gram_rows(z, None if weights is None else weights[lo: lo + block])
         inner = part if inner is None else inner + part
-    index = (rows[:, None] * data.d_phi + cols).ravel()
     full[np.ix_(index, index)] = inner
     return full
 
@@ -129,7 +151,7 @@ def _blocked_gram(coordinates: Coordinates, data: PreferenceData, weights: np.nd
     spans = [(lo, min(lo + GRAM_PANEL, k)) for lo in range(0, k, GRAM_PANEL)]
     panels = [np.zeros((hi, hi - lo), order="F") for lo, hi in spans] if out is None else []
     for lo in range(0, data.n, block):
-        z = coordinates.transform(data.contexts[lo: lo + block], data.differences[lo: lo + block])
+        z = coordinates.transform(data.contexts[lo: lo + block], data.difference_rows(lo, lo + block))
         if weights is not None:
             z *= np.sqrt(weights[lo: lo + block])[:, None]
         if out is not None:
@@ -185,7 +207,7 @@ def _rtv_gram(basis: RTVBasis, data: PreferenceData, weights: np.ndarray | None)
     scaled = np.empty((min(rows, data.n), dp), order="F")
     for lo in range(0, data.n, rows):
         xt = data.contexts[lo: lo + rows] @ basis.left
-        ft = (basis.right.T @ data.differences[lo: lo + rows].T).T  # f̃ of the block, Fortran-ordered
+        ft = (basis.right.T @ data.difference_rows(lo, lo + rows).T).T  # f̃ of the block, Fortran-ordered
         w = np.ones(xt.shape[0]) if weights is None else weights[lo: lo + rows]
         block21 = (xt[:, r:, None] * ft[:, None, :r]).reshape(xt.shape[0], -1)
         rooted = np.sqrt(w)[:, None] * block21
@@ -281,7 +303,7 @@ def reached_coordinates(coordinates: Coordinates, data: PreferenceData) -> np.nd
     total = np.zeros(coordinates.dim)
     rows = max(1, DESIGN_BLOCK_BYTES // (8 * coordinates.dim))
     for lo in range(0, data.n, rows):
-        z = coordinates.transform(data.contexts[lo:lo + rows], data.differences[lo:lo + rows])
+        z = coordinates.transform(data.contexts[lo:lo + rows], data.difference_rows(lo, lo + rows))
         total += np.einsum("ti,ti->i", z, z)
     return total > REACH_RTOL * total.max() if total.max() > 0 else np.zeros(coordinates.dim, dtype=bool)
 

@@ -54,7 +54,28 @@ def check_policy(policy, population) -> Policy:
 
 
 def policy_value(policy: Policy, truth, population: Population) -> float:
-    """E_ρ Σ_a π(a | x, s) r*(x, s, a) under the true Θ* (``truth`` is Θ* or has ``.theta``)."""
+    """E_ρ Σ_a π(a | x, s) r*(x, s, a): the policy's value under the true Θ*.
+
+    Parameters
+    ----------
+    policy : Policy
+        Solved on ``population`` (:func:`~bayes_loco.pessimistic_policy`,
+        :func:`~bayes_loco.greedy_policy`).
+    truth : ndarray of shape (d_x, d_φ), or a Problem
+        Θ*, or anything with ``.theta`` (a simulated problem).
+    population : Population
+        The evaluation population ρ the policy was solved on.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> policy = bl.greedy_policy(fit.theta, pop)
+    >>> round(bl.policy_value(policy, problem, pop), 3)
+    0.413
+    """
     check_policy(policy, population)
     r = truth_rewards(truth, population)
     return float(np.mean(np.sum(policy.row_probabilities * r, axis=1)))
@@ -66,6 +87,21 @@ def relative_value(policy: Policy, truth, population: Population) -> float:
     The quantity ``policy.pessimistic_value`` bounds from below: the exact and relaxed
     objectives score actions relative to a_ref (:mod:`bayes_loco.policy`), so a
     pessimistic policy's guarantee holds when ``relative_value ≥ pessimistic_value``.
+
+    Parameters
+    ----------
+    policy, truth, population
+        As in :func:`policy_value`.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> policy = bl.pessimistic_policy(fit.calibrated_set(0.9), pop, objective="exact")
+    >>> bl.relative_value(policy, problem, pop) >= policy.pessimistic_value
+    True
     """
     check_policy(policy, population)
     reference = truth_rewards(truth, population)[:, policy.reference_action]
@@ -73,7 +109,25 @@ def relative_value(policy: Policy, truth, population: Population) -> float:
 
 
 def optimal_value(truth, population: Population, scope: str = "personalised") -> float:
-    """Value of the best policy of ``scope``: E_ρ max_a r* or E_s max_a E_{x|s} r*."""
+    """Value of the best policy of ``scope``: E_ρ max_a r* (personalised) or E_s max_a E_x|s r* (global).
+
+    Parameters
+    ----------
+    truth : ndarray of shape (d_x, d_φ), or a Problem
+        Θ*, or anything with ``.theta``.
+    population : Population
+    scope : {"personalised", "global"}
+        One action per unit (x, s), or per state s for the contexts of that state.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> round(bl.optimal_value(problem, pop), 3)
+    0.475
+    """
     check_option(scope, "scope", SCOPES)
     if not isinstance(population, Population):
         raise TypeError(f"population must be a Population, got {type(population).__name__}")
@@ -83,7 +137,23 @@ def optimal_value(truth, population: Population, scope: str = "personalised") ->
 
 
 def suboptimality(policy: Policy, truth, population: Population) -> float:
-    """Optimal value minus the policy's value, for the policy's own scope (≥ 0)."""
+    """Optimal value minus the policy's value, for the policy's own scope (≥ 0; 0 is optimal).
+
+    Parameters
+    ----------
+    policy, truth, population
+        As in :func:`policy_value`.
+
+    Returns
+    -------
+    float
+
+    Examples
+    --------
+    >>> greedy = bl.greedy_policy(fit.theta, pop)
+    >>> round(bl.suboptimality(greedy, problem, pop), 3)
+    0.063
+    """
     check_policy(policy, population)
     return optimal_value(truth, population, policy.scope) - policy_value(policy, truth, population)
 
@@ -134,6 +204,18 @@ def log_loss(labels, p, weights=None) -> float:
         [:data:`EPS`, 1 − EPS] (p_t and 1 − p_t each at least EPS).
     weights : array_like, shape (N,), optional
         Positive w_t; the result is Σ w_t ℓ_t / Σ w_t.
+
+    Returns
+    -------
+    float
+        log 2 ≈ 0.693 is what a coin scores; lower is better.
+
+    Examples
+    --------
+    >>> round(bl.log_loss([1, 0, 0.5], [0.9, 0.2, 0.5]), 4)
+    0.3406
+    >>> round(bl.log_loss(data, fit.predict_proba(data)), 3)  # in-sample here: hold data out in practice
+    0.531
     """
     y, p, w = _labels_and_weights(labels, p, weights)
     # 1 − p clipped on its own: 1 − (1 − EPS) is not EPS in floating point
@@ -144,7 +226,22 @@ def accuracy(labels, p, weights=None) -> float:
     """Weighted share of comparisons whose preferred answer p_t picks: 1 if right, 0 if wrong.
 
     A tie (y_t = ½) scores ½ whatever is predicted, and so does p_t = ½ exactly (no pick):
-    both are what a coin would score. Arguments as in :func:`log_loss`.
+    both are what a coin would score.
+
+    Parameters
+    ----------
+    labels, p, weights
+        As in :func:`log_loss`.
+
+    Returns
+    -------
+    float
+        In [0, 1]; a coin scores ½.
+
+    Examples
+    --------
+    >>> round(bl.accuracy([1, 0, 0.5], [0.9, 0.2, 0.5]), 4)
+    0.8333
     """
     y, p, w = _labels_and_weights(labels, p, weights)
     hit = np.where((p > 0.5) == (y == 1), 1.0, 0.0)
@@ -154,7 +251,20 @@ def accuracy(labels, p, weights=None) -> float:
 def brier(labels, p, weights=None) -> float:
     """Weighted mean squared error Σ w_t (p_t − y_t)² / Σ w_t (a tie's y_t = ½).
 
-    Arguments as in :func:`log_loss`.
+    Parameters
+    ----------
+    labels, p, weights
+        As in :func:`log_loss`.
+
+    Returns
+    -------
+    float
+        In [0, 1]; always predicting ½ scores 0.25.
+
+    Examples
+    --------
+    >>> round(bl.brier([1, 0, 0.5], [0.9, 0.2, 0.5]), 4)
+    0.0167
     """
     y, p, w = _labels_and_weights(labels, p, weights)
     return float(w @ (p - y) ** 2)
@@ -178,6 +288,16 @@ def calibration_curve(labels, p, bins=10, weights=None) -> pd.DataFrame:
         ``count`` (comparisons), ``std_err`` of ``observed``:
         sqrt(n/(n − 1) · Σ w_t² (y_t − ȳ)²) / Σ w_t, which is s/√n without weights (NaN for
         a bin of one). A calibrated model has ``observed`` ≈ ``predicted`` within a few s.e.
+
+    Examples
+    --------
+    >>> curve = bl.calibration_curve(data, fit.predict_proba(data), bins=4)
+    >>> curve[["predicted", "observed", "count"]].round(2)
+       predicted  observed  count
+    0       0.17      0.13     63
+    1       0.37      0.34     90
+    2       0.63      0.66     83
+    3       0.83      0.84     64
     """
     y, p, w = _labels_and_weights(labels, p, weights)
     if isinstance(bins, numbers.Integral) and not isinstance(bins, bool):
@@ -202,6 +322,26 @@ def score(fit, data: PreferenceData) -> dict[str, float]:
     """Held-out :data:`METRICS` of ``fit`` on ``data``: log-loss, accuracy and Brier score.
 
     Weighted by the data's weights when it carries them.
+
+    Parameters
+    ----------
+    fit : Fit
+        Anything with ``predict_proba(data)``: every fit of the package.
+    data : PreferenceData
+        Comparisons the fit did not see (``data.split``, or
+        :func:`~bayes_loco.cross_validate` for every fold).
+
+    Returns
+    -------
+    dict
+        ``{"log_loss": ..., "accuracy": ..., "brier": ...}``.
+
+    Examples
+    --------
+    >>> train, test = data.split(200)
+    >>> held_out = bl.score(bl.fit_prs(train, rank=2, ridge=1.0), test)
+    >>> sorted(held_out)
+    ['accuracy', 'brier', 'log_loss']
     """
     check_instance(data, "data", PreferenceData)
     p = fit.predict_proba(data)

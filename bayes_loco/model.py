@@ -19,18 +19,23 @@ import numpy as np
 from scipy.special import expit, log_expit, logsumexp, softmax
 
 from .design import gram_rows
+from .indexed import ItemDifferences
 from .linalg import sandwich_precision
 
 # XΘ (N × d_φ) is formed at most this many bytes at a time.
 MARGIN_BLOCK_BYTES = 2**27
 
 
-def margins(theta: np.ndarray, contexts: np.ndarray, differences: np.ndarray) -> np.ndarray:
+def margins(theta: np.ndarray, contexts: np.ndarray, differences) -> np.ndarray:
     """Linear predictors η_t = x_tᵀ Θ Δφ_t as a row-wise dot of XΘ with ΔΦ.
 
     XΘ has ΔΦ's size; above :data:`MARGIN_BLOCK_BYTES` it is formed a block of rows at a
-    time (at N = 100,000 and d_φ = 4096 it would be 3.3 GB).
+    time (at N = 100,000 and d_φ = 4096 it would be 3.3 GB). ``differences`` may be an
+    :class:`~bayes_loco.indexed.ItemDifferences` (a data set's ``delta``): then a gather of
+    ΘΦᵀ, O(N d_x + A d_φ d_x).
     """
+    if isinstance(differences, ItemDifferences):
+        return differences.margins(theta, contexts)
     n = contexts.shape[0]
     rows = max(1, MARGIN_BLOCK_BYTES // (8 * max(1, theta.shape[1])))
     if rows >= n:
@@ -125,11 +130,25 @@ class Likelihood:
     labels: np.ndarray
     weights: np.ndarray | None = None
     ties: str = "half"
+    counts: np.ndarray | None = None
 
     @classmethod
     def of(cls, data, ties: str = "half") -> Likelihood:
         """The loss of ``data`` (a :class:`~bayes_loco.PreferenceData`); unit weights count as none."""
-        return cls(data.labels, data.weights if data.weighted else None, ties)
+        return cls(data.labels, data.weights if data.weighted else None, ties, data.counts)
+
+    @property
+    def total_weight(self) -> float:
+        """Σ_t f_t w_t: the number of comparisons, weighted (what the mean loss divides by)."""
+        if self.weights is None and self.counts is None:
+            return float(self.labels.shape[0])
+        return float(self._weighted(np.ones(self.labels.shape[0])).sum())
+
+    def meat_weights(self, derivative: np.ndarray) -> np.ndarray:
+        """The sandwich's per-row weights from f_t w_t ∂ℓ_t: f_t w_t² (∂ℓ_t)², the sum over the expanded
+        rows (HC0 with ``var_weights``; with ``freq_weights`` each copy counts once)."""
+        squared = derivative**2
+        return squared if self.counts is None else squared / np.where(self.counts > 0, self.counts, 1.0)
 
     @property
     def n_extra(self) -> int:
@@ -145,10 +164,19 @@ class Likelihood:
     def rows(self, lo: int, hi: int) -> Likelihood:
         """The loss of comparisons lo … hi − 1."""
         weights = None if self.weights is None else self.weights[lo:hi]
-        return Likelihood(self.labels[lo:hi], weights, self.ties)
+        counts = None if self.counts is None else self.counts[lo:hi]
+        return Likelihood(self.labels[lo:hi], weights, self.ties, counts)
+
+    @property
+    def multiplier(self) -> np.ndarray | None:
+        """f_t w_t, or None when every row counts once."""
+        if self.counts is None:
+            return self.weights
+        return self.counts if self.weights is None else self.counts * self.weights
 
     def _weighted(self, values: np.ndarray) -> np.ndarray:
-        return values if self.weights is None else self.weights * values
+        multiplier = self.multiplier
+        return values if multiplier is None else multiplier * values
 
     def _davidson(self, eta: np.ndarray, log_nu: float) -> tuple[np.ndarray, np.ndarray]:
         """log P(y_t | η_t, ν) and (P(y = 0), P(tie), P(y = 1)) of each comparison."""
@@ -160,14 +188,14 @@ class Likelihood:
     def value(self, eta: np.ndarray, log_nu: float | None = None) -> float:
         """Σ_t w_t ℓ_t at margins η (and λ = ``log_nu`` for Davidson's model)."""
         if self.ties == "half":
-            return neg_log_likelihood(eta, self.labels, self.weights)
+            return neg_log_likelihood(eta, self.labels, self.multiplier)
         return float(-self._weighted(self._davidson(eta, log_nu)[0]).sum())
 
     def derivatives(self, eta: np.ndarray, log_nu: float | None = None
                     ) -> tuple[float, np.ndarray, np.ndarray | None]:
         """The loss, w_t ∂ℓ_t/∂η_t and w_t ∂ℓ_t/∂λ of each comparison (the last None for "half")."""
         if self.ties == "half":
-            return self.value(eta), residuals(eta, self.labels, self.weights), None
+            return self.value(eta), residuals(eta, self.labels, self.multiplier), None
         observed, probs = self._davidson(eta, log_nu)
         d_eta = 0.5 * (probs[:, 2] - probs[:, 0]) - (self.labels - 0.5)
         d_log_nu = probs[:, 1] - (self.labels == 0.5)
@@ -181,7 +209,7 @@ class Likelihood:
         ½ Cov(2y − 1, [tie]) = −½ (P₁ − P₀) P_tie and Var([tie]) under the model.
         """
         if self.ties == "half":
-            return fisher_weights(eta, self.weights), None, 0.0
+            return fisher_weights(eta, self.multiplier), None, 0.0
         probs = self._davidson(eta, log_nu)[1]
         p0, tie, p1 = probs[:, 0], probs[:, 1], probs[:, 2]
         c_eta = 0.25 * (p1 + p0 - (p1 - p0) ** 2)
@@ -195,12 +223,15 @@ def residuals(eta: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = 
     return res if weights is None else weights * res
 
 
-def score_matrix(weights: np.ndarray, contexts: np.ndarray, differences: np.ndarray) -> np.ndarray:
+def score_matrix(weights: np.ndarray, contexts: np.ndarray, differences) -> np.ndarray:
     """Σ_t w_t x_t Δφ_tᵀ = Xᵀ diag(w) ΔΦ, the gradient of Σ_t f(η_t) for w_t = f'(η_t).
 
     Above :data:`MARGIN_BLOCK_BYTES` of ΔΦ the weights go on X instead, so that no copy of
-    ΔΦ is made (the same sum, rounded differently).
+    ΔΦ is made (the same sum, rounded differently). An
+    :class:`~bayes_loco.indexed.ItemDifferences` ΔΦ sums by item (``np.bincount``), then GΦ.
     """
+    if isinstance(differences, ItemDifferences):
+        return differences.score(weights, contexts)
     if differences.nbytes > MARGIN_BLOCK_BYTES:
         return (weights[:, None] * contexts).T @ differences
     return contexts.T @ (weights[:, None] * differences)
@@ -226,9 +257,23 @@ def fisher_information(design: np.ndarray, eta: np.ndarray) -> np.ndarray:
     return gram_rows(design, fisher_weights(eta))
 
 
+# The covariances a frequentist fit's Wald set can use (statsmodels' names: "nonrobust" is "model").
+COV_TYPES = ("model", "sandwich")
+
+
+def resolve_cov_type(likelihood: Likelihood, cov_type: str | None) -> str:
+    """``cov_type``, or its default: ``"sandwich"`` where the loss is a quasi-likelihood (half ties,
+    sampling weights), ``"model"`` otherwise (counts included: they are the likelihood's own)."""
+    if cov_type is None:
+        return "sandwich" if likelihood.quasi else "model"
+    if cov_type not in COV_TYPES:
+        raise ValueError(f"cov_type must be one of {COV_TYPES} or None (the default), got {cov_type!r}")
+    return cov_type
+
+
 def wald_precision(likelihood: Likelihood, eta: np.ndarray, log_nu: float | None,
                    gram: Callable[[np.ndarray], np.ndarray],
-                   score: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+                   score: Callable[[np.ndarray], np.ndarray], cov_type: str | None = None) -> np.ndarray:
     """The precision (inverse covariance) of θ̂ that a Wald set uses, k × k, at the estimate's margins η.
 
     ``gram(c)`` is Σ_t c_t z_t z_tᵀ and ``score(g)`` is Σ_t g_t z_t, z_t the comparisons'
@@ -242,17 +287,27 @@ def wald_precision(likelihood: Likelihood, eta: np.ndarray, log_nu: float | None
     - Davidson's model: the information of (θ, λ = log ν) — or, with weights, its
       sandwich — and then the precision of θ with λ profiled out: the inverse of the θ-block
       of the joint inverse, i.e. the Schur complement I_θθ − I_θλ I_λλ⁻¹ I_λθ.
+
+    ``cov_type`` chooses between the two whatever the loss (:func:`resolve_cov_type`; None is
+    the default above): ``"model"`` is the information H alone (statsmodels' ``nonrobust``: with
+    half ties, the GLM's model-based errors for fractional y), ``"sandwich"`` is H J⁺ H (HC0).
+    Counts f_t (frequency weights) enter both as copies of their row: J sums f_t w_t² (∂ℓ_t)².
     """
+    robust = resolve_cov_type(likelihood, cov_type) == "sandwich"
     if likelihood.ties == "half":
         bread = gram(likelihood.curvature(eta)[0])
-        if not likelihood.quasi:
+        if not robust:
             return bread
-        return sandwich_precision(bread, gram(likelihood.derivatives(eta)[1] ** 2))
+        return sandwich_precision(bread, gram(likelihood.meat_weights(likelihood.derivatives(eta)[1])))
     c_eta, c_cross, c_nu = likelihood.curvature(eta, log_nu)
     joint = _bordered(gram(c_eta), score(c_cross), c_nu)
-    if likelihood.quasi:
+    if robust:
         _, d_eta, d_nu = likelihood.derivatives(eta, log_nu)
-        joint = sandwich_precision(joint, _bordered(gram(d_eta**2), score(d_eta * d_nu), float(d_nu @ d_nu)))
+        counts = likelihood.counts
+        per_row = 1.0 if counts is None else np.where(counts > 0, counts, 1.0)
+        meat = _bordered(gram(d_eta**2 / per_row), score(d_eta * d_nu / per_row),
+                         float(d_nu @ (d_nu / per_row)))
+        joint = sandwich_precision(joint, meat)
     cross, corner = joint[:-1, -1], joint[-1, -1]
     return joint[:-1, :-1] - np.outer(cross, cross) / corner
 

@@ -157,7 +157,7 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     """Uncertainty sets and draws projected on two directions, with θ* when known.
 
     An ellipsoid {θ : (θ − θ̂)ᵀW(θ − θ̂) ≤ R²} projected on the span of an orthonormal
-    P (k × 2) is the ellipse Pᵀθ̂ + R (PᵀW⁺P)^{1/2} u, ‖u‖ = 1, drawn as a closed line
+    P (k × 2) is the ellipse Pᵀθ̂ + R (PᵀW⁺P)^½ u, ‖u‖ = 1, drawn as a closed line
     with a "+" at its centre. The projection is bounded only when P lies in range(W):
     along a direction that leaves it (a direction no comparison reaches) the set is a
     cylinder. Then what is bounded is drawn and the legend says so: a strip between two
@@ -204,6 +204,12 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     ValueError
         Sets of different dimensions or coordinates, a direction label that is not a
         coordinate label, parallel directions, ``draws`` or ``truth`` of the wrong shape.
+
+    Examples
+    --------
+    >>> ax = bl.plots.plot_sets({"PRS set, C₂ = 5": fit.penalty_set(), "Wald 90%": fit.calibrated_set(0.9)},
+    ...                         truth=problem)
+    >>> ax.figure.savefig("sets.png")
     """
     named = _check_sets(sets, drawable=True)
     coordinates = named[0][1].coordinates
@@ -247,7 +253,7 @@ def plot_sets(sets, *, directions=None, draws=None, truth=None, labels=None, ax:
     ax.set_ylabel(names[1])
     ax.grid(alpha=0.3)
     # Outside the axes, on the right: the sets fill the plane, so no corner of it is free of them.
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
+    ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     return ax
 
 
@@ -313,6 +319,12 @@ def plot_spectrum(items, *, ax: Axes | None = None) -> Axes:
     Returns
     -------
     matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> ax = bl.plots.plot_spectrum({"Wald": fit.calibrated_set(0.9), "paper's Gram": fit.penalty_set()})
+    >>> ax.get_yscale()
+    'log'
     """
     named = _mapping_pairs(items, "items", "EllipsoidSet or Fit")
     ax = _new_axes(ax, (6.5, 4.2))
@@ -339,7 +351,7 @@ def plot_spectrum(items, *, ax: Axes | None = None) -> Axes:
     handles += [Line2D([], [], color="0.3", ls="--", lw=1.0),
                 Line2D([], [], color="0.3", marker="v", markerfacecolor="none", ls="none")]
     names += ["k_eff cut (λ ≤ 1e-10·λ₁: not identified)", "unidentified λ (drawn at 1e-12·λ₁)"]
-    ax.legend(handles, names, fontsize=8, loc="best", framealpha=0.85)
+    ax.legend(handles, names, fontsize="small", loc="best", framealpha=0.85)
     return ax
 
 
@@ -359,10 +371,10 @@ def plot_reward_intervals(sets, population: Population, row: int, *, truth=None,
     """Each action's reward interval at one (x, s) under each set, against the truth when known.
 
     For population row ``row`` and each action a the interval is
-    [min_{θ ∈ set} θᵀz_a, max_{θ ∈ set} θᵀz_a] with z_a = z(x, s, a) − z(x, s, a_ref)
+    [min_(θ ∈ set) θᵀz_a, max_(θ ∈ set) θᵀz_a] with z_a = z(x, s, a) − z(x, s, a_ref)
     (:func:`~bayes_loco.design.candidate_features`): the lower end is
     ``lower_bound(z_a)``, the upper ``−lower_bound(−z_a)``. For an ellipsoid that is
-    θ̂ᵀz_a ± R‖z_a‖_{W⁻¹}; for a hull of draws the range of θ_jᵀz_a; for a
+    θ̂ᵀz_a ± R‖z_a‖_W⁻¹; for a hull of draws the range of θ_jᵀz_a; for a
     QuantileSet the pointwise central interval of the posterior of θᵀz_a. The marker
     is the set's point estimate (centre, mean of the draws). The reference action's
     interval is the point 0. An unbounded end (z_a outside range(W)) is drawn to the
@@ -385,6 +397,13 @@ def plot_reward_intervals(sets, population: Population, row: int, *, truth=None,
     Returns
     -------
     matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> sets = {"PRS set, C₂ = 5": fit.penalty_set(), "Wald 90%": fit.calibrated_set(0.9)}
+    >>> ax = bl.plots.plot_reward_intervals(sets, pop, row=0, truth=problem)
+    >>> ax.get_title()
+    'population row 0: reward intervals under each set'
     """
     named = _check_sets(sets, drawable=False)
     if not isinstance(population, Population):
@@ -433,9 +452,9 @@ def plot_reward_intervals(sets, population: Population, row: int, *, truth=None,
     ax.set_xlim(left, right)
     ax.set_xlabel("reward difference θᵀz(x, s, a) = r(x, s, a) − r(x, s, a_ref)")
     ax.set_ylabel("action")
-    ax.set_title(f"population row {row}: reward intervals under each set", fontsize=10)
+    ax.set_title(f"population row {row}: reward intervals under each set", fontsize="medium")
     ax.grid(alpha=0.3, axis="x")
-    ax.legend(fontsize=8, loc="best", framealpha=0.85)
+    ax.legend(fontsize="small", loc="best", framealpha=0.85)
     return ax
 
 
@@ -462,6 +481,12 @@ def plot_policies(policies, *, max_units: int = 40, ax: Axes | None = None) -> A
     Returns
     -------
     matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> greedy = bl.greedy_policy(fit.theta, pop)
+    >>> exact = bl.pessimistic_policy(fit.calibrated_set(0.9), pop, objective="exact")
+    >>> ax = bl.plots.plot_policies({"greedy": greedy, "exact, Wald 90%": exact}, max_units=20)
     """
     named = _mapping_pairs(policies, "policies", "Policy")
     max_units = check_int(max_units, "max_units", 1)
@@ -499,12 +524,12 @@ def plot_policies(policies, *, max_units: int = 40, ax: Axes | None = None) -> A
                        linewidth=0, gid=f"policy {name}")
         mixed = int((table.max(axis=1) < 1 - 1e-9).sum())
         ticks.append(f"{name}\n({mixed} of {n_units} mixed)")
-    ax.set_yticks(np.arange(len(named)), ticks, fontsize=8)
+    ax.set_yticks(np.arange(len(named)), ticks, fontsize="small")
     ax.set_ylim(len(named) - 0.5, -0.5)  # the first policy on top
     ax.set_xlim(-0.6, n_units - 0.4)
     ax.set_xlabel(f"{unit}, first {n_units}")
-    ax.legend(handles=[Patch(color=colour[a], label=f"a = {a}") for a in range(n_actions)], fontsize=8,
-              title="action (bar height: π(a | unit))", title_fontsize=8, loc="upper left",
+    ax.legend(handles=[Patch(color=colour[a], label=f"a = {a}") for a in range(n_actions)], fontsize="small",
+              title="action (bar height: π(a | unit))", title_fontsize="small", loc="upper left",
               bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return ax
 
@@ -530,6 +555,14 @@ def plot_reliability(curves, *, ax: Axes | None = None) -> Axes:
     Returns
     -------
     matplotlib.axes.Axes
+
+    Examples
+    --------
+    >>> train, test = data.split(200)
+    >>> held_out = bl.fit_prs(train, rank=2, ridge=1.0).predict_proba(test)
+    >>> ax = bl.plots.plot_reliability({"PRS": bl.calibration_curve(test, held_out, bins=5)})
+    >>> ax.get_xlabel()
+    'mean predicted P(a₁ preferred)'
     """
     pairs = [("model", curves)] if isinstance(curves, pd.DataFrame) else _mapping_pairs(
         curves, "curves", "calibration_curve DataFrame")
@@ -549,7 +582,7 @@ def plot_reliability(curves, *, ax: Axes | None = None) -> Axes:
         ax.errorbar(predicted, observed, yerr=bars, fmt="o-", color=colour, ms=4, lw=1.4, capsize=2,
                     label=f"{name} (±1.96 s.e.)")
         for x, y, n in zip(predicted, observed, curve["count"], strict=True):
-            ax.annotate(f"{int(n)}", (x, y), textcoords="offset points", xytext=(4, -9), fontsize=6,
+            ax.annotate(f"{int(n)}", (x, y), textcoords="offset points", xytext=(4, -9), fontsize="x-small",
                         color=colour)
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
@@ -557,5 +590,5 @@ def plot_reliability(curves, *, ax: Axes | None = None) -> Axes:
     ax.set_xlabel("mean predicted P(a₁ preferred)")
     ax.set_ylabel("observed mean label (ties ½)")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="upper left")
+    ax.legend(fontsize="small", loc="upper left")
     return ax

@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from ._validation import as_float_array, check_instance, check_int, check_real
+from ._validation import as_float_array, as_names, check_instance, check_int, check_real
 from .data import Population, PreferenceData
 from .design import DESIGN_BLOCK_BYTES
 from .model import MARGIN_BLOCK_BYTES, expected_label, margins
@@ -67,8 +67,15 @@ class Prediction:
     method: str = ""
     reference: int | None = None
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per comparison (``comparison``), or per row and action (``row``, ``action``)."""
+    def to_frame(self, action_names=None) -> pd.DataFrame:
+        """One row per comparison (``comparison``), or per row and action (``row``, ``action``).
+
+        Parameters
+        ----------
+        action_names : sequence of str, optional
+            Rewards only: a name for each of the A actions (e.g. a fit's ``data.item_names``),
+            used in the ``action`` level of the index.
+        """
         columns = {"estimate": self.estimate}
         if self.lower is not None:
             columns |= {"lower": self.lower, "upper": self.upper}
@@ -77,7 +84,8 @@ class Prediction:
             frame.index.name = "comparison"
             return frame
         n, a = self.estimate.shape
-        index = pd.MultiIndex.from_product([range(n), range(a)], names=["row", "action"])
+        actions = range(a) if action_names is None else as_names(action_names, "action_names", a)
+        index = pd.MultiIndex.from_product([range(n), actions], names=["row", "action"])
         return pd.DataFrame({k: v.ravel() for k, v in columns.items()}, index=index)
 
     def __repr__(self) -> str:
@@ -98,6 +106,13 @@ def _check_sizes(fit, d_x: int, d_phi: int, what: str) -> np.ndarray:
         raise ValueError(f"{what} has d_x = {d_x}, d_phi = {d_phi}; the fit's Θ is "
                          f"{theta.shape[0]} × {theta.shape[1]}")
     return theta
+
+
+def on_fit_items(fit, data: PreferenceData) -> PreferenceData:
+    """``data`` on the item table of the data ``fit`` was made on, items matched by name
+    (:meth:`~bayes_loco.PreferenceData.on_items`); as given where either has no item names."""
+    fitted = getattr(fit, "data", None)
+    return data.on_items(fitted) if isinstance(fitted, PreferenceData) else data
 
 
 def _check_level(level) -> float:
@@ -134,7 +149,7 @@ def _posterior_probabilities(fit, data: PreferenceData, level: float | None):
     if level is not None:
         lower, upper = np.empty(data.n), np.empty(data.n)
     for lo, hi in _draw_blocks(draws, data.n, data.d_phi):
-        eta = np.einsum("jtb,tb->jt", np.matmul(data.contexts[lo:hi], draws), data.differences[lo:hi])
+        eta = np.einsum("jtb,tb->jt", np.matmul(data.contexts[lo:hi], draws), data.difference_rows(lo, hi))
         p = expected_label(eta, nu)
         mean[lo:hi] = p.mean(axis=0)
         if level is not None:
@@ -157,10 +172,11 @@ def predict_proba(fit, data: PreferenceData) -> np.ndarray:
     ndarray, shape (N,)
     """
     check_instance(data, "data", PreferenceData)
+    data = on_fit_items(fit, data)
     theta = _check_sizes(fit, data.d_x, data.d_phi, "data")
     if _is_posterior(fit):
         return _posterior_probabilities(fit, data, None)[0]
-    return expected_label(margins(theta, data.contexts, data.differences), getattr(fit, "nu", None))
+    return expected_label(margins(theta, data.contexts, data.delta), getattr(fit, "nu", None))
 
 
 def _wald_widths(fit, rows_of, n: int, level: float) -> np.ndarray:
@@ -205,15 +221,16 @@ def predict_interval(fit, data: PreferenceData, level: float = 0.9) -> Predictio
     """
     check_instance(data, "data", PreferenceData)
     level = _check_level(level)
+    data = on_fit_items(fit, data)
     theta = _check_sizes(fit, data.d_x, data.d_phi, "data")
     if _is_posterior(fit):
         mean, lower, upper = _posterior_probabilities(fit, data, level)
         return Prediction(mean, lower, upper, level, "probability", "posterior quantiles")
     nu = getattr(fit, "nu", None)
-    eta = margins(theta, data.contexts, data.differences)
+    eta = margins(theta, data.contexts, data.delta)
     coordinates = fit.coordinates
     sd = _wald_widths(fit, lambda lo, hi: coordinates.transform(data.contexts[lo:hi],
-                                                                data.differences[lo:hi]), data.n, level)
+                                                                data.difference_rows(lo, hi)), data.n, level)
     half = stats.norm.ppf(0.5 + level / 2) * sd
     known = np.isfinite(half)
     # E[y | η] runs from 0 to 1 as η does (Davidson's too): the limits where η is not identified

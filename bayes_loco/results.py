@@ -28,7 +28,6 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 import pandas as pd
 import xarray as xr
-from scipy import stats
 
 from ._validation import (
     as_float_array,
@@ -42,10 +41,20 @@ from ._validation import (
 from .coordinates import Coordinates, RTVBasis
 from .data import PreferenceData
 from .design import reached_coordinates
-from .model import TIE_MODELS, Likelihood, score_matrix, wald_precision
+from .model import COV_TYPES, TIE_MODELS, Likelihood, resolve_cov_type, score_matrix, wald_precision
 from .predict import Predictive
 from .sets import EllipsoidSet, UncertaintySet, ValueFamilySet, value_family
 from .sets.ellipsoid import penalty_ellipsoid  # noqa: F401 - re-exported: it was defined here
+from .summary_tables import (  # noqa: F401 - re-exported: they were defined here
+    CONTRAST_BYTES,
+    contrast_note,
+    contrast_wald_table,
+    coordinate_names,
+    feature_contrasts,
+    named_theta_table,
+    unidentified_note,
+    wald_table,
+)
 from .trees import fit_tree
 
 
@@ -66,9 +75,9 @@ class Diagnostics:
     Attributes
     ----------
     method : str
-        The algorithm: ``"newton-cg"`` (MLE), ``"fgd-lbfgs"``/``"fgd-alternating"``
-        (low rank), ``"prs"``, ``"nuts-pymc"``/``"nuts-nutpie"``/``"nuts-numpyro"``,
-        ``"map"``, ``"vi-advi"``/``"vi-fullrank_advi"``.
+        The algorithm: ``"newton-cg"`` (MLE; ``"newton-exact"`` on item-indexed data),
+        ``"fgd-lbfgs"``/``"fgd-alternating"`` (low rank), ``"prs"``,
+        ``"nuts-pymc"``/``"nuts-nutpie"``/``"nuts-numpyro"``, ``"map"``, ``"vi-advi"``/``"vi-fullrank_advi"``.
     converged : bool
         The optimiser met its criterion, or the sampler raised no warning. ADVI has
         no criterion: for VI it only says the iterations ran (judge the fit by its
@@ -158,12 +167,13 @@ class WaldFit(Predictive, SummaryHTML):
 
     calibrated_kinds = ("wald", "family")
 
-    def _information(self) -> np.ndarray:
+    def _information(self, cov_type: str | None = None) -> np.ndarray:
         """The Wald set's precision at the estimate (:func:`~bayes_loco.model.wald_precision`).
 
         The Fisher information Σ_t p̂_t(1 − p̂_t) z_t z_tᵀ without ties and weights; with them
         under ``ties="half"`` the inverse of the sandwich covariance H⁻¹ J H⁻¹; under
-        ``ties="davidson"`` the information of (θ, log ν) with ν profiled out.
+        ``ties="davidson"`` the information of (θ, log ν) with ν profiled out. ``cov_type``
+        (else the fit's own, else that default) picks ``"model"`` or ``"sandwich"``.
         """
         data, eta, gram = self._fitted()
         nu = self.nu
@@ -171,20 +181,29 @@ class WaldFit(Predictive, SummaryHTML):
         likelihood = Likelihood.of(data, "half" if nu == 0 else self.ties)
 
         def score(g):
-            return self.coordinates.to_coordinates(score_matrix(g, data.contexts, data.differences))
+            return self.coordinates.to_coordinates(score_matrix(g, data.contexts, data.delta))
 
-        return wald_precision(likelihood, eta, None if not nu else float(np.log(nu)), gram, score)
+        cov_type = getattr(self, "cov_type", None) if cov_type is None else cov_type
+        return wald_precision(likelihood, eta, None if not nu else float(np.log(nu)), gram, score, cov_type)
+
+    @property
+    def covariance(self) -> str:
+        """The covariance the fit's Wald set uses: ``"model"`` (the information) or ``"sandwich"`` (HC0)."""
+        data = self._fitted()[0] if not hasattr(self, "data") else self.data
+        likelihood = Likelihood.of(data, "half" if self.nu == 0 else self.ties)
+        return resolve_cov_type(likelihood, getattr(self, "cov_type", None))
 
     def calibrated_set(self, level: float = 0.9, kind: str | None = None, *,
-                       population=None) -> EllipsoidSet | ValueFamilySet:
+                       cov_type: str | None = None, population=None) -> EllipsoidSet | ValueFamilySet:
         """Asymptotic Wald set: precision I at the estimate, radius² = χ²_{k_eff}(level).
 
         I is the Fisher information, or with ties or weights under ``ties="half"`` the inverse
         of the sandwich covariance, or under ``ties="davidson"`` the information with ν
         profiled out (:meth:`_information`). k_eff = rank I: directions no comparison reaches
         are not identified and the set is a cylinder along them. ``kind`` None means
-        ``"wald"``. ``kind="family"`` bounds instead only the row × action values of
-        ``population``, all at once, with the same I (max-|t| simultaneous intervals,
+        ``"wald"``. ``cov_type`` (``"model"`` or ``"sandwich"``) overrides the fit's covariance
+        (:attr:`covariance`) for this set. ``kind="family"`` bounds instead only the row × action
+        values of ``population``, all at once, with the same I (max-|t| simultaneous intervals,
         :func:`~bayes_loco.sets.value_family`; relaxed objective only).
         From ``sets.ellipsoid.FACTORED_MIN`` coordinates on the set holds I's Cholesky factor
         and not I (its ``precision`` is None; :meth:`EllipsoidSet.factored`).
@@ -196,7 +215,10 @@ class WaldFit(Predictive, SummaryHTML):
                              "(population=...)" if kind == "family" else
                              "population applies to kind='family' only")
         # The information is this call's own: at LLM width the set factorises it in place (one k × k matrix).
-        wald = EllipsoidSet.wald(self.estimate, self._information(), level, self.coordinates, overwrite=True)
+        if cov_type is not None:
+            check_option(cov_type, "cov_type", COV_TYPES)
+        wald = EllipsoidSet.wald(self.estimate, self._information(cov_type), level, self.coordinates,
+                                 overwrite=True)
         return wald if kind == "wald" else value_family(wald, population, level)
 
     def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0) -> xr.DataTree:
@@ -228,12 +250,22 @@ def check_fit_ties(fit) -> None:
         object.__setattr__(fit, "nu", check_real(fit.nu, "nu", 0.0))
 
 
+# How a summary's header names each covariance type.
+COVARIANCE_LABELS = {"model": "model (information)", "sandwich": "sandwich (HC0)"}
+
+
 def tie_header(fit, data: PreferenceData) -> dict:
-    """How a fit read ties and whether its intervals are the sandwich's, for its summary; {} on plain data."""
+    """How a fit read ties, its counts and weights, and the covariance of its intervals, for its summary."""
     header = {} if fit.ties == "half" else {"ties": fit.ties, "nu": fit.nu}
-    if Likelihood.of(data, "half" if fit.nu == 0 else fit.ties).quasi:
-        header = {"ties": fit.ties} | header | {"covariance": "sandwich (HC0)"}
-    return header
+    likelihood = Likelihood.of(data, "half" if fit.nu == 0 else fit.ties)
+    if likelihood.quasi:
+        header = {"ties": fit.ties} | header
+    if data.counts is not None:
+        header |= {"rows": data.n}
+    if data.weights is not None:
+        header |= {"weights": "sampling"}
+    cov_type = resolve_cov_type(likelihood, getattr(fit, "cov_type", None))
+    return header | {"covariance": COVARIANCE_LABELS[cov_type]}
 
 
 def check_fit_common(fit, data_field: str = "data") -> PreferenceData:
@@ -403,7 +435,8 @@ def _format(value) -> str:
 def data_header(data: PreferenceData, coordinates: Coordinates, rank, k_eff,
                 interval: str | None = None) -> dict:
     """The header every summary starts with: N, d_x, d_φ, rank, k, k_eff and the interval it prints."""
-    header = {"N": data.n, "d_x": data.d_x, "d_phi": data.d_phi, "rank": rank, "k": coordinates.dim,
+    n = data.n if data.counts is None else int(data.n_comparisons)
+    header = {"N": n, "d_x": data.d_x, "d_phi": data.d_phi, "rank": rank, "k": coordinates.dim,
               "k_eff": k_eff}
     return header | ({"interval": interval} if interval else {})
 
@@ -426,105 +459,6 @@ def diagnostics_header(diagnostics: Diagnostics, iterations: str | None = "itera
     return header
 
 
-def wald_table(estimate: np.ndarray, information_set: EllipsoidSet, labels: list[str],
-               level: float) -> tuple[pd.DataFrame, int]:
-    """Estimates, standard errors and ``level`` Wald intervals of the identified coordinates.
-
-    A coordinate e_i is identified when it lies in range(I) (``information_set``'s
-    W); its standard error is ‖e_i‖_{I⁻¹}. Returns the table and the number of
-    coordinates left out.
-    """
-    se = information_set.coordinate_widths()
-    identified = np.isfinite(se)
-    half = stats.norm.ppf(0.5 + level / 2) * se
-    table = pd.DataFrame({"estimate": estimate, "std_err": se, "lower": estimate - half,
-                          "upper": estimate + half}, index=pd.Index(labels, name="coordinate"))
-    return table[identified], int((~identified).sum())
-
-
-def contrast_wald_table(estimate: np.ndarray, information_set: EllipsoidSet, contrasts: np.ndarray,
-                        labels: list[str], level: float) -> pd.DataFrame:
-    """:func:`wald_table` of the functionals aᵀθ (rows of ``contrasts``) that lie in range(I)."""
-    se = information_set.dual_norm(contrasts)
-    keep = information_set.identified(contrasts)
-    value = contrasts @ estimate
-    half = stats.norm.ppf(0.5 + level / 2) * se
-    table = pd.DataFrame({"estimate": value, "std_err": se, "lower": value - half, "upper": value + half},
-                         index=pd.Index(labels, name="coordinate"))
-    return table[keep]
-
-
-# Bytes of the contrasts a summary lists at most.
-CONTRAST_BYTES = 64 * 2**20
-
-
-def feature_contrasts(coordinates: Coordinates, data: PreferenceData, n_identified: int,
-                      k_eff: int) -> tuple[list[str], np.ndarray]:
-    """The differences between features a summary lists where only differences are identified.
-
-    When every comparison's Δφ_t sums to 0 (actions as one-hot features, as in
-    Bradley–Terry), adding a constant to a row of Θ changes no margin: no entry
-    Θ[c, j] is identified, only differences Θ[c, j] − Θ[c, j₀] within a row. When
-    the ``n_identified`` identified coordinates do not span the ``k_eff``
-    identified directions and the Δφ_t sum to 0, these are the rows to add: every
-    reached feature j against the first reached one j₀, in every reached context c.
-
-    Returns
-    -------
-    labels : list of str
-        ``"[c,j] − [c,j₀]"``.
-    contrasts : ndarray, shape (m, k)
-        The functionals a with aᵀθ = e_cᵀ Θ (e_j − e_j₀) in ``coordinates``
-        (Θ = ``to_theta(θ_rtv)`` for RTV coordinates); m = 0 when none apply (or
-        when they would take more than :data:`CONTRAST_BYTES`).
-    """
-    none = [], np.empty((0, coordinates.dim))
-    diffs = data.differences
-    scale = float(np.abs(diffs).max(initial=0.0))
-    if n_identified >= k_eff or not np.allclose(diffs.sum(axis=1), 0.0, atol=1e-12 * max(scale, 1.0)):
-        return none
-    rows, cols = data.support
-    ref, others = (cols[0], cols[1:]) if cols.size else (None, cols)
-    m = rows.size * others.size
-    if not m or m * coordinates.dim * 8 > CONTRAST_BYTES:
-        return none
-    contexts = np.zeros((m, data.d_x))
-    contexts[np.arange(m), np.repeat(rows, others.size)] = 1.0
-    features = np.zeros((m, data.d_phi))
-    features[np.arange(m), np.tile(others, rows.size)] = 1.0
-    features[:, ref] = -1.0
-    labels = [f"[{c},{j}] − [{c},{ref}]" for c in rows for j in others]
-    return labels, coordinates.transform(contexts, features)
-
-
-def unidentified_note(left_out: int, k: int, reached: int = 0) -> tuple[str, ...]:
-    """A note for the coordinates a summary leaves out: ``reached`` of them some comparison reaches.
-
-    A coordinate no comparison reaches is absent from every margin; one that
-    comparisons reach but that is still not identified enters the margins only
-    together with others (a row of Θ plus a constant, when Δφ_t sums to 0).
-    """
-    if not left_out:
-        return ()
-    if not reached:
-        return (f"{left_out} of {k} coordinates are not identified (no comparison reaches them) and are "
-                "left out; every set is a cylinder along them.",)
-    unreached = (f" {left_out - reached} of them no comparison reaches;" if reached < left_out else "")
-    return (f"{left_out} of {k} coordinates are not identified and are left out; every set is a cylinder "
-            f"along them.{unreached} {reached} {'is' if reached == 1 else 'are'} reached by comparisons, "
-            "but only in combination with other coordinates, and only such combinations are identified.",)
-
-
-def contrast_note(labels: list[str]) -> tuple[str, ...]:
-    """The note of a summary that lists differences between features (:func:`feature_contrasts`)."""
-    if not labels:
-        return ()
-    return (f"Only differences between features are identified: every comparison's Δφ_t sums to 0, so "
-            f"adding a constant to a row of Θ changes no prediction. Rows such as {labels[0]!r} are the "
-            "entry (context, feature) of Θ minus the first feature's entry in the same row, with their "
-            "standard errors and intervals.",)
-
-
 # The identified part of an information matrix with a condition number above this gets a note
 # (below 1e-10 of the largest eigenvalue a direction already counts as unidentified: RANGE_RTOL).
 ILL_CONDITIONED = 1e8
@@ -542,7 +476,7 @@ def wald_summary(title: str, fit, data: PreferenceData, level: float, extra: Map
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     coordinates, estimate = fit.coordinates, fit.estimate
-    labels = coordinates.labels()
+    labels = coordinate_names(coordinates, data)
     facts = diagnostics_header(fit.diagnostics, iterations) | dict(extra)
     try:
         wald = fit.calibrated_set(level)
@@ -562,6 +496,13 @@ def wald_summary(title: str, fit, data: PreferenceData, level: float, extra: Map
         if names:
             table = pd.concat([table, contrast_wald_table(estimate, wald, contrasts, names, level)])
         notes += (*unidentified_note(left_out, coordinates.dim, reached), *contrast_note(names))
+    if isinstance(coordinates, RTVBasis):
+        named = named_theta_table(fit, data, wald, level)
+        named = named[~named.index.isin(table.index)] if len(named) else named
+        if len(named):
+            table = pd.concat([table, named])
+            notes += ("Rows named by the data's contexts and features are entries of Θ̂ = Û Θ' V̂ᵀ (linear in "
+                      "the RTV coordinates above), with their Wald intervals.",)
     notes += tuple(extra_notes)
     if wald.condition_number > ILL_CONDITIONED:
         notes += (f"The Fisher information is ill-conditioned (condition number {wald.condition_number:.2g} "

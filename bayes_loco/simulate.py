@@ -26,11 +26,17 @@ from ._validation import check_int, check_option, check_real, rng_from
 from .data import Population, PreferenceData
 from .model import margins, rewards
 
+__all__ = ["CONTEXT_LAWS", "NOISE_BLOCK", "TARGET_SHIFT", "THETA_KINDS", "PaperProblem", "decaying_columns",
+           "effective_rank", "paper_problem", "paper_theta", "random_theta"]
+
+#: The kinds of Θ* a problem may have: §5.1's (``"paper"``), the rank appendix's diagonal one, and one
+#: drawn afresh from each seed (``"random"``, :func:`random_theta`).
 THETA_KINDS = ("paper", "diagonal", "random")
+#: The laws of the contexts x of an evaluation population (:meth:`PaperProblem.population`).
 CONTEXT_LAWS = ("uniform", "shifted", "target")
-# The target law's centre is (TARGET_SHIFT, −TARGET_SHIFT, 0, …).
+#: The ``"target"`` context law's centre is (TARGET_SHIFT, −TARGET_SHIFT, 0, …).
 TARGET_SHIFT = 1.0
-# Noise features are drawn this many numbers (32 MiB) at a time.
+#: Pure-noise features are drawn this many numbers (32 MiB) at a time.
 NOISE_BLOCK = 2**22
 
 
@@ -42,6 +48,28 @@ def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") ->
     5.96, 0.65, 0.038 for r = 3), so its effective rank is below its nominal rank
     (docs/design.md, convention 8). ``kind="random"`` draws a fresh Θ* from a seed:
     :func:`random_theta` (``paper_problem(theta_kind="random", seed=...)``).
+
+    Parameters
+    ----------
+    d_x, d_a, d_s : int
+        Context dimension, number of actions and state dimension; d_φ = d_a − 1 + d_s.
+    rank : int
+        Nominal rank r.
+    kind : {"paper", "diagonal"}
+        ``"random"`` is refused here: it needs a seed (:func:`random_theta`).
+
+    Returns
+    -------
+    ndarray of shape (d_x, d_φ)
+        Θ*, with zero state columns (the state features cancel in every comparison).
+
+    Examples
+    --------
+    >>> theta = bl.simulate.paper_theta(d_x=20, d_a=10, d_s=20, rank=3)
+    >>> theta.shape
+    (20, 29)
+    >>> np.round(np.linalg.svd(theta, compute_uv=False)[:4], 3)
+    array([5.965, 0.648, 0.038, 0.   ])
     """
     check_option(kind, "kind", THETA_KINDS)
     if kind == "random":
@@ -67,6 +95,26 @@ def random_theta(d_x: int, d_a: int, d_s: int, rank: int, rng: np.random.Generat
     Θ*'s action block is U diag(σ) Vᵀ with U (d_x × r) and V ((d_a − 1) × r) uniform on their
     Stiefel manifolds and σ_j ∝ 1/j, scaled to the §5.1 Θ*'s Frobenius norm 2√(d_a − 1): a
     truth whose singular values are all well away from 0, unlike the §5.1 Θ*'s third (0.038).
+
+    Parameters
+    ----------
+    d_x, d_a, d_s : int
+        As in :func:`paper_theta`.
+    rank : int
+        r ≤ min(d_x, d_a − 1).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of shape (d_x, d_a − 1 + d_s)
+
+    Examples
+    --------
+    >>> theta = bl.simulate.random_theta(d_x=3, d_a=4, d_s=2, rank=2, rng=np.random.default_rng(0))
+    >>> theta.shape, np.round(np.linalg.svd(theta, compute_uv=False), 3)
+    ((3, 5), array([3.098, 1.549, 0.   ]))
+    >>> round(float(np.linalg.norm(theta)), 3)   # 2 √(d_a − 1)
+    3.464
     """
     if rank > min(d_x, d_a - 1):
         raise ValueError(f"rank must be <= min(d_x, d_a - 1) = {min(d_x, d_a - 1)} for theta_kind='random', "
@@ -81,7 +129,29 @@ def random_theta(d_x: int, d_a: int, d_s: int, rank: int, rng: np.random.Generat
 
 
 def decaying_columns(d_x: int, n_columns: int, rank: int) -> np.ndarray:
-    """Columns 2·w_k/‖w_k‖ with w_k = (1/k, …, 1/(k+r−1), 0, …), k = 1 … n_columns (rank ≤ r)."""
+    """Columns 2·w_k/‖w_k‖ with w_k = (1/k, …, 1/(k+r−1), 0, …), k = 1 … n_columns (rank ≤ r).
+
+    The §5.1 Θ*'s action columns: nearly parallel, so the rank is nominal.
+
+    Parameters
+    ----------
+    d_x : int
+        Rows.
+    n_columns : int
+    rank : int
+        r: the non-zero rows.
+
+    Returns
+    -------
+    ndarray of shape (d_x, n_columns)
+
+    Examples
+    --------
+    >>> np.round(bl.simulate.decaying_columns(3, 2, 2), 3)
+    array([[1.789, 1.664],
+           [0.894, 1.109],
+           [0.   , 0.   ]])
+    """
     k = np.arange(1, n_columns + 1)
     w = np.zeros((d_x, n_columns))
     w[:rank] = 1.0 / (k[None, :] + np.arange(rank)[:, None])
@@ -89,7 +159,22 @@ def decaying_columns(d_x: int, n_columns: int, rank: int) -> np.ndarray:
 
 
 def effective_rank(theta: np.ndarray, rtol: float = 0.01) -> int:
-    """Number of singular values of Θ at least ``rtol`` times the largest."""
+    """Number of singular values of Θ at least ``rtol`` times the largest.
+
+    Parameters
+    ----------
+    theta : ndarray of shape (d_x, d_φ)
+    rtol : float
+
+    Returns
+    -------
+    int
+
+    Examples
+    --------
+    >>> bl.simulate.effective_rank(bl.simulate.paper_theta(20, 10, 20, rank=3))   # σ₃/σ₁ < 1%
+    2
+    """
     sv = np.linalg.svd(theta, compute_uv=False)
     return int((sv >= rtol * sv[0]).sum()) if sv[0] > 0 else 0
 
@@ -101,6 +186,13 @@ class PaperProblem:
     Build with :func:`paper_problem`. ``d_phi = d_a − 1 + d_s + noise_dims``. It is a
     :class:`~bayes_loco.problems.Problem` whose populations can hold several contexts per
     state (``has_global_populations``).
+
+    Examples
+    --------
+    >>> problem                                  # the reference's small problem
+    PaperProblem(d_x=3, d_a=4, d_s=4, d_phi=7, rank=2 (effective 2; σ = 3.45, 0.26), imbalance=3, ...)
+    >>> problem.sample(100, seed=1)
+    PreferenceData(N=100, d_x=3, d_phi=7, mean(y)=0.510)
     """
 
     has_global_populations: ClassVar[bool] = True
@@ -132,7 +224,26 @@ class PaperProblem:
                 f"theta_kind={self.theta_kind!r})")
 
     def features(self, states: np.ndarray, actions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-        """φ(s, a) for matching arrays of states (…, d_s) and actions (…); noise dims from ``rng``."""
+        """φ(s, a): the one-hot of a ≥ 1, then 0.1·M s, then the noise dimensions drawn from ``rng``.
+
+        Parameters
+        ----------
+        states : ndarray of shape (..., d_s)
+        actions : ndarray of int, shape (...)
+        rng : numpy.random.Generator
+            Draws the pure-noise dimensions, if any.
+
+        Returns
+        -------
+        ndarray of shape (..., d_φ)
+
+        Examples
+        --------
+        >>> phi = problem.features(np.zeros((2, 4)), np.array([0, 2]), np.random.default_rng(0))
+        >>> phi[:, :3]                            # the one-hots of actions 0 (none) and 2
+        array([[0., 0., 0.],
+               [0., 1., 0.]])
+        """
         out = np.zeros((*actions.shape, self.d_phi))
         nz = actions > 0
         out[nz, actions[nz] - 1] = 1.0
@@ -155,7 +266,26 @@ class PaperProblem:
             combine(block, rng.uniform(-1.0, 1.0, size=block.shape), out=block)
 
     def sample(self, n: int, seed) -> PreferenceData:
-        """N comparisons with BTL labels from Θ*: (0, ``covered_action``), or (0, uniform a₁) w.p. 1/q."""
+        """N comparisons with Bradley–Terry labels from Θ*.
+
+        Each pair is (0, ``covered_action``), or with probability 1/q (0, a₁) for a
+        uniform a₁; contexts and states are uniform on [−1, 1].
+
+        Parameters
+        ----------
+        n : int
+            N.
+        seed : int, SeedSequence or Generator
+
+        Returns
+        -------
+        PreferenceData
+
+        Examples
+        --------
+        >>> problem.sample(100, seed=1)
+        PreferenceData(N=100, d_x=3, d_phi=7, mean(y)=0.510)
+        """
         n = check_int(n, "n", 1)
         rng = rng_from(seed)
         x = rng.uniform(-1.0, 1.0, size=(n, self.d_x))
@@ -186,14 +316,27 @@ class PaperProblem:
             Contexts x drawn for each state; 1 gives the paper's i.i.d. (x, s) pairs.
             A global policy π(s) needs several (docs/design.md, pessimism point 6).
         context_law : {"uniform", "shifted", "target"}
-            x ~ Unif[−1, 1]^{d_x} (the paper's ρ), Unif[0, 1]^{d_x}, or
-            ``"target"``: x ~ μ + Unif[−½, ½]^{d_x} with μ = (1, −1, 0, …, 0),
-            partly outside the training support [−1, 1]^{d_x}, along the two
+            x ~ Unif[−1, 1]^d_x (the paper's ρ), Unif[0, 1]^d_x, or
+            ``"target"``: x ~ μ + Unif[−½, ½]^d_x with μ = (1, −1, 0, …, 0),
+            partly outside the training support [−1, 1]^d_x, along the two
             context directions the §5.1 Θ* reads most. Under the paper's law
-            E_{x|s} r(x, s, a) = 0 for every action, so a global policy is only
+            E_x|s r(x, s, a) = 0 for every action, so a global policy is only
             meaningful under the other two. Under ``"shifted"`` the actions are
             worth nearly the same (1.56–1.72); under ``"target"`` they form a
             ladder (0.86 for a = 1, 0.51, 0.36, …, 0.12 for a = 9).
+
+        Returns
+        -------
+        Population
+            n_states × contexts_per_state rows, each with every action's features.
+
+        Examples
+        --------
+        >>> problem.population(10, seed=2)
+        Population(n=10, states=10, actions=4, d_x=3, d_phi=7)
+        >>> shifted = problem.population(5, seed=2, contexts_per_state=4, context_law="target")
+        >>> shifted.n, shifted.n_states          # for global policies: 4 contexts per state
+        (20, 5)
         """
         n_states = check_int(n_states, "n_states", 1)
         m = check_int(contexts_per_state, "contexts_per_state", 1)
@@ -214,7 +357,22 @@ class PaperProblem:
         return Population(x, feats, np.repeat(np.arange(n_states), m))
 
     def rewards(self, population: Population) -> np.ndarray:
-        """True rewards r*(x_i, s_i, a) = x_iᵀ Θ* φ(s_i, a), shape (n, A)."""
+        """True rewards r*(x_i, s_i, a) = x_iᵀ Θ* φ(s_i, a).
+
+        Parameters
+        ----------
+        population : Population
+            Drawn by :meth:`population`.
+
+        Returns
+        -------
+        ndarray of shape (n, A)
+
+        Examples
+        --------
+        >>> problem.rewards(pop).shape
+        (50, 4)
+        """
         if not isinstance(population, Population):
             raise TypeError(f"population must be a Population, got {type(population).__name__}")
         if (population.d_x, population.d_phi) != (self.d_x, self.d_phi):
@@ -246,6 +404,17 @@ def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, im
         paper's robustness study.
     covered_action : int
         The action a₁ of the (1 − 1/q) share of comparisons (the paper's 1).
+
+    Returns
+    -------
+    PaperProblem
+
+    Examples
+    --------
+    >>> paper = bl.simulate.paper_problem(d_s=20, d_a=10, d_x=20, rank=3, imbalance=3, seed=0)
+    >>> paper                                                          # the paper's §5.1 sizes
+    PaperProblem(d_x=20, d_a=10, d_s=20, d_phi=29, rank=3 (effective 2; σ = 5.96, 0.648, 0.0377), ...)
+    >>> data = paper.sample(3000, seed=1)
     """
     d_s = check_int(d_s, "d_s", 1)
     d_a = check_int(d_a, "d_a", 2)

@@ -226,3 +226,30 @@ def test_the_divergences_told_are_those_after_the_warm_up_and_the_end_is_told_at
     assert depth_only.count == 1 and not depth_only.told.is_set()
     depth_only([Chain([150], finished=300), Chain([], finished=300)])
     assert depth_only.told.is_set()
+
+
+def test_a_stop_counts_its_divergences_and_draws_from_one_source():
+    import xarray as xr
+
+    class Chain:
+        def __init__(self, draws, finished):
+            self.divergent_draws, self.finished_draws, self.total_draws = draws, finished, 10_000
+
+    told = watch_module._Progress(tune=100, divergence=True)
+    told([Chain(list(range(100, 3100)), 3200)])  # nutpie's report, later than the trace read below
+    assert (told.count, told.drawn) == (3000, 3100)
+
+    def read(diverging):
+        n = len(diverging)
+        stats = xr.Dataset({"step_size": (("chain", "draw"), np.full((1, n), 0.5)),
+                            "diverging": (("chain", "draw"), np.array([diverging])),
+                            "depth": (("chain", "draw"), np.full((1, n), 2))})
+        return xr.DataTree.from_dict({"sample_stats": stats})
+
+    # The trace shows divergences: its own pair, never the later report's count over the trace's draws.
+    stop = watch_module._stopped_at_divergence(read([False, True, True, False]), told, 1.0)
+    assert (stop.divergences, stop.draws) == (2, 4)
+    # The trace was read before the first divergence: the report's own pair.
+    stop = watch_module._stopped_at_divergence(read([False] * 5), told, 1.0)
+    assert (stop.divergences, stop.draws) == (3000, 3100)
+    assert stop.divergences <= stop.draws

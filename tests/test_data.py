@@ -378,7 +378,7 @@ def test_bad_weights_are_refused_naming_the_argument(bad, message):
 
 
 def test_all_ties_warn_as_ties_not_as_one_class():
-    from bayes_loco.data import check_data
+    from bayes_loco._checks import check_data
     from bayes_loco.exceptions import DataWarning
 
     x, d, _ = _arrays()

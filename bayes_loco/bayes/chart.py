@@ -27,13 +27,13 @@ GL(r) as U_s = [T; B T], V_sᵀ = T⁻¹ [A, C].
 **The prior is unchanged.** Write the top block of U_s as G = T R with T lower
 triangular with a positive diagonal and R orthogonal (an LQ decomposition).
 The prior density is invariant under (U, V) → (U R, V R), so R can be
-integrated out exactly; for Gaussian G, T_ii ~ s_U χ_{r−i+1} (i = 1 … r) and
+integrated out exactly; for Gaussian G, T_ii ~ s_U χ_(r−i+1) (i = 1 … r) and
 the entries below the diagonal are N(0, s_U²) (Bartlett). Changing variables
 from (T, H, V_s) to (T, B, A, C) with H = B T, V_sᵀ = T⁻¹ [A, C] multiplies
-the density by |det T|^{d_x' − r − m}. So in the coordinates (A, B, C, T, U_⊥,
+the density by abs(det T)^(d_x' − r − m). So in the coordinates (A, B, C, T, U_⊥,
 V_⊥) the density is
 
-    p ∝ ∏_i T_ii^{r − i + d_x' − r − m} · exp(−(‖T‖² + ‖B T‖²)/2s_U² − ‖T⁻¹[A, C]‖²/2s_V²)
+    p ∝ ∏_i T_ii^(r − i + d_x' − r − m) · exp(−(‖T‖² + ‖B T‖²)/2s_U² − ‖T⁻¹[A, C]‖²/2s_V²)
         · N(U_⊥; 0, s_U²) · N(V_⊥; 0, s_V²) · L(y | Θ),
 
 and the implied law of Θ = U Vᵀ is exactly that of the factored model
@@ -46,7 +46,7 @@ shrinks like 1/√N while T's conditional law stays of order one. (A, B, C) is
 sampled as c = c₀ + L⁻ᵀ z, with c₀ the start (A = diag(σ̂₁ … σ̂_r), B = C = 0)
 and L Lᵀ the curvature of the negative log posterior there: the Fisher
 information of the comparisons in chart coordinates plus the prior's
-curvature with T held at diag(σ̂)^{1/2}. Where every component's column space
+curvature with T held at diag(σ̂)^½. Where every component's column space
 is determined, z is then close to N(0, I) and the tree depth does not grow with
 N.
 
@@ -69,13 +69,13 @@ rows have rank r₁ through A is of this form with B = Θ₂₁ A⁻¹ and W Z�
 Schur complement Θ₂₂ − Θ₂₁ A⁻¹ C, unique up to W → W G, Z → Z G⁻ᵀ. On the
 factors: rotate (U_s, V_s) so that the first r₁ rows of U_s are [T, 0], T
 lower triangular with a positive diagonal (an LQ decomposition; the rotation
-is integrated out, T_ii ~ s_U χ_{r−i+1}); write U_s = [[T, 0], [H₁, W]],
+is integrated out, T_ii ~ s_U χ_(r−i+1)); write U_s = [[T, 0], [H₁, W]],
 V_s = [V₁, [Y; Y']] with Y (r₁ × r_w). Then V₁ᵀ = T⁻¹ [A, C],
 H₁ = (B − W Yᵀ A⁻¹) T and Y' = Z + Cᵀ A⁻ᵀ Y. The Jacobian is again
-|det T|^{d_x' − r₁ − m} (block triangular), so in (A, B, C, T, W, Z, Y, U_⊥,
+abs(det T)^(d_x' − r₁ − m) (block triangular), so in (A, B, C, T, W, Z, Y, U_⊥,
 V_⊥) the density is
 
-    p ∝ ∏_{i ≤ r₁} T_ii^{r − i + d_x' − r₁ − m} · exp(−(‖T‖² + ‖H₁‖² + ‖W‖²)/2s_U²
+    p ∝ ∏_(i ≤ r₁) T_ii^(r − i + d_x' − r₁ − m) · exp(−(‖T‖² + ‖H₁‖² + ‖W‖²)/2s_U²
         − (‖V₁‖² + ‖Y‖² + ‖Y'‖²)/2s_V²) · N(U_⊥; 0, s_U²) · N(V_⊥; 0, s_V²) · L(y | Θ):
 
 the factored model's prior and likelihood, exactly. r₁ = r is the chart
@@ -98,7 +98,7 @@ radius is the factors' scale while the data pin the directions across it to
 (the paper's q = 10 at N = 10,000: r₁ = 1, r_w = 2, about 40). It is integrated
 out as T's is: the top r_w rows of W are T_w, lower triangular (``chart_weak_log_diag``,
 ``chart_weak_last``, ``chart_weak_lower``; the rows below are ``chart_weak_U``), with
-Bartlett's factor ∏ T_w,ii^{r_w − i}. The last diagonal entry, of power 0, is sampled as
+Bartlett's factor ∏ T_w,ii^(r_w − i). The last diagonal entry, of power 0, is sampled as
 itself, either sign (a reflection, which leaves Θ): its log had a tail toward 0 (the q = 10
 chart drew 1.5–1.8× the ESS without it). For r_w = 1 the only rotation is a sign, W free.
 """
@@ -113,13 +113,11 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pytensor.tensor.linalg import solve_triangular
-from scipy.linalg import cho_factor
 from scipy.linalg import solve_triangular as np_solve_triangular
 
 from .._validation import check_int, check_rank
 from ..data import PreferenceData
 from ..linalg import range_basis
-from ..model import fisher_information, margins
 from . import dims as D
 from .margins import row_coords, row_layout
 from .model import add_likelihood, model_coords, prior_scales
@@ -128,6 +126,8 @@ from .settings import CHART as CHART
 from .settings import FACTORED as FACTORED
 from .settings import PARAMETRIZATIONS as PARAMETRIZATIONS
 from .settings import Prior, settings_group
+from .whitening import weak_whitening
+from .whitening import whitening as chart_whitening
 
 # Singular values of the start below this fraction of the largest are raised to it, so that T's
 # start and the prior curvature used for preconditioning stay finite when the start has rank < r.
@@ -144,8 +144,6 @@ ANGLE_MAX = 0.5
 # rank 3 fitted to a rank-2 Θ* charted a component of SNR 4.0: 359 divergences, R-hat 1.15; the
 # robustness grids' charted components all stand 5.5 or more from 0.
 SNR_CHARTED_MIN = 5.0
-# Rows of the N × k_c chart Jacobian formed at once for the preconditioner (bounds its memory).
-_CHUNK = 20_000
 
 
 @dataclass(frozen=True)
@@ -245,7 +243,7 @@ class ChartFrame:
 
     @property
     def center(self) -> np.ndarray:
-        """c₀: A = diag(σ̂₁ … σ̂_{r₁}), B = C = 0, packed as (vec A, vec C, vec B)."""
+        """c₀: A = diag(σ̂₁ … σ̂_r₁), B = C = 0, packed as (vec A, vec C, vec B)."""
         c0 = np.zeros(self.dim)
         r = self.chart_rank
         c0[: r * r] = np.diag(self.singular_values[:r]).ravel()
@@ -284,6 +282,18 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
     ValueError
         r exceeds the dimension of the contexts' or the differences' span: the
         chart needs r independent directions on each side.
+
+    Returns
+    -------
+    ChartFrame
+        The spans' bases, the start's singular values, the whitening, and each
+        component's angle and signal-to-noise ratio (what ``"auto"`` reads).
+
+    Examples
+    --------
+    >>> frame = bl.bayes.chart_frame(data, fit.theta, 2)
+    >>> frame.determined_rank, round(frame.leading_snr, 1)
+    (1, 5.9)
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
@@ -303,7 +313,7 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
     left, right = p_span @ u, q_span @ vt.T
     sv = np.maximum(s[:rank], SINGULAR_FLOOR * max(s[0], np.finfo(float).tiny))
     theta0 = left[:, :rank] @ np.diag(sv) @ right[:, :rank].T
-    whitening = _whitening(left, right, sv, theta0, data, scale)
+    whitening = chart_whitening(left, right, sv, theta0, data, scale)
     variances = np.sum(whitening**2, axis=1)  # diag of (L Lᵀ)⁻¹ = L⁻ᵀ L⁻¹
     angles = np.sqrt(variances[rank * right.shape[1]:].reshape(-1, rank).sum(axis=0))
     snr = sv / np.sqrt(variances[np.arange(rank) * (rank + 1)])  # A_kk sits at k r + k of vec A
@@ -320,84 +330,10 @@ def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scal
     chart_rank = check_int(chart_rank, "chart_rank", 1, frame.rank)
     r, sv = frame.rank, frame.singular_values
     theta0 = frame.left[:, :r] @ np.diag(sv) @ frame.right[:, :r].T
-    whitening = _whitening(frame.left, frame.right, sv[:chart_rank], theta0, data, scale)
-    right, left = (None, None) if chart_rank == r else _weak_whitening(frame, data, chart_rank, theta0, scale)
+    whitening = chart_whitening(frame.left, frame.right, sv[:chart_rank], theta0, data, scale)
+    right, left = (None, None) if chart_rank == r else weak_whitening(frame, data, chart_rank, theta0, scale)
     return dataclasses.replace(frame, whitening=whitening, chart_rank=chart_rank, weak_whitening=right,
                                weak_left_whitening=left)
-
-
-def _weak_whitening(frame: ChartFrame, data: PreferenceData, r1: int, theta0,
-                    scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """(M_k per weak column k, M_W): the weak block's whitening (see the module docstring).
-
-    With x̃_t, δ̃_t the comparisons in the frame's trailing coordinates and the start's
-    W_k = Z_k = √σ̂_k e_k, the Fisher information of Z_k is σ̂_k Σ_t w_t x̃_tk² δ̃_t δ̃_tᵀ
-    and that of W_k is σ̂_k Σ_t w_t δ̃_tk² x̃_t x̃_tᵀ (w_t = p_t(1 − p_t)); each plus the
-    prior's I/s². M_k = L_k⁻ᵀ for H_k = L_k L_kᵀ; M_W, shared by W's columns (their
-    average curvature), is lower triangular, so that W̃'s top block is lower triangular
-    exactly when W's is and the gauge of W's rotation carries over.
-    """
-    sv = frame.singular_values[r1:]
-    dx, m = frame.left.shape[1] - r1, frame.right.shape[1] - r1
-    right_info, left_info = np.zeros((sv.size, m, m)), np.zeros((dx, dx))
-    for lo in range(0, data.n, _CHUNK):
-        x, dphi = data.contexts[lo: lo + _CHUNK], data.differences[lo: lo + _CHUNK]
-        xt, dt = x @ frame.left[:, r1:], dphi @ frame.right[:, r1:]
-        eta = margins(theta0, x, dphi)
-        for k, s_k in enumerate(sv):
-            right_info[k] += fisher_information(np.sqrt(s_k) * xt[:, [k]] * dt, eta)
-            left_info += fisher_information(np.sqrt(s_k) * dt[:, [k]] * xt, eta)
-    right = np.stack([_inverse_cholesky_t(info + np.eye(m) / scale**2) for info in right_info])
-    # H = U Uᵀ with U upper triangular (Cholesky with the axes reversed), M_W = U⁻ᵀ.
-    precision = left_info / sv.size + np.eye(dx) / scale**2
-    upper = np.linalg.cholesky(precision[::-1, ::-1])[::-1, ::-1]
-    return right, np_solve_triangular(upper.T, np.eye(dx), lower=True)
-
-
-def _inverse_cholesky_t(curvature: np.ndarray) -> np.ndarray:
-    """L⁻ᵀ for the Cholesky factor L Lᵀ = ``curvature``: x = L⁻ᵀ z has covariance ``curvature``⁻¹."""
-    chol = np.tril(cho_factor(curvature, lower=True)[0])
-    return np_solve_triangular(chol.T, np.eye(curvature.shape[0]), lower=False)
-
-
-def _whitening(left, right, sv, theta0, data: PreferenceData, scale: float) -> np.ndarray:
-    """L⁻ᵀ for the chart of the leading ``sv.size`` components: L Lᵀ the curvature at Θ̂ (``theta0``)."""
-    curvature = _information(left, right, sv, theta0, data)
-    curvature += np.diag(_prior_curvature(left, right, sv, scale))
-    return _inverse_cholesky_t(curvature)
-
-
-def _jacobian_rows(left, right, sv, x: np.ndarray, dphi: np.ndarray) -> np.ndarray:
-    """∂η_t/∂c at c₀ for a block of comparisons: rows (x₁ ⊗ δ₁, x₁ ⊗ δ₂, x₂ ⊗ σ̂δ₁)."""
-    r = sv.size
-    xt, dt = x @ left, dphi @ right
-    x1, x2, d1, d2 = xt[:, :r], xt[:, r:], dt[:, :r], dt[:, r:]
-    n = x.shape[0]
-    return np.hstack([np.einsum("ti,tj->tij", x1, d1).reshape(n, -1),
-                      np.einsum("ti,tj->tij", x1, d2).reshape(n, -1),
-                      np.einsum("ti,tj->tij", x2, d1 * sv).reshape(n, -1)])
-
-
-def _information(left, right, sv, theta0, data: PreferenceData) -> np.ndarray:
-    """Σ_t p_t(1 − p_t) j_t j_tᵀ at c₀, j_t = ∂η_t/∂c, in blocks of :data:`_CHUNK` rows.
-
-    ``left``, ``right``, ``sv``: P, Q and the charted σ̂ of the frame being built; ``theta0``: Θ̂
-    projected on the spans, where the weights p_t(1 − p_t) are taken.
-    """
-    r = sv.size
-    k_c = r * (left.shape[1] + right.shape[1] - r)
-    info = np.zeros((k_c, k_c))
-    for lo in range(0, data.n, _CHUNK):
-        x, dphi = data.contexts[lo: lo + _CHUNK], data.differences[lo: lo + _CHUNK]
-        info += fisher_information(_jacobian_rows(left, right, sv, x, dphi), margins(theta0, x, dphi))
-    return info
-
-
-def _prior_curvature(left, right, sv, scale: float) -> np.ndarray:
-    """The diagonal of −∇² log prior in c at T = diag(σ̂)^{1/2}: rows i of [A, C] 1/(σ̂_i s²), B_·j σ̂_j/s²."""
-    r, m, dx = sv.size, right.shape[1], left.shape[1]
-    diagonal = np.concatenate([np.repeat(1.0 / sv, r), np.repeat(1.0 / sv, m - r), np.tile(sv, dx - r)])
-    return diagonal / scale**2
 
 
 def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, prior=None,
@@ -428,6 +364,17 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
         Leave U_⊥ and V_⊥ out: the spans' blocks alone, whose posterior is the whole
         model's marginal where ``prior.balance`` is 0 (:mod:`.nullspace` draws U_⊥, V_⊥);
         ``U``, ``V`` and ``theta`` are then their parts within the spans.
+
+    Returns
+    -------
+    pymc.Model
+
+    Examples
+    --------
+    >>> frame = bl.bayes.chart_frame(data, fit.theta, 2)
+    >>> model = bl.bayes.build_chart_model(data, 2, frame)
+    >>> sorted(v.name for v in model.free_RVs)
+    ['V_null', 'chart_log_diag', 'chart_lower', 'chart_z']
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
@@ -559,9 +506,9 @@ def frame_inputs(frame: ChartFrame) -> dict:
 
 
 def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scale: float = 1.0) -> dict:
-    """A start for :func:`build_chart_model`: the centre c₀ (the start's Θ̂ projected), T = diag(σ̂)^{1/2}.
+    """A start for :func:`build_chart_model`: the centre c₀ (the start's Θ̂ projected), T = diag(σ̂)^½.
 
-    With a partial chart, W = Z = [diag(σ̂_{r₁+1} … σ̂_r)^{1/2}; 0] (the rest of Θ̂'s
+    With a partial chart, W = Z = [diag(σ̂_(r₁+1) … σ̂_r)^½; 0] (the rest of Θ̂'s
     SVD; W's top block lower triangular when r_w ≥ 2) and Y = 0. ``jitter`` is added
     to z (whose posterior sd is about 1) and, times ``scale``, to U_⊥, V_⊥, W, Z, Y
     and T's entries below its diagonal: nutpie refuses a start with a gradient entry

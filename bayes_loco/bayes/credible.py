@@ -15,7 +15,7 @@ coordinates. By default the sets are restricted to the range of the reduced
 design's Gram matrix Σ_t z_t z_tᵀ — the same k_eff directions that the
 frequentist Wald set keeps (78 of 138 there) — and are cylinders along the
 rest: a credible statement about what the data identify, with radius
-χ²_{k_eff} rather than χ²_k (at 90 %, radius 9.7 against 12.6 at k_eff = 78, k = 138). A
+χ²_k_eff rather than χ²_k (at 90 %, radius 9.7 against 12.6 at k_eff = 78, k = 138). A
 reward difference z that leaves those directions gets lower bound −inf, exactly
 as for the Wald set; with reference-action differencing (docs/design.md,
 convention 1) the candidate z of the paper's populations never do.
@@ -29,7 +29,7 @@ from .._validation import check_option, check_real
 from ..coordinates import RTVBasis
 from ..data import Population
 from ..sets import DrawsSet, EllipsoidSet, QuantileSet, ValueFamilySet, draws_family
-from ..sets.ellipsoid import chi_radius
+from ..sets.description import chi_radius
 from .reduced import draws_moments
 
 #: The kinds of :func:`credible_set`, each the ``kind`` of the set it returns.
@@ -78,7 +78,7 @@ def mahalanobis(draws, center, directions, precision) -> np.ndarray:
 def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
                        directions: np.ndarray | None = None,
                        information: np.ndarray | None = None) -> EllipsoidSet:
-    """Gaussian credible ellipsoid {θ : (θ − θ̄)ᵀ W (θ − θ̄) ≤ χ²_{k_eff}(level)}, or its sandwich.
+    """Gaussian credible ellipsoid {θ : (θ − θ̄)ᵀ W (θ − θ̄) ≤ χ²_k_eff(level)}, or its sandwich.
 
     θ̄ and Σ are the posterior mean and covariance of θ_rtv; W = P (PᵀΣP)⁻¹ Pᵀ
     with P the identified directions (all k when ``directions`` is None), the
@@ -99,9 +99,32 @@ def credible_ellipsoid(draws, basis: RTVBasis, level: float = 0.9, *,
     θ̄ ≈ Σ (F θ̂ + prior term) with θ̂ the MLE (Müller 2013, Econometrica 81).
     It is a frequentist confidence set centred at the Bayesian estimate, meant
     for low-rank truths where the posterior is wider than the error of its own
-    mean (docs/design.md, convention 8; docs/results.md measures both). It ignores
+    mean (docs/design.md, convention 8; docs/results/coverage.md measures both). It ignores
     the prior's bias, and the noise of Σ enters twice, so the debiasing factor
     is applied twice.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    level : float
+        In (0, 1).
+    directions : ndarray of shape (k, k_eff), optional
+        P, the identified directions (``post.directions``); all k when None.
+    information : ndarray of shape (k, k), optional
+        F, for the sandwich.
+
+    Returns
+    -------
+    EllipsoidSet
+        ``kind="credible"``, or ``"sandwich"`` with ``information``.
+
+    Examples
+    --------
+    >>> bl.bayes.credible_ellipsoid(post.rtv_draws, post.basis, 0.9, directions=post.directions)
+    EllipsoidSet(kind='credible', k=16, k_eff=8, radius=3.655, level=0.9)
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     draws = _check_draws(draws, basis)
@@ -136,6 +159,27 @@ def credible_draws(draws, basis: RTVBasis, level: float = 0.9, *,
     ellipsoid (its support reaches ~3.5σ along a direction, the ellipsoid's
     ~10σ), so it is a milder pessimism whose strength grows with the number of
     draws.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    level : float
+        In (0, 1).
+    directions : ndarray of shape (k, k_eff), optional
+        As in :func:`credible_ellipsoid`.
+
+    Returns
+    -------
+    DrawsSet
+        ``kind="draws"``: the kept draws.
+
+    Examples
+    --------
+    >>> bl.bayes.credible_draws(post.rtv_draws, post.basis, 0.9)       # 90% of 1,000 draws
+    DrawsSet(kind='draws', draws=900, k=16, level=0.9)
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=False)
     draws = _check_draws(draws, basis)
@@ -157,6 +201,25 @@ def credible_cvar(draws, basis: RTVBasis, level: float = 0.9) -> DrawsSet:
     of which the hull of draws is the β → 0 end. It bounds values, not θ:
     ``contains`` answers for the CVaR polytope, which holds little of the
     posterior's mass.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    level : float
+        In (0, 1).
+
+    Returns
+    -------
+    DrawsSet
+        ``kind="cvar"``, ``tail`` = 1 − level.
+
+    Examples
+    --------
+    >>> bl.bayes.credible_cvar(post.rtv_draws, post.basis, 0.9)
+    DrawsSet(kind='cvar', draws=1000, k=16, level=0.9, tail=0.1)
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     draws = _check_draws(draws, basis)
@@ -169,6 +232,24 @@ def credible_quantile(draws, basis: RTVBasis, level: float = 0.9) -> QuantileSet
     Guarantees: P(θᵀz ≥ bound | data) ≈ ``level`` for each z separately (up to
     Monte Carlo error in the quantile). Does not guarantee anything jointly
     over z, and is not convex: only ``objective="relaxed"`` accepts it.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    level : float
+        In (0, 1).
+
+    Returns
+    -------
+    QuantileSet
+
+    Examples
+    --------
+    >>> bl.bayes.credible_quantile(post.rtv_draws, post.basis, 0.9)
+    QuantileSet(draws=1000, k=16, level=0.9)
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     draws = _check_draws(draws, basis)
@@ -189,6 +270,29 @@ def credible_family(draws, basis: RTVBasis, population: Population, level: float
     Carlo error (the share of draws inside every band is ≥ ``level`` by construction); the
     family is the population's, fixed before the policy. Does not guarantee anything for other
     values, nor frequentist coverage. Only ``objective="relaxed"`` takes it.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    population : Population
+        The population the policy will be solved on: its rows × actions are the family.
+    level : float
+        In (0, 1).
+    reference_action : int
+        a_ref, as in :func:`~bayes_loco.pessimistic_policy`.
+
+    Returns
+    -------
+    ValueFamilySet
+
+    Examples
+    --------
+    >>> family = bl.bayes.credible_family(post.rtv_draws, post.basis, pop, 0.9)
+    >>> family   # the same as post.calibrated_set(0.9, "family", population=pop)
+    ValueFamilySet(members=150, k=16, critical=2.878 (max-rank; Bonferroni 3.403), level=0.9, source='draws')
     """
     level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
     draws = _check_draws(draws, basis)
@@ -205,6 +309,32 @@ def credible_set(draws, basis: RTVBasis, level: float = 0.9, kind: str = "credib
     the posterior mean); ``"draws"``: :func:`credible_draws`; ``"quantile"``:
     :func:`credible_quantile`; ``"cvar"``: :func:`credible_cvar`; ``"family"``:
     :func:`credible_family`, which needs the ``population`` whose values it bounds.
+    ``post.calibrated_set(level, kind)`` calls it with the posterior's draws.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    level : float
+        In (0, 1).
+    kind : {"credible", "sandwich", "draws", "quantile", "cvar", "family"}
+    directions : ndarray of shape (k, k_eff), optional
+        As in :func:`credible_ellipsoid`.
+    information : ndarray of shape (k, k), optional
+        F, for ``kind="sandwich"`` only.
+    population : Population, optional
+        For ``kind="family"`` only: the population whose row × action values it bounds.
+
+    Returns
+    -------
+    EllipsoidSet, DrawsSet, QuantileSet or ValueFamilySet
+
+    Examples
+    --------
+    >>> bl.bayes.credible_set(post.rtv_draws, post.basis, 0.9, "quantile")
+    QuantileSet(draws=1000, k=16, level=0.9)
     """
     check_option(kind, "kind", KINDS)
     if (population is None) == (kind == "family"):

@@ -1,6 +1,6 @@
 """Where NUTS starts and which coordinates it moves in: the default's choice, and its fall-back.
 
-Issue #32 found the default (the partial chart of :mod:`.chart`) fragile where the
+A default that always ran the partial chart of :mod:`.chart` was fragile where the
 data are few: on ``paper_problem(d_x=8, d_a=6, d_s=5, rank=2, imbalance=3, seed=11)``
 at N = 1,000 it diverged 11–23 times while the factored model had no divergence and
 five times the ESS. Two things decide it, and both are measurable before sampling:
@@ -42,7 +42,7 @@ three charts that diverged at 0.9 had no divergence at 0.95), and, where its cha
 components stand :data:`SNR_STEADY` standard deviations or more from 0, at
 :data:`STEADY_TARGET_ACCEPT` after that (:attr:`~.chart.ChartFrame.snr`); a chart of fewer
 components where more were charted, the largest r' whose boundary sits at a gap of the
-start's singular values (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}; an unseen problem, §5.1 at q = 1,
+start's singular values (σ̂_r' ≥ :data:`GAP_MIN` σ̂_(r'+1); an unseen problem, §5.1 at q = 1,
 N = 10,000, r = 3, charted r₁ = 2 with the second component's angle 0.42: 5 divergences in
 101 s, r' = 1 across a gap of 9.9 none, where the factored model took 775 s), at the target
 the larger chart's retries reached (in five of five such fall-backs the smaller chart diverged
@@ -88,7 +88,7 @@ from .watch import Watch
 # Charted by "auto" only from this leading signal-to-noise ratio on. Below it the factored model took
 # 23-35 leapfrog steps per draw (the chart 15, at a higher cost per step and 20-30 s more compilation):
 # §5.1 at N = 1,000 (ratio 12) gave the factored model 2x the chart's ESS per second, at N = 3,000
-# (ratio 23) the chart 1.3x the factored model's (docs/results.md, "Posterior geometry").
+# (ratio 23) the chart 1.3x the factored model's (docs/results/posterior.md).
 SNR_CHART = 20.0
 # ... or from this many comparisons on, whatever the ratio: at q = 10 the weak components' ridges are
 # long too (§5.1, q = 10, N = 10,000: ratio 12.6, the factored model 211 steps per draw, the partial
@@ -102,7 +102,7 @@ MARGIN_MAX = 50.0
 START_RIDGE = 1.0  # λ of the default start's ridge times 1/s²: (λ/2)‖Θ‖²_F is a N(0, s²/λ) prior's
 # A divergent automatic chart is first re-run at this target_accept (where the user's is lower): the
 # robustness grids' three divergent charts had no divergence at 0.95 and were kept, in 122-265 s where the
-# fall-backs had taken 281-1,115 s (docs/results.md, "Retrying the chart"). So is a divergent automatic
+# fall-backs had taken 281-1,115 s (docs/results/posterior.md). So is a divergent automatic
 # factored model: an unseen q = 30 problem diverged once at 0.9 and not at 0.95.
 RETRY_TARGET_ACCEPT = 0.95
 # A chart whose charted components all stand SNR_STEADY standard deviations or more from 0 and that still
@@ -121,7 +121,7 @@ STEADY_TARGET_ACCEPT = 0.99
 # ran again (unseen problems at N = 15,000-30,000, 1-114 divergences; §5.1 at q = 10, N = 100,000, 1 and 3
 # on two GPUs). On seven of them (N = 15,000-30,000) the default drew 1.16-4.9x its former ESS per second
 # where the chart had diverged at 0.9, and 0.60x and 0.70x on the two whose chart had not (geometric mean
-# 1.36x; docs/results.md, "A partial chart at large N"). At N = 10,000 the grids' partial charts diverged
+# 1.36x; docs/results/posterior.md). At N = 10,000 the grids' partial charts diverged
 # at 0.9 too, but §5.1's q = 10 chart did not, and at 0.95 drew an ESS of 284-408 (three seeds; ess_min 400).
 N_PARTIAL_RETRY = 15000
 # A partial chart below N_PARTIAL_RETRY draws this many times nuts.draws (the tuning as set): its weak block's
@@ -129,12 +129,12 @@ N_PARTIAL_RETRY = 15000
 # their R-hat sits at the edge of 1.01 (sampler seed 2 missed at 1.012 and fell back to the factored model,
 # 289 s). At 1,500, four sampler seeds of four converged (R-hat 1.0036-1.0045, ESS 788-1,006, 76-79 s).
 PARTIAL_DRAWS = 1.5
-# A smaller chart's boundary r' must sit at a gap σ̂_{r'} ≥ GAP_MIN σ̂_{r'+1}: across a narrower one the
+# A smaller chart's boundary r' must sit at a gap σ̂_r' ≥ GAP_MIN σ̂_(r'+1): across a narrower one the
 # posterior swaps the components. Across 1.35 (§5.1, q = 10, N = 10,000, r₁ = 2) the chart diverged 38
-# times, across 1.23 (q = 30, N = 20,000) 19 times; across 9.9 and 7.3, 0 and 1 times (docs/results.md,
-# "Problems outside the grid's span").
+# times, across 1.23 (q = 30, N = 20,000) 19 times; across 9.9 and 7.3, 0 and 1 times
+# (docs/results/posterior.md).
 GAP_MIN = 2.0
-# "auto" charts a block of r₁ components only where its signal-to-noise ratio (Σ_{k ≤ r₁} SNR_k⁻²)^(−1/2)
+# "auto" charts a block of r₁ components only where its signal-to-noise ratio (Σ_(k ≤ r₁) SNR_k⁻²)^(−1/2)
 # (:func:`block_snr`) stands SNR_CHARTED_MIN from 0 too, as each component must: each component's ratio
 # coordinates bend by about 1/SNR_k, and the bends add over the block. Of 13 first charts of r₁ ≥ 2 with a
 # block SNR of 2.9-4.8 (q 3-30, N 6,000-20,000, 11 of them unseen), 11 diverged or missed R-hat (1-45
@@ -142,14 +142,14 @@ GAP_MIN = 2.0
 # 0.52x and 0.80x the factored model's ESS per second. Over the three grids and 40 earlier unseen problems
 # the rule changes only those two charts. Charting such a block's leading components up to a gap instead
 # drew 1.14, 0.80, 1.28 and 0.39x (a chart of the leading component at SNR 5.1, with 196 divergences) the
-# factored model's ESS per second on four of them (docs/results.md, "The charted block").
+# factored model's ESS per second on four of them (docs/results/posterior.md).
 SNR_BLOCK_MIN = SNR_CHARTED_MIN
 # Below N_BLOCK a block of r₁ ≥ 2 needs this SNR instead: there the factored model's ridge is short, and a
 # chart of several components lost even where it converged. Ten unseen problems (q = 1, N = 3,000-4,000,
 # leading SNR 22-27, the second component's 5.1-6.7, blocks 5.0-6.5): seven diverged at 0.9 and ran
 # fall-backs, drawing 0.22-0.67x the factored model's ESS per second; two converged at once and drew
-# 0.57-0.58x (ESS per draw about half its); one drew 1.82x (docs/results.md, "Several components where
-# the ridge is short"). The three grids chart no such block. A chart of one component keeps SNR_BLOCK_MIN:
+# 0.57-0.58x (ESS per draw about half its); one drew 1.82x (docs/results/posterior.md). The three grids
+# chart no such block. A chart of one component keeps SNR_BLOCK_MIN:
 # its block is the leading SNR, which SNR_CHART or N_CHART already judged (the §5.1 q = 10 chart at N =
 # 5,000-6,000 has 8.3-8.4).
 SNR_BLOCK_FEW = 10.0
@@ -163,7 +163,7 @@ N_BLOCK = 6000
 # 0.33-0.60x the factored model's ESS per second after its retries; the §5.1 q = 10 problem's weak
 # components stand 4.9 and 5.9 from 0, and its chart is 3x faster per ESS. The cost: one unseen chart of
 # r₁ = 2 (q = 30, weakest 2.8) that had converged on its first run now runs the factored model, about 7x
-# slower per ESS (docs/results.md, "The charted block").
+# slower per ESS (docs/results/posterior.md).
 SNR_WEAK_NOISE = 3.0
 # An automatic factored model chosen because its ridge looked short (leading SNR < SNR_CHART, N < N_CHART)
 # that diverged with trees this deep on average (2^8 = 256 leapfrog steps per draw or more) is followed by
@@ -171,14 +171,14 @@ SNR_WEAK_NOISE = 3.0
 # ridge on dense features. An unseen problem (wide contexts and features, N = 4,000, r = 3, SNRs 5.2, 4.0,
 # 3.9) diverged at 0.9 and took 1,023 steps per draw at 0.95, 1,326 s in all; its chart of the leading
 # component converged at once in 82 s (ESS per second 13x). Factored runs at N < N_CHART on the paper's
-# simulation take 23-35 steps per draw, so the grids never reach it (docs/results.md, "Strangers").
+# simulation take 23-35 steps per draw, so the grids never reach it (docs/results/posterior.md).
 DEEP_TREE = 8.0
 # Such a factored run is watched while it tunes and stopped for that chart where its warm-up's trees run
 # DEEP_TREE deep, or LONG_RUN_DEPTH deep (2^7 = 128 steps) where the rest of its run is projected to take
 # LONG_RUN_SECONDS or more. Five unseen problems read 6.96-7.50 in warm-up: four (N = 3,000-4,000,
 # projected 213-234 s on the loaded 2-core machine) drew 3.7-6.1x the factored model's ESS per second
 # charted; one (N = 600, projected 36 s) 0.33x, the chart's compilation outlasting the whole factored fit
-# (docs/results.md, "A watched warm-up").
+# (docs/results/posterior.md).
 LONG_RUN_DEPTH = 7.0
 LONG_RUN_SECONDS = 100.0
 WATCH = Watch(DEEP_TREE, LONG_RUN_DEPTH, LONG_RUN_SECONDS)
@@ -250,7 +250,7 @@ class Geometry:
 
 def largest_margin(theta: np.ndarray, data: PreferenceData) -> float:
     """max_t |η_t| of Θ on the data: above :data:`MARGIN_MAX` a start is separated in effect."""
-    return float(np.abs(margins(theta, data.contexts, data.differences)).max())
+    return float(np.abs(margins(theta, data.contexts, data.delta)).max())
 
 
 def check_user_start(start: LowRankResult, data: PreferenceData, scale: float) -> None:
@@ -399,7 +399,7 @@ def _weak_block_trouble(frame: ChartFrame, r1: int) -> str:
 
 
 def block_snr(frame: ChartFrame, r1: int) -> float:
-    """The signal-to-noise ratio of the block of the leading ``r1`` components, (Σ_{k ≤ r₁} SNR_k⁻²)^(−1/2).
+    """The signal-to-noise ratio of the block of the leading ``r1`` components, (Σ_(k ≤ r₁) SNR_k⁻²)^(−1/2).
 
     SNR_k is :attr:`~.chart.ChartFrame.snr` (σ̂_k over its Gauss–Newton standard deviation);
     one component's block has its own SNR, and each component added lowers it.
@@ -413,7 +413,7 @@ def long_ridge(frame: ChartFrame, n: int) -> bool:
     The leading signal-to-noise ratio reaches :data:`SNR_CHART` or N reaches :data:`N_CHART`.
     There a divergent chart is worth a retry at :data:`RETRY_TARGET_ACCEPT` (what :func:`fallbacks`
     tries first, and what the advice of a chart the user named says); below, its ratio coordinates
-    are near-singular and a higher target made them worse (issue #32's case: 142 divergences at 0.95).
+    are near-singular and a higher target made them worse (a chart at N = 1,000: 142 divergences at 0.95).
     """
     return frame.leading_snr >= SNR_CHART or n >= N_CHART
 
@@ -466,7 +466,7 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
         smaller = smaller_chart_rank(geometry.frame) if reaches_floor else None
         if smaller is not None:
             # Its retries' target: in five of five fall-backs past a divergent retry, the smaller chart
-            # diverged again at the user's target (docs/results.md, "A fourth grid").
+            # diverged again at the user's target (docs/results/posterior.md).
             chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True,
                              retried.target_accept, draws_scale=_partial_draws(data.n))
             yield chart
@@ -529,7 +529,7 @@ def ridge_chart(geometry: Geometry, data: PreferenceData, scale: float, why: str
     if chart.frame is not None:
         return chart
     # A full chart has no weak block to couple with: nine such after deep warm-ups drew 1.15-4.7x the
-    # factored model's ESS per second (docs/results.md, "The full chart after a deep warm-up").
+    # factored model's ESS per second (docs/results/posterior.md).
     block, spare = block_snr(frame, frame.rank), frame.right.shape[1] - frame.rank
     if (frame.snr.min() >= SNR_WEAK_NOISE and frame.angles.max() <= ANGLE_MAX and block >= SNR_FULL_BLOCK_MIN
             and spare >= FULL_SPAN_SPARE):
@@ -564,7 +564,7 @@ def _retries(geometry: Geometry, nuts: NUTS, latest: Callable[[], Diagnostics]) 
 
 
 def smaller_chart_rank(frame: ChartFrame) -> int | None:
-    """The largest r' below the frame's r₁ whose boundary sits at a gap (σ̂_{r'} ≥ :data:`GAP_MIN` σ̂_{r'+1}).
+    """The largest r' below the frame's r₁ whose boundary sits at a gap (σ̂_r' ≥ :data:`GAP_MIN` σ̂_(r'+1)).
 
     None where no boundary below r₁ has one: the fall-back then goes to the factored model.
     """

@@ -21,11 +21,11 @@ from .samplers import exact_arithmetic, rms
 LAPLACE_RTOL = 1e-10
 
 
-@exact_arithmetic
 def find_map(model, u0, v0, seed: int, progressbar: bool) -> xr.DataTree:
     """``pm.find_MAP`` (L-BFGS-B) from the balanced factors; the DataTree keeps its ``optimizer_result``."""
-    return pm.find_MAP(initvals={D.LEFT: u0, D.RIGHT: v0}, jitter=False, return_inferencedata=True,
-                       progressbar=progressbar, random_seed=seed, model=model)
+    with exact_arithmetic():
+        return pm.find_MAP(initvals={D.LEFT: u0, D.RIGHT: v0}, jitter=False, return_inferencedata=True,
+                           progressbar=progressbar, random_seed=seed, model=model)
 
 
 
@@ -81,6 +81,30 @@ def laplace_theta(model: pm.Model, map_tree: xr.DataTree, draws: int, seed: int)
     (linear in Θ) is Gaussian around the MAP's θ_rtv. Along directions no
     comparison reaches H is the prior's curvature alone, so there the spread is
     the prior's.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The factored model (:func:`~bayes_loco.bayes.build_model`).
+    map_tree : xarray.DataTree
+        ``pm.find_MAP``'s result on it (chain 0, draw 0 of its ``posterior``).
+    draws : int
+    seed : int
+
+    Returns
+    -------
+    xarray.DataArray
+        Θ of dims (chain, draw, context, feature), one chain.
+
+    Examples
+    --------
+    ``fit_posterior(..., method="map")`` calls it; by hand:
+
+    >>> from bayes_loco.bayes.laplace import find_map
+    >>> model = bl.bayes.build_model(data, 2)
+    >>> map_tree = find_map(model, *bl.bayes.balanced_factors(fit.theta, 2), seed=0, progressbar=False)
+    >>> bl.bayes.laplace_theta(model, map_tree, draws=100, seed=0).sizes["draw"]
+    100
     """
     post = map_tree[D.POSTERIOR]
     u_star = np.asarray(post[D.LEFT].values, dtype=float)[0, 0]

@@ -70,6 +70,16 @@ def log_likelihood(post) -> xr.Dataset:
     ----------
     post : Posterior
         A fit of :func:`~bayes_loco.bayes.fit_posterior` (or a loaded one).
+
+    Returns
+    -------
+    xarray.Dataset
+        ``y`` of dims (chain, draw, comparison): log p(y_t | Θ) under every draw.
+
+    Examples
+    --------
+    >>> bl.bayes.log_likelihood(post)["y"].sizes["comparison"]
+    300
     """
     tree, data = post.tree, post.data
     theta = np.asarray(tree[D.POSTERIOR][D.THETA].transpose("chain", "draw", D.CONTEXT, D.FEATURE).values,
@@ -79,7 +89,7 @@ def log_likelihood(post) -> xr.Dataset:
     nu = _nu_draws(post, chains, draws)
     nu = None if nu is None else nu.reshape(-1)
     ties = getattr(post, "ties", HALF)
-    weights = data.weights if data.weighted else None
+    weights = data.loss_weights if data.weighted or data.counts is not None else None
     out = np.empty((flat.shape[0], data.n))
     block = max(1, BLOCK_VALUES // max(1, data.n * data.d_phi))
     for lo in range(0, flat.shape[0], block):
@@ -106,6 +116,20 @@ def with_log_likelihood(post) -> xr.DataTree:
 
     The copy is shallow (the other groups' arrays are shared, not duplicated);
     ``post.tree`` is left without the group.
+
+    Parameters
+    ----------
+    post : Posterior
+
+    Returns
+    -------
+    xarray.DataTree
+
+    Examples
+    --------
+    >>> tree = bl.bayes.with_log_likelihood(post)
+    >>> "log_likelihood" in tree.children, "log_likelihood" in post.tree.children
+    (True, False)
     """
     tree = post.tree.copy()
     tree[D.LOG_LIKELIHOOD] = xr.DataTree(log_likelihood(post))
@@ -180,6 +204,20 @@ def loo(post, *, reff: float | None = None) -> LOOResult:
     reff : float, optional
         Relative efficiency ESS/S of the draws (``az.loo``'s; by default ArviZ's
         estimate from the posterior group, 1 for one chain).
+
+    Returns
+    -------
+    LOOResult
+        ``elpd_loo``, its ``se``, ``p_loo``, and ``high_k``, the comparisons whose
+        estimate is unreliable, with a ``note`` saying what to do.
+
+    Examples
+    --------
+    >>> result = bl.bayes.loo(post)
+    >>> result.high_k
+    0
+    >>> bool(result.elpd_loo < 0)
+    True
     """
     elpd = az.loo(with_log_likelihood(post), pointwise=True, var_name=D.OBSERVED, reff=reff)
     pareto_k = np.asarray(elpd.pareto_k.values, dtype=float)
@@ -206,9 +244,35 @@ class PosteriorLikelihood:
         return float(stacked_draws(tree, D.NU).mean())
 
     def with_log_likelihood(self) -> xr.DataTree:
-        """``tree`` with its ``log_likelihood`` group (:func:`~bayes_loco.bayes.with_log_likelihood`)."""
+        """``tree`` with its ``log_likelihood`` group (:func:`~bayes_loco.bayes.with_log_likelihood`).
+
+        Returns
+        -------
+        xarray.DataTree
+            A shallow copy; ``az.loo`` and ``az.compare`` read it.
+
+        Examples
+        --------
+        >>> "log_likelihood" in post.with_log_likelihood().children
+        True
+        """
         return with_log_likelihood(self)
 
     def loo(self, *, reff: float | None = None) -> LOOResult:
-        """PSIS-LOO of this posterior (:func:`~bayes_loco.bayes.loocv.loo`)."""
+        """PSIS-LOO of this posterior (:func:`~bayes_loco.bayes.loocv.loo`).
+
+        Parameters
+        ----------
+        reff : float, optional
+            As in :func:`~bayes_loco.bayes.loo`.
+
+        Returns
+        -------
+        LOOResult
+
+        Examples
+        --------
+        >>> post.loo().high_k        # no comparison with an unreliable estimate
+        0
+        """
         return loo(self, reff=reff)

@@ -75,7 +75,12 @@ def row_layout(data: PreferenceData, rank: int, group_rows: bool = True) -> RowL
     if not group_rows:
         return RowLayout(None, None)
     n, d_x, d_phi = data.n, data.d_x, data.d_phi
-    contexts, differences = _distinct(data.contexts), _distinct(data.differences)
+    contexts = _distinct(data.contexts)
+    if data.indexed and data.comparison_features is None:  # the distinct compared pairs, never N × d_φ
+        rows, index = data.delta.pair_rows()
+        differences = rows, index.reshape(-1).astype(np.int64)
+    else:
+        differences = _distinct(data.differences)
     n_x, n_phi = contexts[0].shape[0], differences[0].shape[0]
     cost = {(False, False): n * rank * (d_x + d_phi),
             (True, False): n * d_phi + n_x * rank * (d_x + d_phi),

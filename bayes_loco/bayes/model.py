@@ -34,6 +34,16 @@ def model_coords(data: PreferenceData, rank: int, *, context_names=None, feature
     context_names, feature_names : sequence of str, optional
         Labels of the d_x context and d_φ feature coordinates; integers 0 … d−1
         by default.
+
+    Returns
+    -------
+    dict
+        ``comparison``, ``context``, ``feature`` and ``rank`` labels.
+
+    Examples
+    --------
+    >>> sorted(bl.bayes.model_coords(data, 2))
+    ['comparison', 'context', 'feature', 'rank']
     """
     coords = {D.COMPARISON: np.arange(data.n), D.RANK: np.arange(rank)}
     for dim, names, size, arg in ((D.CONTEXT, context_names, data.d_x, "context_names"),
@@ -119,6 +129,12 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, ties: str | None
         (and ``sigma_U``, ``sigma_V`` with ``prior.hyper``); Deterministic
         ``theta`` = Θ (context × feature); observed ``y``; for Davidson's model
         ``log_nu_shift`` (free) and ``nu`` = ν (Deterministic).
+
+    Examples
+    --------
+    >>> model = bl.bayes.build_model(data, 2)
+    >>> sorted(v.name for v in model.free_RVs)
+    ['U', 'V']
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
@@ -170,9 +186,26 @@ def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool, layou
 
 
 def balanced_factors(theta: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:
-    """U = P_r S_r^{1/2}, V = Q_r S_r^{1/2} from the SVD Θ = P S Qᵀ: balanced (UᵀU = VᵀV).
+    """U = P_r S_r^½, V = Q_r S_r^½ from the SVD Θ = P S Qᵀ: balanced (UᵀU = VᵀV).
 
     The start of every fit (docs/design.md, convention 5: U = V = 0 is a saddle).
+
+    Parameters
+    ----------
+    theta : ndarray of shape (d_x, d_φ)
+    rank : int
+        r.
+
+    Returns
+    -------
+    U : ndarray of shape (d_x, r)
+    V : ndarray of shape (d_φ, r)
+
+    Examples
+    --------
+    >>> u, v = bl.bayes.balanced_factors(fit.theta, 2)
+    >>> np.allclose(u @ v.T, fit.theta), np.allclose(u.T @ u, v.T @ v)
+    (True, True)
     """
     p, s, qt = np.linalg.svd(np.asarray(theta, dtype=float), full_matrices=False)
     root = np.sqrt(s[:rank])
@@ -185,6 +218,25 @@ def prior_draw(d_x: int, d_phi: int, rank: int, seed, *, scale: float = 1.0
 
     Used by simulation-based calibration: data simulated from Θ drawn this way
     make the posterior rank statistics of Θ's entries uniform.
+
+    Parameters
+    ----------
+    d_x, d_phi, rank : int
+    seed : int, SeedSequence or Generator
+    scale : float
+        s_U = s_V.
+
+    Returns
+    -------
+    theta : ndarray of shape (d_x, d_φ)
+    U : ndarray of shape (d_x, rank)
+    V : ndarray of shape (d_φ, rank)
+
+    Examples
+    --------
+    >>> theta, u, v = bl.bayes.prior_draw(3, 7, 2, seed=0)
+    >>> theta.shape, np.allclose(theta, u @ v.T)
+    ((3, 7), True)
     """
     d_x = check_int(d_x, "d_x", 1)
     d_phi = check_int(d_phi, "d_phi", 1)

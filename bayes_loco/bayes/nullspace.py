@@ -12,7 +12,7 @@ of the rest joined with an independent draw of them is a draw of the posterior:
 - a partial chart: NUTS samples them with the rest, and :func:`draw_null` replaces its draws:
   without those prior-only dimensions beside the weak block NUTS's trajectories lengthened
   (§5.1 at q = 10, N = 10,000, 60 dimensions fewer: 34.7-35.5 leapfrog steps per draw became
-  41.3-41.4, past issue #32's 40);
+  41.3-41.4);
 - the factored model: NUTS samples U and V, and :func:`redraw_off_spans` replaces their
   components off the spans.
 
@@ -20,8 +20,7 @@ Why: sampled by NUTS, Θ's entries off the spans, U V_⊥ᵀ Q⊥ᵀ, were the s
 a fit. NUTS's draws of each factor are antithetic (negatively autocorrelated), and their
 product need not be: §5.1 at rank 1, N = 10,000 (8 × 6 × 5, d_φ = 10, the differences' span 5)
 gave every coordinate of a chart an ESS of 7,000-10,000 of 4,000 draws and those entries 1,488;
-with V_⊥ drawn independently, 3,700; the factored model's 1,768 became 3,066 (docs/results.md,
-"The blocks off the spans drawn exactly").
+with V_⊥ drawn independently, 3,700; the factored model's 1,768 became 3,066 (docs/results/posterior.md).
 """
 
 from __future__ import annotations

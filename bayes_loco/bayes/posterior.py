@@ -200,7 +200,19 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
     def identified_coords(self) -> dict[str, list[str]]:
         """``coords=`` for ArviZ: the identified θ_rtv coordinates (``trees.identified_coords``).
 
-        ``az.summary(post.tree, var_names=["theta_rtv"], coords=post.identified_coords())``.
+        Returns
+        -------
+        dict
+            ``{"rtv_coord": [labels of the identified coordinates]}``.
+
+        Examples
+        --------
+        >>> post.identified_coords()["rtv_coord"][:3]
+        ['11 (u0, v0)', '11 (u0, v1)', '11 (u1, v0)']
+        >>> import arviz as az
+        >>> table = az.summary(post.tree, var_names=["theta_rtv"], coords=post.identified_coords())
+        >>> len(table) == post.k_eff
+        True
         """
         return identified_coords(self.tree)
 
@@ -221,6 +233,21 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         Z is the N × k design of the comparisons in RTV coordinates (W is the
         Gram matrix Σ_t z_t z_tᵀ, summed by :func:`bayes_loco.design.information`
         without forming Z); the set has no level (docs/design.md, convention 2).
+
+        Parameters
+        ----------
+        c2 : float
+            C₂ ≥ 0, the paper's 5 by default.
+
+        Returns
+        -------
+        EllipsoidSet
+            ``kind="gram"``, no level.
+
+        Examples
+        --------
+        >>> post.penalty_set(c2=5.0)
+        EllipsoidSet(kind='gram', k=16, k_eff=8, radius=1.155)
         """
         gram = information(self.basis, self.data)
         return EllipsoidSet.penalty(self.estimate, gram, self.data.n, self.basis, c2)
@@ -238,13 +265,13 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         kind : {"credible", "sandwich", "draws", "quantile", "cvar", "family"}
             ``"credible"`` (default; None means it too): the Gaussian credible
             ellipsoid around the posterior mean with W = inverse posterior
-            covariance of the identified directions and R² = χ²_{k_eff}(level)
+            covariance of the identified directions and R² = χ²_k_eff(level)
             (an EllipsoidSet; both objectives). ``"sandwich"``: the same
             ellipsoid with the sandwich shape Σ F Σ, F the Fisher information
             at the posterior mean Θ̄ (:meth:`information`) — a confidence set
             for θ_rtv centred at θ̄; near a low-rank Θ* the posterior is wider
             than the error of its mean and the credible set over-covers
-            (docs/results.md measures both). ``"draws"``: the convex hull of
+            (docs/results/coverage.md measures both). ``"draws"``: the convex hull of
             the ``level`` fraction of draws with the smallest Mahalanobis
             distance (a DrawsSet; both objectives). ``"quantile"``: the
             pointwise (1 − level) posterior quantile of θᵀz (a QuantileSet;
@@ -263,10 +290,23 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
             The population whose row × action values ``kind="family"`` bounds
             (that kind only).
 
+        Returns
+        -------
+        EllipsoidSet, DrawsSet or QuantileSet
+            As ``kind`` says; ``.level`` is ``level``.
+
         Raises
         ------
         ValueError
-            An unknown kind, a bad level, or a MAP fit (no draws).
+            An unknown kind, a bad level, or a fit with fewer than 2 draws.
+
+        Examples
+        --------
+        >>> post.calibrated_set(0.9)
+        EllipsoidSet(kind='credible', k=16, k_eff=8, radius=3.655, level=0.9)
+        >>> post.calibrated_set(0.9, "cvar").kind
+        'cvar'
+        >>> policy = bl.pessimistic_policy(post.calibrated_set(0.9), pop, objective="exact")
         """
         kind = "credible" if kind is None else kind
         check_option(kind, "kind", self.calibrated_kinds)
@@ -282,9 +322,18 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         p̄_t uses the posterior mean Θ̄ itself, x_tᵀ Θ̄ Δφ_t, not its reduction
         (Θ̄ has a component outside the reduced subspace). Summed by
         :func:`bayes_loco.design.information`, as a Wald set's is, never forming the N × k design.
+
+        Returns
+        -------
+        ndarray of shape (k, k)
+
+        Examples
+        --------
+        >>> post.information().shape
+        (16, 16)
         """
         data = self.data
-        eta = margins(self.theta, data.contexts, data.differences)
+        eta = margins(self.theta, data.contexts, data.delta)
         return information(self.basis, data, fisher_weights(eta))
 
     def _summary_table(self, level: float) -> pd.DataFrame:
@@ -364,6 +413,24 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         ``ci_kind`` (equal-tailed, ``"eti"``): the header's ``interval`` says
         which level is printed; ``summary(level=az.rcParams["stats.ci_prob"])``
         gives ArviZ's own intervals, and ``az.summary(..., ci_prob=0.95)`` these.
+
+        Parameters
+        ----------
+        level : float
+            Level of the equal-tailed intervals, in (0, 1).
+
+        Returns
+        -------
+        Summary
+            Printed, a header and the table; ``.to_frame()`` gives the table as a DataFrame.
+
+        Examples
+        --------
+        >>> table = post.summary(level=0.9).to_frame()
+        >>> list(table.columns)
+        ['estimate', 'std_err', 'lower', 'upper', 'ess_bulk', 'ess_tail', 'r_hat']
+        >>> len(table)                     # the k_eff identified coordinates
+        8
         """
         level = check_real(level, "level", 0.0, 1.0, low_open=True, high_open=True)
         identified = self.identified
@@ -402,7 +469,24 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         losslessly; ``predictive=False`` leaves out ``posterior_predictive`` and
         ``preference_probability``, N × draws numbers each, the largest part of a
         posterior of many comparisons (a MAP posterior at N = 3,000: 35.4 MB plain,
-        20.0 MB compressed, 9.3 MB compressed without them). Returns ``path``.
+        20.0 MB compressed, 9.3 MB compressed without them).
+
+        Parameters
+        ----------
+        path : str or PathLike
+        compress : bool
+        predictive : bool
+
+        Returns
+        -------
+        Path
+            ``path``.
+
+        Examples
+        --------
+        >>> saved = post.save("posterior.nc", predictive=False)
+        >>> type(bl.load(saved)).__name__
+        'Posterior'
         """
         return save_result(self, path, compress=compress, predictive=predictive)
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 import arviz as az
 import pandas as pd
 
-from ..data import PreferenceData, checks_data
+from .._checks import checks_data
+from ..data import PreferenceData
 from .fit import fit_posterior
 from .loocv import loo
 
@@ -73,6 +74,15 @@ def compare_ranks(data: PreferenceData, ranks, **fit_kwargs) -> RankComparison:
     Returns
     -------
     RankComparison
+        ``az.compare``'s table (best rank first) and each rank's posterior and LOO.
+
+    Examples
+    --------
+    MAP fits with Laplace draws keep it quick (seconds per rank); NUTS is what to report:
+
+    >>> comparison = bl.bayes.compare_ranks(data, [1, 2], method="map", random_seed=0)
+    >>> sorted(comparison.posteriors)
+    [1, 2]
     """
     try:
         ranks = [int(r) for r in ranks]

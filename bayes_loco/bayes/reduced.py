@@ -21,6 +21,22 @@ def theta_rtv_array(theta: xr.DataArray, basis: RTVBasis) -> xr.DataArray:
     """θ_rtv of every draw of Θ (dims …, context, feature) → (…, rtv_coord).
 
     ``rtv_coord`` is labelled by :meth:`~bayes_loco.RTVBasis.labels` (``"12 (u0, v3)"``).
+
+    Parameters
+    ----------
+    theta : xarray.DataArray
+        Draws of Θ whose last two dims are ``context`` and ``feature``.
+    basis : RTVBasis
+
+    Returns
+    -------
+    xarray.DataArray
+        ``theta_rtv``, dims (…, ``rtv_coord``).
+
+    Examples
+    --------
+    >>> bl.bayes.theta_rtv_array(post.tree.posterior["theta"], post.basis).dims
+    ('chain', 'draw', 'rtv_coord')
     """
     if theta.dims[-2:] != (D.CONTEXT, D.FEATURE):
         raise ValueError(f"theta must end with dims ({D.CONTEXT!r}, {D.FEATURE!r}), got {theta.dims}")
@@ -36,7 +52,26 @@ def theta_rtv_array(theta: xr.DataArray, basis: RTVBasis) -> xr.DataArray:
 
 
 def add_theta_rtv(tree: xr.DataTree, basis: RTVBasis, group: str = "posterior") -> xr.DataTree:
-    """Store θ_rtv of ``tree[group].theta`` as ``tree[group].theta_rtv`` (in place; returns ``tree``)."""
+    """Store θ_rtv of ``tree[group].theta`` as ``tree[group].theta_rtv`` (in place; returns ``tree``).
+
+    Parameters
+    ----------
+    tree : xarray.DataTree
+    basis : RTVBasis
+    group : str
+        The group holding ``theta``.
+
+    Returns
+    -------
+    xarray.DataTree
+        ``tree``.
+
+    Examples
+    --------
+    >>> tree = bl.bayes.add_theta_rtv(post.tree.copy(), post.basis)
+    >>> tree["posterior"]["theta_rtv"].sizes["rtv_coord"]
+    16
+    """
     if group not in tree.children:
         raise ValueError(f"tree has no group {group!r}; groups: {list(tree.children)}")
     node = tree[group]

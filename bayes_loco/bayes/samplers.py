@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import importlib.util
 import logging
 import os
@@ -84,20 +83,16 @@ _PYMC_LOGGERS = ("pymc", "pymc.sampling.mcmc", "pymc.stats.convergence", "pymc.v
                  "pymc.tuning.starting")
 
 
-def exact_arithmetic(func: Callable) -> Callable:
-    """``func`` run with PyTensor's numba code compiled in IEEE arithmetic (``numba__fastmath=False``).
+def exact_arithmetic():
+    """A context in which PyTensor compiles numba code in IEEE arithmetic (``numba__fastmath=False``).
 
     Needed for a fixed seed to give the same draws whether the compile cache is cold or warm (the
-    module docstring). PyTensor's numba cache keys carry the flag, so these functions never reuse a
-    piece compiled with fastmath on, and the user's own setting is back in force on return.
+    module docstring). PyTensor's numba cache keys carry the flag, so code compiled here never reuses
+    a piece compiled with fastmath on, and the user's own setting is back in force on leaving it. A
+    context, not a decorator: a decorator's frame would move the user's call out of the reach of the
+    warnings' ``stacklevel``.
     """
-
-    @functools.wraps(func)
-    def wrapper(*args, **kwargs):
-        with pytensor.config.change_flags(numba__fastmath=False):
-            return func(*args, **kwargs)
-
-    return wrapper
+    return pytensor.config.change_flags(numba__fastmath=False)
 
 
 def clear_cache() -> None:
@@ -212,7 +207,6 @@ def compiled_model(model: pm.Model, key: Hashable, start: dict, backend: str = "
     return compiled, time.perf_counter() - t0, False
 
 
-@exact_arithmetic
 def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tune: int, chains: int,
                   cores: int, seed: int, target_accept: float, progressbar: bool,
                   backend: str = "numba", watch: Watch | None = None,
@@ -227,18 +221,19 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
     :class:`~.watch.Diverged` at the first divergent draw after the warm-up. ``complete``: as in
     :func:`sample_nuts`.
     """
-    compiled, compile_seconds, reused = compiled_model(model, key, start, backend)
-    # pm.sample's derivation of the sampler's seed, so that a fit draws what it drew through pm.sample.
-    seeds = [int(rng.integers(2**30)) for rng in np.random.default_rng(seed).spawn(chains)]
-    t0 = time.time()
-    options = dict(draws=draws, tune=max(tune, 1), chains=chains, cores=cores, seed=seeds[0],
-                   store_unconstrained=False, progress_bar=progressbar, target_accept=target_accept)
-    if watch is not None:
-        tree = sample_watched(compiled, watch, **options)
-    else:
-        tree = nutpie.sample(compiled, save_warmup=False, **options)
-    sampling_time = time.time() - t0
-    tree["posterior"] = xr.DataTree(with_deterministics(tree["posterior"].to_dataset(), model, complete))
+    with exact_arithmetic():
+        compiled, compile_seconds, reused = compiled_model(model, key, start, backend)
+        # pm.sample's derivation of the sampler's seed, so that a fit draws what it drew through pm.sample.
+        seeds = [int(rng.integers(2**30)) for rng in np.random.default_rng(seed).spawn(chains)]
+        t0 = time.time()
+        options = dict(draws=draws, tune=max(tune, 1), chains=chains, cores=cores, seed=seeds[0],
+                       store_unconstrained=False, progress_bar=progressbar, target_accept=target_accept)
+        if watch is not None:
+            tree = sample_watched(compiled, watch, **options)
+        else:
+            tree = nutpie.sample(compiled, save_warmup=False, **options)
+        sampling_time = time.time() - t0
+        tree["posterior"] = xr.DataTree(with_deterministics(tree["posterior"].to_dataset(), model, complete))
     patch_nutpie_idata(tree, model, sampling_time=sampling_time)
     tree["posterior"].attrs["compile_time"] = compile_seconds
     tree["posterior"].attrs["compiled_model_reused"] = int(reused)
@@ -249,7 +244,19 @@ def sample_nutpie(model: pm.Model, key: Hashable, start: dict, *, draws: int, tu
 
 
 def available_samplers() -> tuple[str, ...]:
-    """The NUTS implementations installed here: always ``"pymc"``, then nutpie and numpyro if present."""
+    """The NUTS implementations installed here: always ``"pymc"``, then nutpie and numpyro if present.
+
+    nutpie, a dependency, is the default (``nuts={"sampler": ...}`` chooses).
+
+    Returns
+    -------
+    tuple of str
+
+    Examples
+    --------
+    >>> "pymc" in bl.bayes.available_samplers()
+    True
+    """
     found = ["pymc"]
     if importlib.util.find_spec("nutpie") is not None:
         found.append("nutpie")
@@ -303,7 +310,7 @@ def reads_distinct_rows(nuts: NUTS) -> bool:
     numpyro, on a GPU): there the gradient of the gather is a scatter-add of N rows onto
     the few distinct ones, whose colliding float64 adds are serialised. On an H200 at
     N = 100,000 (q = 10, the default chart) that took 1.4 ms per gradient, where the N-row
-    graph's two products take a fraction of it (docs/results.md, "The JAX path").
+    graph's two products take a fraction of it (docs/results/posterior.md, "On a GPU").
     """
     return not ((nuts.backend == "jax" or nuts.sampler == "numpyro") and jax_accelerator())
 
@@ -373,7 +380,6 @@ def _usable_cores() -> int:
     return os.cpu_count() or 1
 
 
-@exact_arithmetic
 def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key=None,
                 watch: Watch | None = None, complete: Completion | None = None) -> xr.DataTree:
     """NUTS from ``draw_start(rng)`` (one start per chain for PyMC's sampler, one shared otherwise).
@@ -408,12 +414,12 @@ def sample_nuts(model, nuts: NUTS, draw_start, seed: int, progressbar: bool, key
         if nuts.blas_threads is not None:
             # PyMC's own limiter ("auto": as many threads as cores) would replace ours.
             kwargs["blas_cores"] = None
-    with warnings.catch_warnings(), limit:
+    with warnings.catch_warnings(), limit, exact_arithmetic():
         warnings.filterwarnings("ignore", category=FutureWarning)
         tree = pm.sample(**kwargs)
-    if complete is not None:
-        free = tree["posterior"].to_dataset()[[var.name for var in model.free_RVs]]
-        tree["posterior"] = xr.DataTree(with_deterministics(free, model, complete))
+        if complete is not None:
+            free = tree["posterior"].to_dataset()[[var.name for var in model.free_RVs]]
+            tree["posterior"] = xr.DataTree(with_deterministics(free, model, complete))
     return tree
 
 
@@ -467,11 +473,10 @@ def _vi_inference(model, vi: VI, u0, v0, seed: int):
     return inference
 
 
-@exact_arithmetic
 def fit_vi(model, vi: VI, u0, v0, seed: int, progressbar: bool) -> tuple[xr.DataTree, np.ndarray]:
     """Fit ADVI with Adam and draw from it (one chain); returns the draws and the loss of every iteration."""
     inference = _vi_inference(model, vi, u0, v0, seed)
-    with model:
+    with model, exact_arithmetic():
         try:
             approx = inference.fit(n=vi.iterations, progressbar=progressbar,
                                    obj_optimizer=pm.adam(learning_rate=vi.learning_rate))

@@ -120,8 +120,8 @@ class NUTS:
         ``"numpyro"`` runs on JAX's default device (a GPU where JAX sees one),
         its chains vectorized when there are fewer devices than chains; its
         own step-size and mass-matrix adaptation takes 1.9–2.6× nutpie's
-        leapfrog steps per draw on the same chart (docs/results.md, "The JAX
-        path"), so a GPU is used through nutpie's ``backend="jax"`` instead.
+        leapfrog steps per draw on the same chart (docs/results/posterior.md, "On a
+        GPU"), so a GPU is used through nutpie's ``backend="jax"`` instead.
     backend : {"numba", "jax"} or None
         Where nutpie evaluates the log density and its gradient: compiled by
         numba on the CPU, or jitted by JAX on JAX's default device (the extra
@@ -152,7 +152,7 @@ class NUTS:
         components the data determine at the start (column space and distance
         from 0, :attr:`~bayes_loco.bayes.chart.ChartFrame.chartable_rank`), the
         factored model where there are none; the fit's settings record what
-        ran. docs/results.md ("Posterior geometry") measures them.
+        ran. docs/results/posterior.md measures them.
     chart_rank : int or None
         r₁, 1 ≤ r₁ ≤ r: how many leading components ``"chart"`` or ``"auto"``
         sample in chart coordinates. None (default): all r for ``"chart"``, the

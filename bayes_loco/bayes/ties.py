@@ -14,8 +14,8 @@ likelihood:
     (:func:`observe_bernoulli`; same graph, same draws for the same seed).
 ``"davidson"``
     Davidson's (1970) model with one tie parameter ν ≥ 0:
-    P(y = 1) : P(tie) : P(y = 0) = e^{η/2} : ν : e^{−η/2}, so the term of t is
-    w_t [(y_t − ½) η_t + 1{y_t = ½} log ν − log(e^{η_t/2} + ν + e^{−η_t/2})]
+    P(y = 1) : P(tie) : P(y = 0) = e^η/2 : ν : e^−η/2, so the term of t is
+    w_t [(y_t − ½) η_t + 1{y_t = ½} log ν − log(e^η_t/2 + ν + e^−η_t/2)]
     (:func:`bayes_loco.model.outcome_probabilities` is the NumPy reference).
 
 **The prior of ν** is log ν ~ N(0, σ_ν²) with σ_ν = ``prior.nu_scale``
@@ -89,7 +89,7 @@ def likelihood_kind(data: PreferenceData, prior: Prior) -> str:
     Bernoulli likelihood, and is built as such.
     """
     model = tie_model(prior)
-    if model == HALF and not data.has_ties and not data.weighted:
+    if model == HALF and not data.has_ties and not data.weighted and data.counts is None:
         return BERNOULLI
     return model
 
@@ -102,13 +102,13 @@ def tie_record(data: PreferenceData, prior: Prior) -> dict:
 
 def log_nu_start(data: PreferenceData) -> float:
     """log ν₀ = log(2τ/(1 − τ)), τ the smoothed weighted tie share (see the module docstring)."""
-    w = data.sample_weights
+    w = data.loss_weights
     tau = (float(w[data.ties].sum()) + 0.5) / (float(w.sum()) + 1.0)
     return float(np.log(2.0 * tau / (1.0 - tau)))
 
 
 def log_likelihood_term(value, eta):
-    """y log σ(η) + (1 − y) log σ(−η) as a graph, written (y − ½) η − ½|η| − log1p(e^{−|η|}).
+    """y log σ(η) + (1 − y) log σ(−η) as a graph, written (y − ½) η − ½|η| − log1p(e^−|η|).
 
     The value of PyMC's ``Bernoulli(logit_p=η)`` log mass on y ∈ {0, 1} (to rounding),
     at one exp and one log1p per comparison: softplus and the σ of its gradient take
@@ -154,7 +154,7 @@ def add_tie_likelihood(data: PreferenceData, eta, prior: Prior) -> None:
     predictive groups are drawn by :mod:`.layout`.
     """
     y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=float), dims=D.COMPARISON)
-    weights = pm.Data(DATA_WEIGHTS, data.sample_weights, dims=D.COMPARISON)
+    weights = pm.Data(DATA_WEIGHTS, data.loss_weights, dims=D.COMPARISON)  # counts × sampling weights
     if tie_model(prior) == HALF:
         pm.CustomDist(D.OBSERVED, eta, weights, logp=_half_logp, observed=y, dims=D.COMPARISON)
         return

@@ -9,7 +9,7 @@ can move to other coordinates having spent a tenth of the warm-up, not the whole
 trajectories of 2^depth leapfrog steps. nutpie's
 step size has settled by then: over 54 logged problems the mean depth of those draws tracked
 log₂ of the run's leapfrog steps per draw with correlation 0.98, reading 0.3-1.1 below it
-(docs/results.md, "A watched warm-up").
+(docs/results/posterior.md).
 
 **A run stopped at its first divergence.** A watch with ``divergence`` set also follows the
 chains' progress (nutpie's ``progress_callback``, which costs no read of the trace) after the
@@ -116,23 +116,31 @@ class _Progress:
 
     def __init__(self, tune: int, divergence: bool):
         self.tune, self.divergence, self.count, self.told = tune, divergence, 0, threading.Event()
+        self.drawn = 0  # draws after the warm-up as told with ``count``: the pair is consistent
 
     def __call__(self, progress) -> None:
         self.count = sum(int(np.sum(np.asarray(chain.divergent_draws) >= self.tune)) for chain in progress)
+        self.drawn = sum(max(int(chain.finished_draws) - self.tune, 0) for chain in progress)
         if (self.divergence and self.count) or all(c.finished_draws >= c.total_draws for c in progress):
             self.told.set()
 
 
-def _stopped_at_divergence(read: xr.DataTree, told: int, seconds: float) -> Diverged:
-    """:class:`Diverged` for a run whose trace so far is ``read`` and of which nutpie told ``told``
-    divergences."""
+def _stopped_at_divergence(read: xr.DataTree, told: _Progress, seconds: float) -> Diverged:
+    """:class:`Diverged` for a run whose trace so far is ``read`` and of which nutpie ``told`` the
+    divergences.
+
+    The counts come from one source, the trace read or nutpie's last report, never one from each:
+    the sampler runs on between the two, and a report later than the read once counted 3,003
+    divergences "of the first 1,591 draws"."""
     if "sample_stats" not in read.children:
-        return Diverged(told, 0, None, seconds)
+        return Diverged(told.count, told.drawn, None, seconds)
     stats = read["sample_stats"]
     drawn = np.isfinite(stats["step_size"].values)
-    divergences = max(told, int(stats["diverging"].values[drawn].sum()))
     depth = float(stats["depth"].values[drawn].mean()) if drawn.any() else None
-    return Diverged(divergences, int(drawn.sum()), depth, seconds)
+    divergences = int(stats["diverging"].values[drawn].sum())
+    if divergences:
+        return Diverged(divergences, int(drawn.sum()), depth, seconds)
+    return Diverged(told.count, max(told.drawn, told.count), depth, seconds)
 
 
 def warmup_depth(tree: xr.DataTree) -> float | None:
@@ -175,8 +183,8 @@ def remaining_seconds(tree: xr.DataTree, elapsed: float, total: int) -> float:
     far (those of every chain, warm-up and after), the same per draw for the rest of ``total``.
 
     An overestimate where the warm-up's first draws take longer trees than the later ones: on
-    five unseen problems it exceeded the whole factored run's logged seconds by 1.2-2.8× (docs/results.md,
-    "A watched warm-up"; the two were timed under different loads).
+    five unseen problems it exceeded the whole factored run's logged seconds by 1.2-2.8× (the two
+    were timed under different loads; docs/results/posterior.md).
     """
     drawn = sum(int(np.isfinite(tree[name]["step_size"].values).sum())
                 for name in ("warmup_sample_stats", "sample_stats") if name in tree.children)
@@ -204,7 +212,7 @@ def sample_watched(compiled, watch: Watch, **options) -> xr.DataTree:
             if finished or not (depth_due or watch.divergence):
                 break
             if watch.divergence and progress.count:
-                raise _stopped_at_divergence(_inspect(sampler), progress.count, time.perf_counter() - t0)
+                raise _stopped_at_divergence(_inspect(sampler), progress, time.perf_counter() - t0)
             progress.told.wait(wait)
             wait = min(1.5 * wait, longest)
         tree = sampler.wait()

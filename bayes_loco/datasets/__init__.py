@@ -2,13 +2,14 @@
 
 :func:`read_arena` (Chatbot Arena battles), :func:`read_prism` (the PRISM
 alignment dataset) and :func:`load_personalllm` (the PersonalLLM benchmark) read
-local files; nothing here downloads. :func:`write_prism` writes a GENERATED folder
-in the PRISM schema from a known low-rank Θ*.
+local files; nothing here downloads. :func:`write_prism` and :func:`write_arena`
+write GENERATED stand-ins in the PRISM and Arena schemas from a known low-rank Θ*,
+and return that truth.
 """
 
 from ._common import Dataset
 from .arena import read_arena
-from .generate import GeneratedPrism, write_prism
+from .generate import GeneratedArena, GeneratedPrism, write_arena, write_prism
 from .personalllm import (
     N_RESPONSES,
     REWARD_MODELS,
@@ -25,6 +26,7 @@ __all__ = [
     "N_RESPONSES",
     "REWARD_MODELS",
     "Dataset",
+    "GeneratedArena",
     "GeneratedPrism",
     "PersonalLLMProblem",
     "expected_columns",
@@ -33,6 +35,7 @@ __all__ = [
     "read_arena",
     "read_prism",
     "score_tensor",
+    "write_arena",
     "write_prism",
     "write_standin",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import io
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -126,7 +127,39 @@ def _json_lines(path: Path, text: str) -> list:
 
 def read_records(path: Path) -> list[dict]:
     """The rows of a JSON-lines file as dicts (nested fields kept), one error naming a bad line."""
-    return _json_lines(path, path.read_text(encoding="utf-8"))
+    return _json_lines(path, read_text(path))
+
+
+# The first bytes of files that are not what their name says, and what each is.
+MAGIC = ((b"\x1f\x8b", "gzip-compressed: decompress it first (gunzip), or give the .gz file to pandas and "
+                       "pass the frame"),
+         (b"PK\x03\x04", "a zip archive (or an Excel workbook): extract it, or save the sheet as CSV"),
+         (b"PAR1", "a Parquet file: name it .parquet"))
+
+
+def _sniff(path: Path, what: str, text_expected: bool) -> None:
+    """One error when the file's first bytes say it is another format than its name."""
+    with path.open("rb") as handle:
+        head = handle.read(4)
+    for magic, meaning in MAGIC:
+        if head.startswith(magic) and (text_expected or magic != b"PAR1"):
+            raise ValueError(f"{what} file {path} is {meaning}")
+    if not text_expected and head != b"PAR1":
+        raise ValueError(f"{what} file {path} is named {path.suffix} but is not a Parquet file (it does not "
+                         f"start with PAR1; it starts {head!r}): rename it to what it is (.csv, .jsonl)")
+
+
+def read_text(path: Path, what: str = "the") -> str:
+    """The file as UTF-8 text (a BOM dropped), or one error naming the file and the first bad byte."""
+    _sniff(path, what, True)
+    raw = path.read_bytes()
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{what} file {path} is not UTF-8 text: byte {raw[exc.start]:#04x} at offset "
+                         f"{exc.start} "
+                         "(latin-1 or Windows-1252?); re-save it as UTF-8, e.g. "
+                         "pd.read_csv(path, encoding='latin-1').to_csv(new_path, index=False)") from None
 
 
 def check_file(path, what: str) -> Path:
@@ -143,19 +176,41 @@ def check_file(path, what: str) -> Path:
     return path
 
 
-def read_table(path, what: str) -> pd.DataFrame:
-    """A .parquet, .json (records, columns or JSON lines), .jsonl or .csv file as a DataFrame with rows."""
+def read_table(path, what: str, columns=None) -> pd.DataFrame:
+    """A .parquet, .json (records, columns or JSON lines), .jsonl or .csv file as a DataFrame with rows.
+
+    ``columns``: a Parquet file is read for those of them it has only (a release's conversations are
+    most of its bytes); other formats are read whole.
+    """
     path = check_file(path, what)
     suffix = path.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
         raise ValueError(f"{what} file {path}: cannot read {suffix or 'files without a suffix'}; "
                          f"give one of {', '.join(TABLE_SUFFIXES)}")
     if suffix in (".parquet", ".pq"):
-        frame = pd.read_parquet(path)
+        _sniff(path, what, False)
+        try:
+            if columns is not None:
+                import pyarrow.parquet as pq
+
+                names = pq.read_schema(path).names
+                columns = [c for c in names if c in set(columns)] or None
+            frame = pd.read_parquet(path, columns=columns)
+            if columns is not None:
+                frame.attrs["columns"] = names  # every column of the file, for a schema error
+        except (OSError, ValueError) as exc:  # a truncated or damaged file: Arrow's own message, once
+            first = str(exc).splitlines()[0]
+            raise ValueError(f"{what} file {path} cannot be read as Parquet: {first}") from None
     elif suffix == ".csv":
-        frame = pd.read_csv(path)
+        text = read_text(path, what)
+        try:
+            frame = pd.read_csv(io.StringIO(text))
+        except pd.errors.EmptyDataError:
+            raise ValueError(f"{what} file {path} has no rows (nor a header)") from None
+        except pd.errors.ParserError as exc:
+            raise ValueError(f"{what} file {path} is not a well-formed CSV: {str(exc).strip()}") from None
     else:
-        text = path.read_text(encoding="utf-8")
+        text = read_text(path, what)
         try:
             obj = json.loads(text) if suffix == ".json" else None
         except json.JSONDecodeError as exc:
@@ -188,6 +243,25 @@ def parse_nested(value, where: str):
         except (ValueError, SyntaxError):
             raise ValueError(f"{where} is text that is neither JSON nor a Python literal: "
                              f"{value[:60]!r}") from None
+
+
+def id_series(values: pd.Series) -> pd.Series:
+    """Ids as pandas strings, missing and blank ones as <NA> (vectorised: millions of battles).
+
+    Never a fixed-width ``<U`` array, which NumPy sizes from its first element under pandas'
+    string dtype; whole-number floats (the integer ids of a column with a gap) lose their ``.0``.
+    """
+    if values.dtype.kind == "f":
+        finite = values.dropna()
+        if (finite == np.round(finite)).all():
+            values = values.astype("Int64")
+    text = values.astype("string")
+    return text.mask(text.str.strip() == "")
+
+
+def id_strings(values: pd.Series) -> np.ndarray:
+    """:func:`id_series` as an object array of Python strings, None where missing."""
+    return id_series(values).to_numpy(dtype=object, na_value=None)
 
 
 def as_levels(values: pd.Series) -> pd.Series:
@@ -239,25 +313,37 @@ def encode_actions(name_0: pd.Series, name_1: pd.Series, reference: str | None, 
     The reference is ``reference`` or else the action in most comparisons
     (ties: alphabetically first).
     """
-    both = pd.concat([name_0, name_1], ignore_index=True)
-    counts = both.value_counts()
+    # one factorisation of the 2N names (hashing, O(N)); the A names are then ordered by a permutation
+    codes, uniques = pd.factorize(pd.concat([name_0, name_1], ignore_index=True))
+    uniques = [str(v) for v in uniques]
+    found = np.bincount(codes, minlength=len(uniques))
+    counts = dict(zip(uniques, found.tolist(), strict=True))
     if reference is None:
-        reference = sorted(counts.index, key=lambda v: (-counts[v], v))[0]
-    elif reference not in counts.index:
+        reference = sorted(uniques, key=lambda v: (-counts[v], v))[0]
+    elif reference not in counts:
         raise ValueError(f"{argument} = {reference!r} is not an action in the data; the actions are "
-                         f"{sorted(counts.index)}")
-    names = [reference, *sorted(v for v in counts.index if v != reference)]
-    actions = pd.DataFrame({"name": names, "n_comparisons": [int(counts[v]) for v in names],
+                         f"{sorted(uniques)}")
+    names = [reference, *sorted(v for v in uniques if v != reference)]
+    actions = pd.DataFrame({"name": names, "n_comparisons": [counts[v] for v in names],
                             "reference": [True] + [False] * (len(names) - 1)})
     actions.index.name = "action"
-    index = pd.Index(names)
-    return actions, index.get_indexer(name_0), index.get_indexer(name_1)
+    position = pd.Index(names).get_indexer(uniques)[codes]  # A lookups, then a gather
+    n = len(name_0)
+    return actions, position[:n], position[n:]
 
 
-def one_hot_differences(a0: np.ndarray, a1: np.ndarray, n_actions: int) -> np.ndarray:
-    """Δφ of the action one-hots without the reference (index 0): e_{a1} − e_{a0}, shape (N, A − 1)."""
-    out = np.zeros((a0.size, n_actions - 1))
-    rows = np.arange(a0.size)
-    np.add.at(out, (rows[a1 > 0], a1[a1 > 0] - 1), 1.0)
-    np.add.at(out, (rows[a0 > 0], a0[a0 > 0] - 1), -1.0)
+def reference_one_hot(n_actions: int) -> np.ndarray:
+    """φ(a) of each action, A × (A − 1): its one-hot row without the reference's column (action 0's is 0)."""
+    out = np.zeros((n_actions, n_actions - 1))
+    out[np.arange(1, n_actions), np.arange(n_actions - 1)] = 1.0
     return out
+
+
+def indexed_data(x: np.ndarray, y: np.ndarray, a0: np.ndarray, a1: np.ndarray, actions: pd.DataFrame,
+                 extra: np.ndarray | None, context_names, feature_names) -> PreferenceData:
+    """A reader's comparisons as indices into the actions' one-hot table (reference dropped) with names:
+    Δφ_t = e(a_t1) − e(a_t0) (and the per-comparison columns ``extra``), never formed N × d_φ."""
+    return PreferenceData(x, None, y, np.column_stack([a0, a1]),
+                          item_features=reference_one_hot(len(actions)),
+                          comparison_features=extra, item_names=tuple(actions["name"]),
+                          context_names=tuple(context_names), feature_names=tuple(feature_names))

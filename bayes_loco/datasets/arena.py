@@ -7,12 +7,12 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from ..data import PreferenceData
 from ._common import (
     Dataset,
     encode_actions,
+    id_series,
+    indexed_data,
     one_hot,
-    one_hot_differences,
     parse_nested,
     read_table,
     schema_error,
@@ -31,12 +31,13 @@ USER_COLUMNS = ("judge", "evaluation_session_id")
 def _labels(frame: pd.DataFrame, schema: str, path) -> np.ndarray:
     if schema == "winner":
         winner = frame["winner"]
-        bad = ~winner.isin(list(WINNERS))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
+        codes, uniques = pd.factorize(winner, use_na_sentinel=False)  # a few distinct strings
+        known = np.array([v in WINNERS for v in uniques], dtype=bool)
+        if not known.all():
+            i = int(np.flatnonzero(~known[codes])[0])
             raise ValueError(f"{path}: winner in row {i} is {winner.iloc[i]!r}; expected one of "
                              f"{', '.join(map(repr, WINNERS))}")
-        return winner.map(WINNERS).to_numpy(dtype=float)
+        return np.array([WINNERS[v] for v in uniques], dtype=float)[codes]
     flags = frame[list(ONE_HOT_SCHEMA[2:])]
     numeric = flags.apply(pd.to_numeric, errors="coerce")
     bad = ~(numeric.isin([0, 1]).all(axis=1) & (numeric.sum(axis=1) == 1))
@@ -67,7 +68,9 @@ def _style_counts(frame: pd.DataFrame, path) -> dict[str, np.ndarray]:
                            "arena-human-preference-100k/140k; this release has none: use style=False")
     counts = {}
     for key in keys:
-        values = table[key].map(lambda v: sum(v.values()) if isinstance(v, dict) else v)
+        values = table[key]
+        if values.dtype == object:  # counts per heading level (h1..h6) come as a dict: summed
+            values = values.map(lambda v: sum(v.values()) if isinstance(v, dict) else v)
         numeric = pd.to_numeric(values, errors="coerce").to_numpy(float)
         if not (np.isfinite(numeric) & (numeric >= 0)).all():
             i = int(np.flatnonzero(~(np.isfinite(numeric) & (numeric >= 0)))[0])
@@ -150,58 +153,92 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
         A file of another schema (one error naming the missing columns), an empty
         file, an unknown winner, a missing model name or context column.
     """
+    frame, where, schema = _battles(path, contexts, style)
+    names = {}
+    for column in ("model_a", "model_b"):
+        names[column] = id_series(frame[column])
+        absent = names[column].isna().to_numpy()
+        if absent.any():
+            raise ValueError(f"{where}: {column} of row {int(np.flatnonzero(absent)[0])} is missing")
+    same = (names["model_a"] == names["model_b"]).to_numpy(dtype=bool)
+    if same.any():
+        i = int(np.flatnonzero(same)[0])
+        raise ValueError(f"{where}: row {i} is a battle of {names['model_a'].iloc[i]!r} against itself "
+                         f"({int(same.sum())} such rows): a model cannot be compared with itself; drop them")
+    y = _labels(frame, schema, where)
+    name_1, name_0 = names["model_a"], names["model_b"]
+    actions, a0, a1 = encode_actions(name_0, name_1, reference_model, "reference_model")
+    feature_names = [f"model={v}" for v in actions["name"].iloc[1:]]
+    extra = None
+    if style:
+        extra, style_names = style_differences(_style_counts(frame, where))
+        feature_names += style_names
+    x, context_names = one_hot(frame, list(contexts), min_count=min_count)
+    users, notes = _users(frame, where)
+    codes, uniques = pd.factorize(users)
+    # one Python string per user, shared by its battles (not one per battle: 3·10⁶ strings are 170 MB)
+    groups = np.asarray(uniques.astype(object), dtype=object)[codes]
+    id_column = next((c for c in ("question_id", "id") if c in frame), None)
+    comparisons = pd.DataFrame({"row": np.arange(len(frame)), "user_id": users.array,
+                                "action_0": name_0.array, "action_1": name_1.array, "y": y})
+    if id_column:
+        comparisons.insert(1, id_column, frame[id_column].to_numpy())
+    for column in contexts:
+        comparisons[column] = frame[column].to_numpy()
+    counts = np.bincount(codes, minlength=len(uniques))
+    user_table = pd.DataFrame({"user_id": uniques, "n_comparisons": counts})
+    data = indexed_data(x, y, a0, a1, actions, extra, context_names, feature_names)
+    release = "conversations / 100k / 140k" if schema == "winner" else "55k"
+    return Dataset(data, comparisons, user_table, actions, tuple(context_names), tuple(feature_names),
+                   groups, f"Arena ({release} schema) {where}", notes)
+
+
+def _battles(path, contexts: Sequence[str], style: bool) -> tuple[pd.DataFrame, str, str]:
+    """The battles of ``path`` (a file, read for the columns it maps only, or a frame), where they came
+    from, and their schema (``"winner"`` or ``"55k"``); one error naming what is missing."""
     if isinstance(path, pd.DataFrame):
         frame, where = path.reset_index(drop=True), "the frame"
         if frame.empty:
             raise ValueError("read_arena: the frame has no rows")
-    else:
-        frame, where = read_table(path, "Arena"), str(path)
     if isinstance(contexts, str) or not all(isinstance(c, str) for c in contexts):
         raise TypeError(f"contexts must be a sequence of column names, got {contexts!r}")
     if not isinstance(style, bool):
         raise TypeError(f"style must be a bool, got {style!r}")
+    if not isinstance(path, pd.DataFrame):
+        wanted = {*WINNER_SCHEMA, *ONE_HOT_SCHEMA, *USER_COLUMNS, "question_id", "id", *contexts}
+        if style:
+            wanted |= {"conv_metadata", *(k.format(side) for k in STYLE_ELEMENTS.values() for side in "ab")}
+        frame, where = read_table(path, "Arena", columns=wanted), str(path)
     if all(c in frame for c in WINNER_SCHEMA):
         schema = "winner"
     elif all(c in frame for c in ONE_HOT_SCHEMA):
         schema = "55k"
     else:
         missing = [c for c in WINNER_SCHEMA if c not in frame]
+        found = sorted(map(str, frame.attrs.get("columns", frame.columns)))[:12]
         raise schema_error(where, "a Chatbot Arena file", missing,
-                           f"found columns {sorted(map(str, frame.columns))[:12]}; the conversation and "
-                           "100k/140k releases have model_a, model_b, winner; the 55k release model_a, "
-                           "model_b, winner_model_a, winner_model_b, winner_tie")
+                           f"found columns {found}; the conversation and 100k/140k releases have model_a, "
+                           "model_b, winner; the 55k release model_a, model_b, winner_model_a, "
+                           "winner_model_b, winner_tie")
     missing = [c for c in contexts if c not in frame]
     if missing:
         raise schema_error(where, "an Arena file with these contexts", missing,
                            f"contexts names columns that {where} lacks")
-    for column in ("model_a", "model_b"):
-        absent = frame[column].isna() | (frame[column].astype(str).str.strip() == "")
-        if absent.any():
-            raise ValueError(f"{where}: {column} of row {int(np.flatnonzero(absent)[0])} is missing")
-    y = _labels(frame, schema, where)
-    name_1, name_0 = frame["model_a"].astype(str), frame["model_b"].astype(str)
-    actions, a0, a1 = encode_actions(name_0, name_1, reference_model, "reference_model")
-    differences = one_hot_differences(a0, a1, len(actions))
-    feature_names = [f"model={v}" for v in actions["name"].iloc[1:]]
-    if style:
-        extra, names = style_differences(_style_counts(frame, where))
-        differences = np.hstack([differences, extra])
-        feature_names += names
-    x, context_names = one_hot(frame, list(contexts), min_count=min_count)
+    return frame, where, schema
+
+
+def _users(frame: pd.DataFrame, where: str) -> tuple[pd.Series, tuple[str, ...]]:
+    """The user of each battle (``judge``, else ``evaluation_session_id``, else the battle itself), as
+    strings, and the notes: a battle without a user id is its own user, said in a note."""
     user_column = next((c for c in USER_COLUMNS if c in frame), None)
-    users = (frame[user_column].astype(str) if user_column else
-             pd.Series([f"battle{i}" for i in range(len(frame))]))
-    groups = users.to_numpy(dtype=str)
-    id_column = next((c for c in ("question_id", "id") if c in frame), None)
-    comparisons = pd.DataFrame({"row": np.arange(len(frame)), "user_id": groups,
-                                "action_0": name_0.to_numpy(), "action_1": name_1.to_numpy(), "y": y})
-    if id_column:
-        comparisons.insert(1, id_column, frame[id_column].to_numpy())
-    for column in contexts:
-        comparisons[column] = frame[column].to_numpy()
-    user_table = users.value_counts(sort=False).rename("n_comparisons").rename_axis("user_id").reset_index()
-    data = PreferenceData(x, differences, y, np.column_stack([a0, a1]))
-    release = "conversations / 100k / 140k" if schema == "winner" else "55k"
-    notes = () if user_column else ("no judge column: each battle is its own user",)
-    return Dataset(data, comparisons, user_table, actions, tuple(context_names), tuple(feature_names),
-                   groups, f"Arena ({release} schema) {where}", notes)
+    rows = pd.RangeIndex(len(frame))
+    if user_column is None:
+        return pd.Series("battle" + rows.astype(str), dtype="string"), (
+            "no judge column: each battle is its own user",)
+    ids = id_series(frame[user_column]).reset_index(drop=True)
+    missing = ids.isna().to_numpy()
+    if not missing.any():
+        return ids, ()
+    ids[missing] = "battle" + rows[missing].astype(str)
+    return ids, (f"{int(missing.sum())} battles without a {user_column} (first: row "
+                              f"{int(np.flatnonzero(missing)[0])}): each is its own user 'battle<row>'",)

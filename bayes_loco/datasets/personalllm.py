@@ -25,8 +25,9 @@ from ..data import Population, PreferenceData
 from ..model import margins, rewards
 from ..simulate import decaying_columns
 
+#: Responses per prompt in the benchmark.
 N_RESPONSES = 8
-# Published train-set mean and standard deviation of each reward model's scores.
+#: The ten reward models, with the published train-set mean and standard deviation of their scores.
 REWARD_MODELS: dict[str, tuple[float, float]] = {
     "gemma_2b": (4.330, 2.039), "gemma_7b": (1.626, 2.610), "mistral_raft": (8.309, 3.073),
     "mistral_ray": (3.014, 1.690), "mistral_weqweasdas": (7.071, 2.579), "llama3_sfairx": (1.064, 2.953),
@@ -36,13 +37,45 @@ REWARD_MODELS: dict[str, tuple[float, float]] = {
 
 
 def expected_columns() -> list[str]:
-    """``prompt``, ``response_1..8`` and ``response_{i}_{model}`` for the ten models."""
+    """The columns a PersonalLLM split has: ``prompt``, ``response_1..8`` and ``response_{i}_{model}``.
+
+    Returns
+    -------
+    list of str
+        89 names: the prompt, 8 responses and 8 × 10 reward-model scores.
+
+    Examples
+    --------
+    >>> columns = bl.datasets.expected_columns()
+    >>> len(columns), columns[:3]
+    (89, ['prompt', 'response_1', 'response_2'])
+    """
     cols = ["prompt", *(f"response_{i}" for i in range(1, N_RESPONSES + 1))]
     return cols + [f"response_{i}_{m}" for i in range(1, N_RESPONSES + 1) for m in REWARD_MODELS]
 
 
 def load_personalllm(path: str | Path) -> pd.DataFrame:
     """Read a PersonalLLM split (parquet or CSV) and check its layout.
+
+    The benchmark is on Hugging Face as ``namkoong-lab/PersonalLLM`` (9,402 train and
+    1,000 test prompts); the package does not download it. :func:`write_standin` writes
+    a generated file in the same layout.
+
+    Parameters
+    ----------
+    path : str or Path
+        A ``.parquet`` or ``.csv`` file of one split.
+
+    Returns
+    -------
+    pandas.DataFrame
+        The split, with the columns of :func:`expected_columns`.
+
+    Examples
+    --------
+    >>> path = bl.datasets.write_standin("personalllm_train.csv", 200, seed=1)
+    >>> bl.datasets.load_personalllm(path).shape
+    (200, 89)
 
     Raises
     ------
@@ -69,7 +102,23 @@ def load_personalllm(path: str | Path) -> pd.DataFrame:
 
 
 def score_tensor(frame: pd.DataFrame) -> np.ndarray:
-    """Raw scores as an array (prompts, 8 responses, 10 models)."""
+    """Raw scores as an array (prompts, 8 responses, 10 models).
+
+    Parameters
+    ----------
+    frame : pandas.DataFrame
+        A split read by :func:`load_personalllm`.
+
+    Returns
+    -------
+    ndarray of shape (prompts, 8, 10)
+
+    Examples
+    --------
+    >>> frame = bl.datasets.load_personalllm(bl.datasets.write_standin("train.csv", 200, seed=1))
+    >>> bl.datasets.score_tensor(frame).shape
+    (200, 8, 10)
+    """
     cols = [f"response_{i}_{m}" for i in range(1, N_RESPONSES + 1) for m in REWARD_MODELS]
     return frame[cols].to_numpy(dtype=float).reshape(len(frame), N_RESPONSES, len(REWARD_MODELS))
 
@@ -79,7 +128,27 @@ def write_standin(path: str | Path, n_prompts: int, seed, *, agreement: float = 
 
     Each response has a latent quality q ~ N(0, 1); model m scores it
     mean_m + sd_m (√agreement q + √(1 − agreement) ε), so models correlate by
-    ``agreement`` and keep the published moments.
+    ``agreement`` and keep the published moments. Its texts are placeholders: it is not
+    the benchmark.
+
+    Parameters
+    ----------
+    path : str or Path
+        ``.parquet`` or ``.csv``.
+    n_prompts : int
+    seed : int, SeedSequence or Generator
+    agreement : float
+        Correlation between the reward models' scores, in [0, 1].
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Examples
+    --------
+    >>> bl.datasets.write_standin("personalllm_test.csv", 50, seed=2).name
+    'personalllm_test.csv'
     """
     n_prompts = check_int(n_prompts, "n_prompts", 1)
     rng = rng_from(seed)
@@ -125,6 +194,11 @@ class PersonalLLMProblem:
 
     has_global_populations: ClassVar[bool] = False
 
+    def __repr__(self) -> str:
+        return (f"PersonalLLMProblem(d_x={self.d_x}, d_phi={self.d_phi}, train prompts="
+                f"{self.train_features.shape[0]}, test prompts={self.test_features.shape[0]}, "
+                f"source={self.source!r})")
+
     @property
     def d_x(self) -> int:
         return self.theta.shape[0]
@@ -134,7 +208,26 @@ class PersonalLLMProblem:
         return self.theta.shape[1]
 
     def sample(self, n: int, seed) -> PreferenceData:
-        """N comparisons: a random train prompt, a random pair of its responses, BTL labels from Θ*."""
+        """N comparisons: a random train prompt, a random pair of its responses, BTL labels from Θ*.
+
+        Parameters
+        ----------
+        n : int
+        seed : int, SeedSequence or Generator
+
+        Returns
+        -------
+        PreferenceData
+            Contexts uniform on [−1, 1]^d_x.
+
+        Examples
+        --------
+        >>> train = bl.datasets.write_standin("train.csv", 200, seed=1)
+        >>> test = bl.datasets.write_standin("test.csv", 50, seed=2)
+        >>> problem = bl.datasets.personalllm_problem(train, test, d_x=4, rank=2)
+        >>> problem.sample(100, seed=0)
+        PreferenceData(N=100, d_x=4, d_phi=10, mean(y)=0.450)
+        """
         n = check_int(n, "n", 1)
         rng = rng_from(seed)
         prompts = rng.integers(0, self.train_features.shape[0], size=n)
@@ -150,6 +243,23 @@ class PersonalLLMProblem:
         """Evaluation on the test split: ``n`` (x, test prompt) pairs, all 8 responses as actions.
 
         There are no options: each row has its own prompt (no global populations).
+
+        Parameters
+        ----------
+        n : int
+        seed : int, SeedSequence or Generator
+
+        Returns
+        -------
+        Population
+
+        Examples
+        --------
+        >>> train = bl.datasets.write_standin("train.csv", 200, seed=1)
+        >>> test = bl.datasets.write_standin("test.csv", 50, seed=2)
+        >>> problem = bl.datasets.personalllm_problem(train, test, d_x=4, rank=2)
+        >>> problem.population(20, seed=1)
+        Population(n=20, states=20, actions=8, d_x=4, d_phi=10)
         """
         if options:
             raise TypeError(f"PersonalLLMProblem.population takes no options (one context per prompt), "
@@ -161,13 +271,59 @@ class PersonalLLMProblem:
         return Population(x, self.test_features[prompts], np.arange(n))
 
     def rewards(self, population: Population) -> np.ndarray:
-        """True rewards r*(x_i, s_i, a) = x_iᵀ Θ* φ(s_i, a), shape (n, 8)."""
+        """True rewards r*(x_i, s_i, a) = x_iᵀ Θ* φ(s_i, a).
+
+        Parameters
+        ----------
+        population : Population
+
+        Returns
+        -------
+        ndarray of shape (n, 8)
+
+        Examples
+        --------
+        >>> train = bl.datasets.write_standin("train.csv", 200, seed=1)
+        >>> test = bl.datasets.write_standin("test.csv", 50, seed=2)
+        >>> problem = bl.datasets.personalllm_problem(train, test, d_x=4, rank=2)
+        >>> problem.rewards(problem.population(20, seed=1)).shape
+        (20, 8)
+        """
         return rewards(self.theta, population.contexts, population.features)
 
 
 def personalllm_problem(train: str | Path, test: str | Path, *, d_x: int = 10, rank: int = 3,
                         noise_dims: int = 0, seed=0) -> PersonalLLMProblem:
-    """Build the study from local train and test files (see :func:`load_personalllm`)."""
+    """The paper's PersonalLLM problem from local train and test files (see :func:`load_personalllm`).
+
+    φ(s, a) is the ten reward models' scores of response a to prompt s, standardised
+    with the train split's moments (and ``noise_dims`` pure-noise columns); Θ* is built
+    as in the simulation.
+
+    Parameters
+    ----------
+    train, test : str or Path
+        The two splits.
+    d_x : int
+        Context dimension.
+    rank : int
+        Rank of Θ*, at most min(d_x, 10).
+    noise_dims : int
+        Pure-noise feature columns appended.
+    seed : int, SeedSequence or Generator
+        Draws the noise columns.
+
+    Returns
+    -------
+    PersonalLLMProblem
+
+    Examples
+    --------
+    >>> train = bl.datasets.write_standin("train.csv", 200, seed=1)
+    >>> test = bl.datasets.write_standin("test.csv", 50, seed=2)
+    >>> bl.datasets.personalllm_problem(train, test, d_x=4)  # doctest: +ELLIPSIS
+    PersonalLLMProblem(d_x=4, d_phi=10, train prompts=200, test prompts=50, source=...)
+    """
     d_x = check_int(d_x, "d_x", 1)
     rank = check_int(rank, "rank", 1, min(d_x, len(REWARD_MODELS)))
     noise_dims = check_int(noise_dims, "noise_dims", 0)

@@ -9,13 +9,13 @@ import numpy as np
 import pandas as pd
 
 from .._validation import check_option
-from ..data import PreferenceData
 from ._common import (
     Dataset,
     check_file,
     encode_actions,
+    id_strings,
+    indexed_data,
     one_hot,
-    one_hot_differences,
     read_records,
     schema_error,
 )
@@ -41,11 +41,23 @@ def _survey(folder: Path, columns: Sequence[str]) -> pd.DataFrame:
         raise schema_error(path, "a PRISM survey", missing,
                            "each row is a participant: user_id and the answers named in survey_columns; "
                            "nested answers are named with a dot, e.g. 'location.special_region'")
+    survey["user_id"] = _ids(survey["user_id"], path, "user_id", "survey row")
     duplicated = survey["user_id"][survey["user_id"].duplicated()]
     if len(duplicated):
         raise ValueError(f"{path}: user_id {duplicated.iloc[0]!r} appears in more than one row")
-    survey["user_id"] = survey["user_id"].astype(str)
     return survey
+
+
+def _ids(values: pd.Series, path: Path, field: str, what: str) -> np.ndarray:
+    """Ids as Python strings, or one error naming the file and the first row whose ``field`` is missing
+    (a missing model name would otherwise become the model "None", a missing user the user "nan")."""
+    ids = id_strings(values)
+    missing = np.equal(ids, None)
+    if missing.any():
+        i = int(np.flatnonzero(missing)[0])
+        raise ValueError(f"{path}: {field} of {what} {i} is missing ({int(missing.sum())} such rows); every "
+                         f"{what} needs one: drop those rows or fill them")
+    return ids
 
 
 def _ratings(folder: Path, source: str, response_features: bool) -> tuple[pd.DataFrame, Path]:
@@ -88,8 +100,8 @@ def _ratings(folder: Path, source: str, response_features: bool) -> tuple[pd.Dat
         raise ValueError(f"{path} holds no rated model responses")
     if response_features:
         frame = frame.rename(columns={text: "response"})
-    frame["user_id"] = frame["user_id"].astype(str)
-    frame["model_name"] = frame["model_name"].astype(str)
+    frame["user_id"] = _ids(frame["user_id"], path, "user_id", "rated response")
+    frame["model_name"] = _ids(frame["model_name"], path, "model_name", "rated response")
     return frame, path
 
 
@@ -188,8 +200,8 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
     y = np.where(s1 > s0, 1.0, np.where(s1 < s0, 0.0, 0.5))
     actions, a0, a1 = encode_actions(pairs["model_name_0"], pairs["model_name_1"], reference_model,
                                      "reference_model")
-    differences, feature_names = _model_features(pairs, actions, a0, a1, response_features)
-    user_ids = pairs["user_id_0"].to_numpy(dtype=str)
+    extra, feature_names = _model_features(pairs, actions, response_features)
+    user_ids = id_strings(pairs["user_id_0"])
     rated = survey[survey["user_id"].isin(set(user_ids))].reset_index(drop=True)
     if len(rated) < len(survey):
         notes.append(f"surveyed users without comparisons left out: {len(survey) - len(rated)}")
@@ -207,7 +219,7 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
     users.insert(1, "n_comparisons", counts.reindex(users["user_id"]).to_numpy())
     generated = "study_id" in survey and survey["study_id"].astype(str).str.startswith("GENERATED").any()
     label = f"PRISM ({SOURCES[source]}{', GENERATED data' if generated else ''}) {folder}"
-    data = PreferenceData(x, differences, y, np.column_stack([a0, a1]))
+    data = indexed_data(x, y, a0, a1, actions, extra, context_names, feature_names)
     return Dataset(data, comparisons, users, actions, tuple(context_names), tuple(feature_names), user_ids,
                    label, tuple(notes))
 
@@ -242,15 +254,13 @@ def _scored(ratings: pd.DataFrame, turns: str, path: Path, notes: list[str]) -> 
     return ratings.assign(score=score)[~unscored]
 
 
-def _model_features(pairs: pd.DataFrame, actions: pd.DataFrame, a0: np.ndarray, a1: np.ndarray,
-                    response_features: bool) -> tuple[np.ndarray, list[str]]:
-    """Δφ of each pair and its names: one-hot of the models without the reference (action 0), and the
-    ``log_chars`` difference when ``response_features``."""
-    differences = one_hot_differences(a0, a1, len(actions))
+def _model_features(pairs: pd.DataFrame, actions: pd.DataFrame,
+                    response_features: bool) -> tuple[np.ndarray | None, list[str]]:
+    """The Δφ columns' names (one-hot of the models without the reference, action 0) and the per-pair
+    ``log_chars`` difference column when ``response_features`` (else None)."""
     feature_names = [f"model={v}" for v in actions["name"].iloc[1:]]
-    if response_features:
-        chars = [pairs[f"response_{s}"].map(lambda r: len(r) if isinstance(r, str) else 0).to_numpy(float)
-                 for s in "01"]
-        differences = np.column_stack([differences, np.log1p(chars[1]) - np.log1p(chars[0])])
-        feature_names.append("log_chars")
-    return differences, feature_names
+    if not response_features:
+        return None, feature_names
+    chars = [pairs[f"response_{s}"].map(lambda r: len(r) if isinstance(r, str) else 0).to_numpy(float)
+             for s in "01"]
+    return (np.log1p(chars[1]) - np.log1p(chars[0]))[:, None], [*feature_names, "log_chars"]

@@ -1,5 +1,7 @@
-"""Figures of a study's results, and the coverage of its sets (:func:`calibration`).
+"""Figures and tables of a study's results, and the coverage of its sets (:func:`calibration`).
 
+- :func:`summarise`: mean ± s.e. of sub-optimality and the coverages per group, the table
+  ``bayes-loco run`` prints;
 - :func:`plot_results`: mean ± s.e. of a column against a setting per method, from a study's
   CSV (:func:`~bayes_loco.experiments.run_study`) or
   :func:`~bayes_loco.experiments.compare_policies`' table;
@@ -20,6 +22,7 @@ selects a backend or changes rcParams; the figures are returned open, and ``out=
 from __future__ import annotations
 
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -28,7 +31,8 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-__all__ = ["LEVELS", "STUDY_FIGURES", "calibration", "plot_calibration", "plot_results", "plot_width"]
+__all__ = ["LEVELS", "STUDY_FIGURES", "calibration", "plot_calibration", "plot_results", "plot_width",
+           "summarise"]
 
 
 def _finish(fig: Figure, title: str, n_panels: int, out: str | Path | None) -> Figure:
@@ -121,6 +125,17 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
     ------
     ValueError
         ``y`` is not a column, no row has ``scope``, or ``y`` is missing in every row of it.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> tiny = ex.Study("tiny", ({"n": 300, "imbalance": 3}, {"n": 600, "imbalance": 3}),
+    ...                 methods=("MLE-Greedy", "PRS-exact-Wald"), reps=2,
+    ...                 fixed={"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50, "global_states": 0})
+    >>> results = ex.run_study(tiny, "tiny_study", workers=1, progress=False)
+    >>> fig = ex.plot_results(results, x="n", panel=None, title="sub-optimality against N", out="tiny")
+    >>> sorted(p.name for p in __import__("pathlib").Path(".").glob("tiny.*"))
+    ['tiny.pdf', 'tiny.png']
     """
     if y not in results:
         raise ValueError(f"y={y!r} is not a column of results (columns: "
@@ -173,7 +188,7 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
     _from_zero(axes[0])  # once every panel is drawn: a shared axis fixed earlier would clip the later panels
     axes[0][0].set_ylabel(f"{y} ({scope})")
     if not categorical:  # the tick labels name the methods already
-        axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+        axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return _finish(fig, title, len(panels), out)
 
 
@@ -184,13 +199,13 @@ def calibration(results: pd.DataFrame, levels=LEVELS, *,
                 by: tuple[str, ...] = ("method",)) -> pd.DataFrame:
     """Frequentist coverage of θ* against nominal level, for every ellipsoid method in ``results``.
 
-    θ* lies in the level-α set (Wald or credible ellipsoid, radius² = χ²_{k_eff}(α))
-    iff its W-distance² ≤ χ²_{k_eff}(α), so one run at any level gives the whole
+    θ* lies in the level-α set (Wald or credible ellipsoid, radius² = χ²_k_eff(α))
+    iff its W-distance² ≤ χ²_k_eff(α), so one run at any level gives the whole
     curve from the ``truth_distance`` and ``k_eff`` columns. Rows with no distance
     (greedy, hull, quantile sets; the paper's Gram set, whose radius is not a level)
     are left out, and so are rows whose ``covered`` is missing where that column
     exists: the runner leaves it empty for a set that does not claim to cover θ* (one
-    sized for the policy's values, whose radius is not χ²_{k_eff}(α), or a CVaR set).
+    sized for the policy's values, whose radius is not χ²_k_eff(α), or a CVaR set).
 
     Parameters
     ----------
@@ -206,6 +221,18 @@ def calibration(results: pd.DataFrame, levels=LEVELS, *,
     -------
     pandas.DataFrame
         The ``by`` columns, ``level``, ``coverage`` and ``seeds``.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> tiny = ex.Study("tiny", ({"n": 300, "imbalance": 3}, {"n": 600, "imbalance": 3}),
+    ...                 methods=("MLE-Greedy", "PRS-exact-Wald"), reps=2,
+    ...                 fixed={"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50, "global_states": 0})
+    >>> results = ex.run_study(tiny, "tiny_study", workers=1, progress=False)
+    >>> ex.calibration(results, levels=[0.5, 0.9])[["method", "level", "seeds"]]
+               method  level  seeds
+    0  PRS-exact-Wald    0.5      4
+    1  PRS-exact-Wald    0.9      4
     """
     need = {"truth_distance", "k_eff", "level", *by}
     missing = need - set(results.columns)
@@ -257,6 +284,17 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
     Returns
     -------
     matplotlib.figure.Figure
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> tiny = ex.Study("tiny", ({"n": 300, "imbalance": 3}, {"n": 600, "imbalance": 3}),
+    ...                 methods=("MLE-Greedy", "PRS-exact-Wald"), reps=2,
+    ...                 fixed={"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50, "global_states": 0})
+    >>> results = ex.run_study(tiny, "tiny_study", workers=1, progress=False)
+    >>> fig = ex.plot_calibration(results, title="coverage of θ*_rtv against the nominal level")
+    >>> len(fig.axes)
+    1
     """
     by = ("method",) if panel is None or panel not in results else ("method", panel)
     table = calibration(results, by=by)
@@ -279,7 +317,7 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("coverage of θ*_rtv")
-    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return _finish(fig, title, len(panels), out)
 
 
@@ -289,12 +327,12 @@ WIDTH_CURVES = (("PRS-Greedy", "greedy, PRS's estimate", "C0"), ("PRS-exact-Wald
 FRONTIER_PREFIX = "PRS-relaxed-family-frontier @ "
 
 
-def _d_phi(results: pd.DataFrame) -> pd.Series:
-    """d_φ = d_a − 1 + d_s + noise_dims of the paper's problem (the runner's defaults where not recorded)."""
-    from .runner import DEFAULTS  # the runner's defaults: d_a = 10, d_s = 20
+def _d_phi(results: pd.DataFrame, d_a: int, d_s: int) -> pd.Series:
+    """d_φ = d_a − 1 + d_s + noise_dims of the paper's problem (``d_a``, ``d_s`` where not recorded)."""
+    recorded = {"d_a": d_a, "d_s": d_s, "noise_dims": 0}
 
     def column(name):
-        return results[name] if name in results else DEFAULTS[name]
+        return results[name] if name in results else recorded[name]
 
     return column("d_a") - 1 + column("d_s") + column("noise_dims")
 
@@ -321,7 +359,8 @@ def _frontier(axes, data: pd.DataFrame, greedy: pd.Series, widths: list) -> None
                          ls="none")
 
 
-def plot_width(results: pd.DataFrame, *, title: str = "", out: str | Path | None = None) -> Figure:
+def plot_width(results: pd.DataFrame, *, d_a: int = 10, d_s: int = 20, title: str = "",
+               out: str | Path | None = None) -> Figure:
     """The ``width`` study: pessimism against d_φ (top) and the value family's radius frontier (bottom).
 
     Top left: sub-optimality (mean ± s.e. over seeds) of the greedy policy of PRS's estimate, the
@@ -332,7 +371,7 @@ def plot_width(results: pd.DataFrame, *, title: str = "", out: str | Path | None
     true value was at least its reported bound (right; the dashed line at 0.9), with the family's
     own c (its mean over seeds) marked on each curve.
     """
-    data = results[results["scope"] == "personalised"].assign(d_phi=_d_phi(results))
+    data = results[results["scope"] == "personalised"].assign(d_phi=_d_phi(results, d_a, d_s))
     missing = {"improvement", "value_covered"} - set(data)
     if missing:
         raise ValueError(f"results lack the columns {sorted(missing)}: run the width study")
@@ -358,7 +397,7 @@ def plot_width(results: pd.DataFrame, *, title: str = "", out: str | Path | None
         ax.set_xlabel("d_φ")
         ax.grid(alpha=0.3)
     axes[0, 0].set_ylim(bottom=0)
-    axes[0, 0].legend(fontsize=8)
+    axes[0, 0].legend(fontsize="small")
     _frontier(axes[1], data, greedy, widths)
     axes[1, 0].axhline(0.5, color="0.5", ls="--", lw=0.8)
     axes[1, 0].set_ylabel("improvement over a_ref / greedy's")
@@ -368,9 +407,50 @@ def plot_width(results: pd.DataFrame, *, title: str = "", out: str | Path | None
     for ax in axes[1]:
         ax.set_xlabel("critical value c (standard errors); ★ the family's own c")
         ax.grid(alpha=0.3)
-    axes[1, 1].legend(fontsize=8, loc="lower right")
+    axes[1, 1].legend(fontsize="small", loc="lower right")
     return _finish(fig, title, 2, out)
 
 
 #: A study's own figure (:attr:`~bayes_loco.experiments.Study.figure`), drawn beside the standard ones.
 STUDY_FIGURES = {"width": plot_width}
+def summarise(results: pd.DataFrame, by: Iterable[str]) -> pd.DataFrame:
+    """Mean, standard error and replication count of sub-optimality, and coverage, per group.
+
+    ``coverage`` is of θ* by the set, ``value_coverage`` of the policy's true value by its pessimistic
+    value (results written before that column existed have no ``value_coverage``).
+
+    Parameters
+    ----------
+    results : pandas.DataFrame
+        Rows of :func:`run_study` (or :func:`read_results`).
+    by : iterable of str
+        The columns to group by, e.g. ``["scope", "n", "method"]``.
+
+    Returns
+    -------
+    pandas.DataFrame
+        ``mean`` and ``se`` of sub-optimality, ``reps``, ``coverage``, ``value_coverage``,
+        ``theta_error`` (and ``rank_correct`` where a rank was selected), per group.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> tiny = ex.Study("tiny", ({"n": 300, "imbalance": 3}, {"n": 600, "imbalance": 3}),
+    ...                 methods=("MLE-Greedy", "PRS-exact-Wald"), reps=2,
+    ...                 fixed={"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50, "global_states": 0})
+    >>> results = ex.run_study(tiny, "tiny_study", workers=1, progress=False)
+    >>> table = ex.summarise(results, ["method"])
+    >>> list(table["method"]), list(table["reps"])
+    (['MLE-Greedy', 'PRS-exact-Wald'], [4, 4])
+    """
+    grouped = results.groupby(list(by), dropna=False)
+    table = grouped["suboptimality"].agg(mean="mean", se=lambda v: v.std(ddof=1) / np.sqrt(len(v)),
+                                         reps="count")
+    table["coverage"] = grouped["covered"].mean()
+    if "value_covered" in results:
+        table["value_coverage"] = grouped["value_covered"].mean()
+    table["theta_error"] = grouped["theta_error"].mean()
+    if "selected_rank" in results and "rank" in results:
+        hit = (results["selected_rank"] == results["rank"]).where(results["selected_rank"].notna())
+        table["rank_correct"] = hit.groupby([results[b] for b in by], dropna=False).mean()
+    return table.reset_index()

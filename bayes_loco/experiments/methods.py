@@ -24,8 +24,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._checks import checks_data
 from .._validation import check_option, check_real
-from ..data import SCOPES, Population, PreferenceData, checks_data
+from ..data import SCOPES, Population, PreferenceData
 from ..design import mean_candidate_features
 from ..evaluate import relative_value, suboptimality, truth_rewards, truth_theta
 from ..frequentist import fit_low_rank, fit_mle, fit_prs, select_rank
@@ -33,6 +34,7 @@ from ..frequentist.fgd import MLE_START_MAX
 from ..policy import greedy_policy, pessimistic_policy
 from ..results import Fit
 from ..sets import EllipsoidSet, ValueFamilySet, size_for_values, value_family
+from .columns import EXTRA_COLUMNS
 from .posterior_settings import (  # noqa: F401 - re-exported: they were defined here
     POSTERIOR_DEFAULTS,
     POSTERIOR_GROUPS,
@@ -81,6 +83,7 @@ class MethodSpec:
     radii: tuple[float, ...] = ()
 
 
+#: Every method by name: the fit it uses, its uncertainty set and the objective of its policy.
 METHODS: dict[str, MethodSpec] = {
     "MLE-Greedy": MethodSpec("mle", None, "greedy"),
     "MLE-Pessimistic": MethodSpec("mle", "gram", "relaxed"),
@@ -109,8 +112,9 @@ METHODS: dict[str, MethodSpec] = {
     "MLE-relaxed-family": MethodSpec("mle", "wald", "relaxed", family=True),
     "Posterior-relaxed-family": MethodSpec("posterior", "quantile", "relaxed", family=True),
 }
+#: The methods a study runs unless it names others: the paper's three and the exact Wald policy.
 DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
-# compare_policies' default: the paper's PRS set and the Wald set against every posterior set.
+#: :func:`compare_policies`' default: the paper's PRS set and the Wald set against every posterior set.
 COMPARE_METHODS = ("PRS", "PRS-exact-Gram", "PRS-exact-Wald", "PRS-relaxed-Wald", "LowRank-Greedy",
                    "Posterior-mean-Greedy", "Posterior-exact-ellipsoid", "Posterior-relaxed-ellipsoid",
                    "Posterior-exact-sandwich", "Posterior-exact-draws", "Posterior-relaxed-draws",
@@ -118,7 +122,7 @@ COMPARE_METHODS = ("PRS", "PRS-exact-Gram", "PRS-exact-Wald", "PRS-relaxed-Wald"
 GIC_RANKS = 5
 
 
-# The columns of every row, in order.
+#: The columns of every row of a study's results, in order.
 COLUMNS = ["method", "fit", "set_kind", "level", "objective", "scope", "suboptimality", "pessimistic_value",
            "relative_gap", "covered", "value_covered", "truth_distance", "radius", "k_eff", "c_star",
            "theta_error", "fit_seconds", "policy_seconds", "selected_rank", "max_rhat", "divergences",
@@ -216,6 +220,8 @@ def _fit_posterior(fits: Fits) -> Fit:
     return fit_posterior(fits.data, fits.rank, **(arguments | posterior_arguments(fits.posterior)))
 
 
+#: The fitters by a method's ``fit`` (``"mle"``, ``"prs"``, ``"low_rank"``, ``"gic"``, ``"posterior"``): each
+#: fits a task's data once, and the methods that share a fit share it.
 FITTERS: dict[str, Fitter] = {
     "mle": Fitter(_fit_mle, at_rank=False),
     "prs": Fitter(_fit_prs),
@@ -278,7 +284,7 @@ def _truth_columns(uset, truth) -> dict:
 
     ``truth`` is θ* in the set's coordinates, or None (no truth: coverage and
     distance are NaN). With the distance, coverage at any other level follows
-    from the same run: θ* is in the level-α set iff distance² ≤ χ²_{k_eff}(α)
+    from the same run: θ* is in the level-α set iff distance² ≤ χ²_k_eff(α)
     (Wald and credible sets). A value family's coverage is of θ*'s values on its
     population (every member's z_uaᵀθ* within its interval).
     """
@@ -327,7 +333,7 @@ C_STAR_MAX_BYTES = 2**28
 
 def _value_columns(policy, uset, population: Population, theta_star) -> dict:
     """Whether the policy's true value (relative to the reference action) is at least its pessimistic value,
-    and C* = ‖m(π*)‖_{W⁻¹} of the optimal policy π* in an ellipsoid's metric (the paper's concentrability)."""
+    and C* = ‖m(π*)‖_W⁻¹ of the optimal policy π* in an ellipsoid's metric (the paper's concentrability)."""
     out = {"value_covered": np.nan, "c_star": np.nan}
     if theta_star is None or uset is None:
         return out
@@ -340,34 +346,6 @@ def _value_columns(policy, uset, population: Population, theta_star) -> dict:
         best = units.mean(truth_rewards(theta_star, population)).argmax(axis=1)
         out["c_star"] = float(uset.dual_norm(units.weights @ z[np.arange(units.n), best]))
     return out
-
-
-def _family_covered(policy, uset, population, theta_star) -> float:
-    if theta_star is None or not isinstance(uset, ValueFamilySet) or uset.level is None:
-        return np.nan
-    rewards = truth_rewards(theta_star, population)
-    return float(uset.covers(rewards - rewards[:, [uset.reference_action]]))
-
-
-# Columns a study may add to its rows (Study.columns), each (policy, set, population, Θ*) -> value; the
-# studies that do not ask for them keep the rows of COLUMNS only.
-EXTRA_COLUMNS: dict[str, Callable] = {
-    # The policy's true value relative to always playing the reference action.
-    "improvement": lambda policy, uset, population, theta_star: (
-        np.nan if theta_star is None else relative_value(policy, theta_star, population)),
-    # The share of population rows whose (most probable) action is the reference.
-    "reference_share": lambda policy, uset, population, theta_star: float(
-        np.mean(policy.actions == policy.reference_action)),
-    # A value family's coverage of the true values x (Θ* φ(s, a) − Θ* φ(s, a_ref)) of its population
-    # (``covered`` is of θ*_rtv's values, which leave out Θ*'s component outside the reduced subspace).
-    "family_covered": _family_covered,
-    "bonferroni": lambda policy, uset, population, theta_star: (
-        uset.bonferroni if isinstance(uset, ValueFamilySet) else np.nan),
-    "critical_error": lambda policy, uset, population, theta_star: (
-        uset.critical_error if isinstance(uset, ValueFamilySet) else np.nan),
-    "members": lambda policy, uset, population, theta_star: (
-        float(uset.members) if isinstance(uset, ValueFamilySet) else np.nan),
-}
 
 
 def _at_radius(uset, radius: float):
@@ -496,10 +474,17 @@ def run_methods(truth, data: PreferenceData, populations: Mapping[str, Populatio
         in the method's set (NaN for sets that bound values, not θ: value-sized
         and CVaR); ``value_covered`` whether the policy's true value relative
         to the reference action is at least its pessimistic value; ``c_star``
-        the optimal policy's ‖m(π*)‖_{W⁻¹} in an ellipsoid's metric. Every row
+        the optimal policy's ‖m(π*)‖_W⁻¹ in an ellipsoid's metric. Every row
         carries its fit's largest R-hat and divergences (NaN for the
         optimisers), and a NUTS posterior's rows ``chart_rank``, the r₁ of
         its parametrisation (0: factored). The methods of one fit share it.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> rows = ex.run_methods(problem, data, {"personalised": pop}, ["MLE-Greedy", "PRS-exact-Wald"], rank=2)
+    >>> [(row["method"], round(row["suboptimality"], 3)) for row in rows]
+    [('MLE-Greedy', 0.063), ('PRS-exact-Wald', 0.057)]
     """
     methods = _check_methods(methods)
     columns = tuple(columns)
@@ -587,6 +572,19 @@ def compare_policies(data: PreferenceData, population: Population, *, rank: int,
     ValueError
         An unknown method or fit kind, a fit of another rank, a truth of the
         wrong shape, a bad scope or level; the message names the argument.
+
+    Examples
+    --------
+    The default methods include a NUTS posterior of the data (about 4 minutes at the paper's
+    size on two cores); the frequentist ones take a second:
+
+    >>> from bayes_loco import experiments as ex
+    >>> table = ex.compare_policies(data, pop, rank=2, truth=problem, methods=["PRS", "PRS-exact-Wald"],
+    ...                             ridge=1.0)
+    >>> table[["method", "suboptimality", "covered"]].round(3)
+               method  suboptimality  covered
+    0             PRS          0.064      0.0
+    1  PRS-exact-Wald          0.057      1.0
     """
     if not isinstance(population, Population):
         raise TypeError(f"population must be a Population, got {type(population).__name__}")

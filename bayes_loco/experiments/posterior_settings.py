@@ -7,6 +7,7 @@ from collections.abc import Mapping
 
 # fit_posterior's settings that come in groups (its arguments nuts, prior, vi), and their defaults here.
 POSTERIOR_GROUPS = ("nuts", "prior", "vi")
+#: The posterior settings of the studies' tasks: 4 chains × (500 + 500) on one core each.
 POSTERIOR_DEFAULTS: dict[str, dict] = {"nuts": {"draws": 500, "tune": 500, "chains": 4, "cores": 1}}
 # fit_posterior's ungrouped settings that a study may set (posterior_method=vi).
 POSTERIOR_KEYWORDS = ("method",)
@@ -22,10 +23,26 @@ def posterior_settings(settings: Mapping) -> dict:
     :data:`POSTERIOR_GROUPS`, and ``posterior_method`` sets the method. Other
     settings are ignored.
 
+    Parameters
+    ----------
+    settings : Mapping
+        A task's settings.
+
+    Returns
+    -------
+    dict
+        ``fit_posterior``'s keyword arguments.
+
     Raises
     ------
     ValueError
         A ``posterior_*`` setting that is neither, naming it.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> ex.posterior_settings({"posterior_nuts_draws": 200, "posterior_prior_scale": 2, "n": 3000})
+    {'nuts': {'draws': 200}, 'prior': {'scale': 2}}
     """
     out: dict = {}
     for key, value in settings.items():

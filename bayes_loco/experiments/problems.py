@@ -42,6 +42,8 @@ def _personalllm(settings: Mapping, seed) -> Problem:
                                noise_dims=int(settings["noise_dims"]), seed=seed)
 
 
+#: The problems a study runs on, by name: each builds a :class:`~bayes_loco.Problem` from a study's settings
+#: and a seed.
 PROBLEMS: dict[str, Callable[[Mapping, object], Problem]] = {
     "paper": _paper,
     "personalllm": _personalllm,
@@ -49,7 +51,28 @@ PROBLEMS: dict[str, Callable[[Mapping, object], Problem]] = {
 
 
 def build_problem(name: str, settings: Mapping, seed) -> Problem:
-    """The problem ``name`` of :data:`PROBLEMS` built from a task's ``settings`` and seed."""
+    """The problem ``name`` of :data:`PROBLEMS` built from a task's ``settings`` and seed.
+
+    Parameters
+    ----------
+    name : str
+        A key of :data:`PROBLEMS` (``"paper"``, ``"personalllm"``).
+    settings : Mapping
+        The task's settings (the keys the problem reads, e.g. ``d_x``, ``rank``, ``imbalance``).
+    seed : int, SeedSequence or Generator
+
+    Returns
+    -------
+    Problem
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> settings = {"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "imbalance": 3, "theta_kind": "paper",
+    ...             "noise_dims": 0, "covered_action": 1}
+    >>> ex.build_problem("paper", settings, seed=0).d_phi
+    7
+    """
     if name not in PROBLEMS:
         raise ValueError(f"problem: unknown problem {name!r}; known: {', '.join(PROBLEMS)}")
     problem = PROBLEMS[name](settings, seed)

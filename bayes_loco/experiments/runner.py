@@ -37,6 +37,7 @@ from .._validation import check_int, check_option, check_real
 from ..data import PreferenceData
 from ..problems import Problem
 from ..simulate import CONTEXT_LAWS
+from .figures import summarise as summarise  # it lived here: still importable
 from .methods import METHODS, POSTERIOR_PREFIX, posterior_settings, run_methods
 from .problems import PERSONALLLM_FILES, PROBLEM_KEYS, PROBLEM_SETTINGS, build_problem
 from .store import LOCK_NAME as LOCK_NAME  # these three and read_results lived here: still importable
@@ -61,7 +62,27 @@ class SettingError(StudyConfigError):
 
 
 def task_seed(seed: int, study: str, cell: int, rep: int) -> np.random.SeedSequence:
-    """The seed of one task, derived from (study, cell, replication) only."""
+    """The seed of one task, derived from (study, cell, replication) only.
+
+    Parameters
+    ----------
+    seed : int
+        The study's base seed (``--seed``).
+    study : str
+        The study's name.
+    cell, rep : int
+        The cell's index and the replication.
+
+    Returns
+    -------
+    numpy.random.SeedSequence
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> ex.task_seed(0, "table", 3, 1).spawn_key[1:]
+    (3, 1)
+    """
     return np.random.SeedSequence(seed, spawn_key=(zlib.crc32(study.encode()), cell, rep))
 
 
@@ -100,6 +121,31 @@ def task_inputs(study: str, cell_index: int, settings: dict, rep: int, seed: int
     The global policy is studied only on problems with global populations. A script
     that evaluates something other than the study's methods on a study's tasks
     starts here, and gets the study's data.
+
+    Parameters
+    ----------
+    study : str
+        The study's name (it enters the seed).
+    cell_index : int
+    settings : dict
+        The cell's settings (the study's ``fixed`` and the cell's).
+    rep : int
+    seed : int
+        The study's base seed.
+    problem : str
+        A key of :data:`~bayes_loco.experiments.PROBLEMS`.
+
+    Returns
+    -------
+    TaskInputs
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> settings = {"n": 300, "imbalance": 3, "d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50}
+    >>> task = ex.task_inputs("tiny", 0, settings, rep=0, seed=0)
+    >>> task.data
+    PreferenceData(N=300, d_x=3, d_phi=7, mean(y)=0.467)
     """
     s = DEFAULTS | settings
     seeds = task_seed(seed, study, cell_index, rep).spawn(5)
@@ -108,7 +154,7 @@ def task_inputs(study: str, cell_index: int, settings: dict, rep: int, seed: int
     data = truth.sample(int(s["n"]), seed=data_seed)
     populations = {"personalised": truth.population(int(s["population"]), seed=pop_seed)}
     if s["global_states"] and truth.has_global_populations:
-        # The paper's ρ makes every action's E_{x|s} reward 0 (docs/design.md, pessimism point 6), so the
+        # The paper's ρ makes every action's E_x|s reward 0 (docs/design.md, pessimism point 6), so the
         # global policy is studied under a shifted context law with several contexts per state.
         populations["global"] = truth.population(int(s["global_states"]), seed=global_seed,
                                                  contexts_per_state=int(s["contexts_per_state"]),
@@ -127,7 +173,28 @@ def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
              methods: Iterable[str], problem: str = "paper", columns: Iterable[str] = ()) -> list[dict]:
     """One replication of one cell: :func:`task_inputs`, then fit every method and evaluate the scopes.
 
-    ``columns`` (keys of :data:`~bayes_loco.experiments.methods.EXTRA_COLUMNS`) are added to every row.
+    Parameters
+    ----------
+    study, cell_index, settings, rep, seed, problem
+        As in :func:`task_inputs`.
+    methods : iterable of str
+        Keys of :data:`~bayes_loco.experiments.METHODS`.
+    columns : iterable of str
+        Keys of :data:`~bayes_loco.experiments.methods.EXTRA_COLUMNS`, added to every row.
+
+    Returns
+    -------
+    list of dict
+        The rows :func:`run_methods` returns, with the task's keys and settings and the
+        warnings it raised.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> settings = {"n": 300, "imbalance": 3, "d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50}
+    >>> rows = ex.run_task("tiny", 0, settings, rep=0, seed=0, methods=["PRS"])
+    >>> [(row["method"], row["scope"]) for row in rows]
+    [('PRS', 'personalised'), ('PRS', 'global')]
     """
     task = task_inputs(study, cell_index, settings, rep, seed, problem)
     s = task.settings
@@ -167,6 +234,20 @@ def study_settings(study: Study) -> set[str]:
     refuses it rather than record it as a column. ``posterior_*`` settings are used
     when a method fits the posterior (:func:`~bayes_loco.experiments.posterior_settings`
     checks their form).
+
+    Parameters
+    ----------
+    study : Study
+
+    Returns
+    -------
+    set of str
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> {"n", "imbalance", "level"} <= ex.study_settings(ex.STUDIES["table"])
+    True
     """
     specs = [METHODS[name] for name in study.methods]
     used = {"n", "population", "rank", "ridge"}
@@ -214,11 +295,30 @@ def _check_value(key: str, value, where: str = "") -> None:
 def check_overrides(study: Study, overrides: dict | None) -> None:
     """Refuse a setting that ``study`` does not use, naming the closest it does, or a value of the wrong kind.
 
+    Parameters
+    ----------
+    study : Study
+    overrides : dict or None
+        Settings for every cell (``--set KEY=VALUE``).
+
+    Returns
+    -------
+    None
+
     Raises
     ------
     SettingError
         Naming the setting: unknown (with the closest valid names), unused by
         this study's problem and methods, or of the wrong type or range.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> ex.check_overrides(ex.STUDIES["level"], {"ridge": 0.0})            # used: no error
+    >>> ex.check_overrides(ex.STUDIES["level"], {"levle": 0.5})  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    bayes_loco.experiments.runner.SettingError: unknown setting 'levle' ...
     """
     used = study_settings(study)
     known = used | set(DEFAULTS) | set(PROBLEM_KEYS) | set(PERSONALLLM_FILES)
@@ -375,6 +475,24 @@ def run_study(study: Study, out: str | Path, *, reps: int | None = None, seed: i
     torn last line (with a warning): whatever killed a run, every row ends up
     exactly once. Each task runs with one BLAS thread, so the numbers do not
     depend on ``workers`` or the executor.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Every row of ``out/<name>.csv``: those run now and those already there.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> tiny = ex.Study("tiny", ({"n": 300, "imbalance": 3}, {"n": 600, "imbalance": 3}),
+    ...                 methods=("MLE-Greedy", "PRS-exact-Wald"), reps=2,
+    ...                 fixed={"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50, "global_states": 0})
+    >>> results = ex.run_study(tiny, "tiny_study", workers=1, progress=False)
+    >>> results.groupby("method")["suboptimality"].count()     # 2 cells × 2 replications
+    method
+    MLE-Greedy        4
+    PRS-exact-Wald    4
+    Name: suboptimality, dtype: int64
     """
     reps = study.reps if reps is None else reps
     _check_arguments(reps, seed, workers)
@@ -455,22 +573,3 @@ def _versions() -> dict:
         except md.PackageNotFoundError:
             out[name] = None
     return out
-
-
-def summarise(results: pd.DataFrame, by: Iterable[str]) -> pd.DataFrame:
-    """Mean, standard error and replication count of sub-optimality, and coverage, per group.
-
-    ``coverage`` is of θ* by the set, ``value_coverage`` of the policy's true value by its pessimistic
-    value (results written before that column existed have no ``value_coverage``).
-    """
-    grouped = results.groupby(list(by), dropna=False)
-    table = grouped["suboptimality"].agg(mean="mean", se=lambda v: v.std(ddof=1) / np.sqrt(len(v)),
-                                         reps="count")
-    table["coverage"] = grouped["covered"].mean()
-    if "value_covered" in results:
-        table["value_coverage"] = grouped["value_covered"].mean()
-    table["theta_error"] = grouped["theta_error"].mean()
-    if "selected_rank" in results and "rank" in results:
-        hit = (results["selected_rank"] == results["rank"]).where(results["selected_rank"].notna())
-        table["rank_correct"] = hit.groupby([results[b] for b in by], dropna=False).mean()
-    return table.reset_index()

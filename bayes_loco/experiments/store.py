@@ -54,6 +54,29 @@ def output_lock(out: Path):
     The lock is an ``flock`` on ``out/.bayes-loco.lock``: the kernel releases it when its
     holder ends, however it ends, so the lock file of a killed runner blocks nothing.
     The file holds the holder's pid for the message, and is emptied on release.
+
+    Parameters
+    ----------
+    out : Path
+        The output folder, which must exist.
+
+    Returns
+    -------
+    context manager
+
+    Raises
+    ------
+    OutputBusyError
+        Another process holds the lock.
+
+    Examples
+    --------
+    >>> import pathlib
+    >>> from bayes_loco import experiments as ex
+    >>> pathlib.Path("results").mkdir(exist_ok=True)
+    >>> with ex.output_lock(pathlib.Path("results")):
+    ...     print("this process alone writes to results/")
+    this process alone writes to results/
     """
     try:
         fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
@@ -126,10 +149,28 @@ def _csv_bytes(header: list[str], rows: list[list[str]]) -> bytes:
 def read_results(path: str | Path) -> pd.DataFrame:
     """A results CSV of :func:`run_study` as a frame, without a torn last line (with a warning).
 
+    Parameters
+    ----------
+    path : str or Path
+        ``<out>/<study>.csv``.
+
+    Returns
+    -------
+    pandas.DataFrame
+
     Raises
     ------
     StudyConfigError
         The file holds no header.
+
+    Examples
+    --------
+    >>> from bayes_loco import experiments as ex
+    >>> tiny = ex.Study("tiny", ({"n": 300, "imbalance": 3},), methods=("PRS",), reps=2,
+    ...                 fixed={"d_s": 4, "d_a": 4, "d_x": 3, "rank": 2, "population": 50, "global_states": 0})
+    >>> _ = ex.run_study(tiny, "tiny_study", workers=1, progress=False)
+    >>> ex.read_results("tiny_study/tiny.csv")[["cell", "rep", "method"]].drop_duplicates().shape
+    (2, 3)
     """
     path = Path(path)
     header, rows, torn = _records(path)

@@ -86,50 +86,48 @@ def _regimes(imbalances) -> tuple[dict, ...]:
                  for regime, settings in REGIMES.items() for q in imbalances)
 
 
+#: Every study ``bayes-loco run`` knows, by name (``bayes-loco run --help`` lists them).
 STUDIES: dict[str, Study] = {
     "demo": Study("demo", _grid(n=[3000], imbalance=[3]), reps=3,
                   methods=(*DEFAULT_METHODS, "PRS-exact-Wald-values"), fixed={"global_law": "target"},
-                  description="one setting, the main methods, personalised policies and a global policy "
-                              "for a shifted population (the shift study's covered regime)"),
+                  description="one setting, the main methods, personalised and a shifted global policy"),
     "table": Study("table", _grid(n=[1000, 3000, 10000], imbalance=[1, 3, 10]), methods=ALL_METHODS,
-                   description="issue #2/#10 table: N x q x method, r = 3"),
+                   description="sub-optimality of the six methods over N x q, r = 3 (the paper's table)"),
     "table-large": Study("table-large", _grid(n=[3000, 10000], imbalance=[1, 3, 10]), reps=10,
-                         description="the main methods at N >= 3000 (the 'table' study's larger cells)"),
+                         description="the main methods at N = 3,000 and 10,000 (the table's larger cells)"),
     "table-10k": Study("table-10k", _grid(n=[10000], imbalance=[1, 3, 10]),
-                       description="the main methods at N = 10,000 (the 'table' study's largest cells)"),
+                       description="the main methods at N = 10,000 (the table's largest cells)"),
     "imbalance": Study("imbalance", _grid(n=[1000, 2000, 3000, 5000, 10000], imbalance=[1, 3, 10]),
-                       description="paper Figure: sub-optimality vs N per imbalance q, r = 3"),
+                       description="the paper's figure: sub-optimality against N for each imbalance q"),
     "rank": Study("rank", _grid(n=[1000, 2000, 3000, 5000, 10000], rank=[1, 3, 5]),
                   fixed={"imbalance": 3}, panel="rank",
-                  description="paper Figure: sub-optimality vs N per rank r, q = 3"),
+                  description="the paper's figure: sub-optimality against N for each rank r, q = 3"),
     "split": Study("split", _grid(n=[1000, 3000, 10000], n_initial_fraction=[0.2, 0.5, 0.8, None]),
                    fixed={"imbalance": 3}, methods=("PRS",), panel="n_initial_fraction",
-                   description="appendix: data split N0/N"),
+                   description="appendix: PRS against the initial split N0/N"),
     "c2": Study("c2", _grid(n=[1000, 3000, 10000], c2=[1.0, 5.0, 10.0]), fixed={"imbalance": 3},
-                methods=("PRS", "MLE-Pessimistic"), panel="c2", description="appendix: C2 sensitivity"),
+                methods=("PRS", "MLE-Pessimistic"), panel="c2",
+                description="appendix: sensitivity to the pessimism strength C2"),
     "coverage": Study("coverage", _grid(n=[1000, 3000, 10000], imbalance=[1, 3, 10]), reps=50,
                       methods=("PRS", "PRS-relaxed-Wald"), fixed={"population": 20, "global_states": 0},
-                      description="coverage of θ*_rtv by the paper's Gram set (C2 = 5) and the Wald 90% set"),
+                      description="coverage of θ*_rtv by the paper's set (C2 = 5) and the Wald 90% set"),
     "rank-selection": Study(
         "rank-selection", _grid(n=[1000, 3000, 10000], imbalance=[1, 3]), methods=("PRS", "PRS-GIC"),
         fixed={"theta_kind": "diagonal", "rank": 3, "global_states": 0}, reps=10,
-        description="appendix: GIC rank selection (a_n = 0.1 log n / n, r in 1..5) against N, for the "
-                    "rank-appendix Θ* (Θ_ii = 2, r = 3); PRS at the true rank beside PRS at GIC's rank"),
+        description="appendix: GIC rank selection against N, and PRS at the chosen rank"),
     "posterior-vs-ellipsoid": Study(
         "posterior-vs-ellipsoid", _grid(n=[1000, 3000, 10000], imbalance=[1, 3, 10]),
         methods=POSTERIOR_METHODS,
-        description="the paper's PRS and the Wald set against the posterior's credible sets (ellipsoid, hull "
-                    "of draws, pointwise quantile) through the one solver, with coverage of θ*_rtv"),
+        description="PRS and the Wald set against the posterior's sets, with coverage"),
     "posterior-coverage": Study(
         "posterior-coverage", _grid(theta_kind=["paper", "diagonal"], n=[3000]), reps=50,
         methods=("PRS", "PRS-relaxed-Wald", "Posterior-exact-ellipsoid", "Posterior-exact-sandwich"),
         panel="theta_kind",
         fixed={"imbalance": 1, "population": 20, "global_states": 0},
-        description="coverage of θ*_rtv by the 90% credible ellipsoid, its sandwich, the Wald 90% set and "
-                    "the paper's Gram set (C2 = 5), for the §5.1 Θ* and the rank-appendix diagonal Θ*"),
+        description="coverage of θ*_rtv by the credible, sandwich, Wald and paper's sets"),
     "strength": Study("strength", _grid(imbalance=[3, 10], c2=[0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0]),
                       fixed={"n": 3000}, methods=("PRS", "PRS-exact-Gram"), x="c2", reps=10,
-                      description="pessimism strength: sub-optimality against C2 (Gram W)"),
+                      description="pessimism strength: sub-optimality against C2 (Gram set)"),
     "level": Study("level", _grid(imbalance=[3, 10], level=[0.5, 0.7, 0.9, 0.95, 0.99]),
                    fixed={"n": 3000}, methods=("PRS-exact-Wald", "PRS-relaxed-Wald"), x="level", reps=10,
                    description="pessimism strength: sub-optimality against the Wald set's level"),
@@ -138,42 +136,39 @@ STUDIES: dict[str, Study] = {
                      fixed={"n": 10000, "imbalance": 3, "population": 200, "global_states": 0},
                      methods=("MLE-Greedy", "MLE-Pessimistic", "PRS"), x="d_x", panel="d_s", y="fit_seconds",
                      reps=3,
-                     description="runtime of every method against (d_x, d_φ = 9 + d_s) at N = 10,000"),
+                     description="run time of each method against (d_x, d_phi) at N = 10,000"),
     "personalllm": Study("personalllm", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10]),
                          fixed={"d_x": 10, "global_states": 0}, panel="noise_dims", problem="personalllm",
-                         description="PersonalLLM: standardised reward-model scores as φ(s, a), d_x = 10"),
+                         description="PersonalLLM: reward-model scores as features, with and without noise"),
     "shift": Study("shift", _regimes([1, 3, 10, 30]), fixed={"n": 3000}, methods=SHIFT_METHODS,
                    x="imbalance", panel="regime",
-                   description="distribution shift: global and personalised sub-optimality against the "
-                               "coverage gap q, where the data cover the deployment-optimal action "
-                               "(covered), its runner-up (uncovered), or the paper's action 1 under the "
-                               "paper's shift (paper)"),
+                   description="distribution shift: global policies, the best action covered or not"),
     "shift-posterior": Study("shift-posterior", _regimes([10]), fixed={"n": 3000},
                              methods=SHIFT_POSTERIOR_METHODS, x="imbalance", panel="regime", reps=10,
-                             description="the shift study's q = 10 cells with the posterior's sets: CVaR "
-                                         "of the policy's value and the value-sized credible ellipsoid"),
+                             description="distribution shift at q = 10 with the posterior's sets"),
+    # d_φ = 29 + noise_dims = 40, 512, 4,096 at N = 100,000, d_x = 32, r = 4: the greedy policy of PRS's
+    # estimate, the exact policy of the 90% Wald set and the relaxed policy of the 90% value family
+    # (max-|t| simultaneous intervals for the population's row x action values), with its radius frontier.
     "width": Study(
         "width", _grid(noise_dims=list(WIDTH_NOISE_DIMS)), fixed=WIDTH_FIXED, methods=WIDTH_METHODS,
         x="noise_dims", columns=FAMILY_COLUMNS, figure="width",
-        description="reward-model width (d_φ = 29 + noise_dims = 40, 512, 4,096; N = 100,000, "
-                    "d_x = 32, r = 4): the greedy policy of PRS's estimate, the exact policy of the 90% "
-                    "Wald set and the relaxed policy of the 90% value family (max-|t| simultaneous "
-                    "intervals for the population's row x action values), with its radius frontier"),
+        description="reward-model width: the value family against the Wald set, d_phi to 4,096"),
+    # The width study's d_φ = 40 cell at N = 3,000 with the posterior's value family (max-rank bands of
+    # NUTS draws) beside the Wald set's.
     "width-posterior": Study(
         "width-posterior", _grid(noise_dims=[11]), methods=WIDTH_POSTERIOR_METHODS,
         fixed={**WIDTH_FIXED, "n": 3000}, x="noise_dims", columns=FAMILY_COLUMNS,
-        description="the width study's d_φ = 40 cell at N = 3,000 with the posterior's value family "
-                    "(max-rank bands of NUTS draws) beside the Wald set's"),
+        description="the width study's d_phi = 40 cell with the posterior's value family"),
+    # Coverage of the 90% value family's simultaneous intervals, of the true values (family_covered) and
+    # of θ*_rtv's (covered), from PRS's Wald set and from the MLE's: a fresh rank-2 Θ* per seed
+    # (theta_kind='random'), d_x = 10, d_φ = 14, N = 2,000 and 20,000, 100 rows x 9 actions.
     "family-coverage": Study(
         "family-coverage", _grid(n=[2000, 20000]), methods=("PRS-relaxed-family", "MLE-relaxed-family"),
         reps=300,
         fixed={"theta_kind": "random", "d_x": 10, "d_s": 5, "rank": 2, "imbalance": 1, "population": 100,
                "global_states": 0},
         columns=FAMILY_COLUMNS,
-        description="coverage of the 90% value family's simultaneous intervals, of the true values "
-                    "(family_covered) and of θ*_rtv's (covered), from PRS's Wald set and from the MLE's: "
-                    "a fresh rank-2 Θ* per seed (theta_kind='random'), d_x = 10, d_φ = 14, N = 2,000 and "
-                    "20,000, 100 rows x 9 actions"),
+        description="coverage of the value family's intervals, a fresh theta* per seed"),
     "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
                    panel="noise_dims", description="appendix: pure-noise feature dimensions"),
 }

@@ -14,11 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.optimize import minimize
+from scipy.optimize import OptimizeResult, minimize
+from threadpoolctl import threadpool_limits
 
 from .._validation import check_option
 from ..data import PreferenceData
 from ..exceptions import ConvergenceWarning, DataWarning, SeparationWarning
+from ..linalg import RANGE_RTOL
 from ..model import TIE_MODELS, Likelihood
 from ..results import Diagnostics, FitStatus
 
@@ -57,7 +59,9 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
                  adjoint: Callable[[np.ndarray], np.ndarray],
                  likelihood: Likelihood, n_params: int, *, ridge: float, max_iter: int,
                  tol: float, what: str, start: np.ndarray | None = None,
-                 log_nu: float | None = None) -> LogisticFit:
+                 log_nu: float | None = None,
+                 gram: Callable[[np.ndarray], np.ndarray] | None = None,
+                 separated_items: Callable[[], str] | None = None) -> LogisticFit:
     """Minimise Σ_t w_t ℓ(y_t | η_t) + (ridge/2)‖θ‖² with η = forward(θ).
 
     Starts at ``start``, or θ = 0. Newton steps never move θ in directions that no
@@ -65,10 +69,17 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
     the result is the minimum-norm maximiser; a start must then have no component there.
     For Davidson's model (``likelihood.ties == "davidson"``) λ = log ν is one more unknown,
     not penalised, started at ``log_nu``. ``what`` names the estimate in warnings.
+
+    ``gram(c)`` = Σ_t c_t z_t z_tᵀ (n_params square), where it is cheap (item-indexed data:
+    Laplacians of the compared items), turns the solver into Newton's method on the whole Hessian
+    (:func:`newton_exact`): a few iterations where conjugate gradients on an ill-conditioned
+    leaderboard (rarely compared items) take hundreds of Hessian-vector products. Its steps,
+    −H⁺g, stay in range(H) too. ``separated_items()``, when the fit is separated, names the items
+    that cause it for the warning.
     """
     n = likelihood.labels.shape[0]
     # The mean loss per unit weight: the tolerance means the same with and without weights.
-    scale = n if likelihood.weights is None else float(likelihood.weights.sum())
+    scale = likelihood.total_weight
     extra = likelihood.n_extra
 
     def split(x):
@@ -83,6 +94,47 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
             grad = np.append(grad, d_lam.sum())
         return value / scale, grad / scale
 
+    hessp, hess = _second_order(forward, adjoint, likelihood, split, ridge, scale, n_params, gram)
+
+    def solve(x0, gtol):
+        if gram is not None:
+            return newton_exact(fun, hess, x0, gtol, max_iter)
+        return minimize(fun, x0, jac=True, hessp=hessp, method="trust-ncg",
+                        options={"gtol": gtol, "maxiter": max_iter})
+
+    x0 = np.zeros(n_params) if start is None else np.asarray(start, dtype=float)
+    if extra:
+        x0 = np.append(x0, log_nu)
+    res = solve(x0, tol)
+    params, lam = split(res.x)
+    eta = forward(params)
+    # trust-ncg reports "failure to predict improvement" once rounding dominates the model's
+    # prediction; that is convergence when the gradient is already near the tolerance.
+    converged = bool(res.success) or float(np.linalg.norm(res.jac)) <= 10 * tol
+    receding = False
+    if converged:
+        tight = solve(res.x, tol * 1e-4)
+        scale = max(1.0, float(np.linalg.norm(res.x)))
+        receding = float(np.linalg.norm(tight.x - res.x)) > RECESSION_RTOL * scale
+        if gram is not None and not receding:
+            res = tight  # exact Newton: the tighter solve is the MLE to rounding, kept
+            params, lam = split(res.x)
+            eta = forward(params)
+    # Large margins alone are no evidence: a strong, well-identified signal has them too.
+    n_extreme = max(int((np.abs(forward(split(tight.x)[0])) > np.abs(eta) + 1.0).sum()), 1) if receding else 0
+    max_abs_margin = float(np.abs(eta).max())
+    hint = separated_items() if n_extreme and separated_items is not None else ""
+    warning = _warn_fit(what, n_extreme, n, max_abs_margin, converged, res, tol, hint)
+    return LogisticFit(params, likelihood.value(eta, lam), int(res.nit), converged, str(res.message),
+                       max_abs_margin, n_extreme, warning, None if lam is None else float(lam))
+
+
+def _second_order(forward, adjoint, likelihood: Likelihood, split, ridge: float, scale: float, n_params: int,
+                  gram):
+    """The Hessian of :func:`fit_logistic`'s mean loss as a product ``hessp(x, v)`` (curvature cached per x)
+    and, where ``gram`` is given, whole: ``hess(x)`` (the θ-block Σ_t c_t z_t z_tᵀ + ridge·I, bordered by the
+    λ row and column for Davidson's model)."""
+    extra = likelihood.n_extra
     curvature = {}
 
     def hessp(x, v):
@@ -99,39 +151,61 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
         h_theta = adjoint(c_eta * av + c_cross * v_lam) + ridge * v_theta
         return np.append(h_theta, c_cross @ av + c_lam * v_lam) / scale
 
-    x0 = np.zeros(n_params) if start is None else np.asarray(start, dtype=float)
-    if extra:
-        x0 = np.append(x0, log_nu)
-    res = minimize(fun, x0, jac=True, hessp=hessp, method="trust-ncg",
-                   options={"gtol": tol, "maxiter": max_iter})
-    params, lam = split(res.x)
-    eta = forward(params)
-    # trust-ncg reports "failure to predict improvement" once rounding dominates the model's
-    # prediction; that is convergence when the gradient is already near the tolerance.
-    converged = bool(res.success) or float(np.linalg.norm(res.jac)) <= 10 * tol
-    receding = False
-    if converged:
-        tight = minimize(fun, res.x, jac=True, hessp=hessp, method="trust-ncg",
-                         options={"gtol": tol * 1e-4, "maxiter": max_iter})
-        scale = max(1.0, float(np.linalg.norm(res.x)))
-        receding = float(np.linalg.norm(tight.x - res.x)) > RECESSION_RTOL * scale
-    # Large margins alone are no evidence: a strong, well-identified signal has them too.
-    n_extreme = max(int((np.abs(forward(split(tight.x)[0])) > np.abs(eta) + 1.0).sum()), 1) if receding else 0
-    max_abs_margin = float(np.abs(eta).max())
-    warning = _warn_fit(what, n_extreme, n, max_abs_margin, converged, res, tol)
-    return LogisticFit(params, likelihood.value(eta, lam), int(res.nit), converged, str(res.message),
-                       max_abs_margin, n_extreme, warning, None if lam is None else float(lam))
+    def hess(x):
+        theta, lam = split(x)
+        c_eta, c_cross, c_lam = likelihood.curvature(forward(theta), lam)
+        block = gram(c_eta) + ridge * np.eye(n_params)
+        if extra:
+            border = adjoint(c_cross)
+            block = np.block([[block, border[:, None]], [border[None, :], np.array([[c_lam]])]])
+        return block / scale
+
+    return hessp, hess
 
 
-def _warn_fit(what: str, n_extreme: int, n: int, max_abs_margin: float, converged: bool, res, tol: float
-              ) -> str | None:
+def newton_exact(fun, hess, x0: np.ndarray, gtol: float, max_iter: int) -> OptimizeResult:
+    """Newton's method on the whole Hessian with a backtracking (Armijo) line search, for a convex loss.
+
+    Each step is −H⁺g on range(H) (eigenvalues below :data:`~bayes_loco.linalg.RANGE_RTOL` of the
+    largest count as 0), so from a start in range(H) the iterates stay there: the minimum-norm
+    maximiser where directions are not identified. Stops when ‖g‖ ≤ ``gtol``, or when the line
+    search can no longer decrease the loss (rounding), reported as not successful.
+    """
+    x = np.asarray(x0, dtype=float)
+    value, grad = fun(x)
+    message, success = "maximum number of iterations reached", False
+    it = 0
+    for it in range(1, max_iter + 1):
+        if float(np.linalg.norm(grad)) <= gtol:
+            message, success, it = "gradient below gtol", True, it - 1
+            break
+        with threadpool_limits(1):  # a small eigh is several times slower on threads than on one core
+            vals, vecs = np.linalg.eigh(hess(x))
+        keep = vals > RANGE_RTOL * max(float(vals.max()), np.finfo(float).tiny)
+        step = -vecs[:, keep] @ ((vecs[:, keep].T @ grad) / vals[keep])
+        slope = float(grad @ step)
+        t = 1.0
+        while True:
+            trial_value, trial_grad = fun(x + t * step)
+            if trial_value <= value + 1e-4 * t * slope or t < 1e-10:
+                break
+            t *= 0.5
+        if not trial_value < value and t < 1e-10:
+            message = "the line search cannot decrease the loss further (rounding)"
+            break
+        x, value, grad = x + t * step, trial_value, trial_grad
+    return OptimizeResult(x=x, fun=value, jac=grad, nit=it, success=success, message=message)
+
+
+def _warn_fit(what: str, n_extreme: int, n: int, max_abs_margin: float, converged: bool, res, tol: float,
+              hint: str = "") -> str | None:
     """Warn (from the fit's caller) of separable data or of Newton-CG stopping early; the warning's text."""
     warning, category = None, None
     if n_extreme:
         warning = (f"{what}: the data look separable: {n_extreme} of {n} comparisons are fitted ever "
                    "closer to probability 0 or 1 as the tolerance tightens "
                    f"(max |η| = {max_abs_margin:.3g}), so the unpenalised MLE does not exist and this fit is "
-                   "not trustworthy. Pass a small ridge (e.g. ridge=1.0) or use more data for rarely "
+                   f"not trustworthy.{hint} Pass a small ridge (e.g. ridge=1.0) or use more data for rarely "
                    "compared actions.")
         category = SeparationWarning
     elif not converged:
@@ -167,7 +241,7 @@ def tie_likelihood(data: PreferenceData, ties: str,
     if tied.all():
         raise ValueError(f"{what}: every comparison is a tie, so Davidson's ν̂ is infinite and Θ is not "
                          "identified; use ties='half' (which fits Θ = 0 to them) or data with decisions")
-    weights = data.sample_weights
+    weights = data.loss_weights
     share = float(weights[tied].sum() / weights.sum())
     return likelihood, float(np.log(2 * share / (1 - share))), ()
 

@@ -21,6 +21,7 @@ import numpy as np
 from scipy.optimize import minimize, minimize_scalar
 from threadpoolctl import threadpool_limits
 
+from .._checks import checks_data
 from .._validation import (
     as_float_array,
     check_finite,
@@ -32,9 +33,10 @@ from .._validation import (
     check_shape,
 )
 from ..coordinates import RTVBasis, rtv_basis
-from ..data import PreferenceData, checks_data
+from ..data import PreferenceData
 from ..design import information
 from ..exceptions import ConvergenceWarning, DataWarning
+from ..indexed import ItemDifferences
 from ..model import TIE_MODELS, Likelihood, margins, score_matrix
 from ..results import (
     Diagnostics,
@@ -120,6 +122,11 @@ class LowRankResult(WaldFit):
     ties: str = "half"
     nu: float | None = None
 
+    @property
+    def loglik(self) -> float:
+        """−nll: the (quasi-)log-likelihood at Θ̂ = UVᵀ."""
+        return -self.nll
+
     def __post_init__(self):
         data = check_fit_common(self)
         object.__setattr__(self, "theta", check_fit_theta(self.theta, "theta", data))
@@ -165,7 +172,7 @@ class LowRankResult(WaldFit):
 
     def _fitted(self):
         """The data, Θ̂'s own margins (not the reduced ones) and Σ_t c_t z_t z_tᵀ in its RTV coordinates."""
-        eta = margins(self.theta, self.data.contexts, self.data.differences)
+        eta = margins(self.theta, self.data.contexts, self.data.delta)
         return self.data, eta, lambda c: information(self.coordinates, self.data, c)
 
     def summary(self, level: float = 0.95) -> Summary:
@@ -214,8 +221,13 @@ def _loss(u, v, lam, x, dphi, likelihood):
     taken :data:`FUSED_BLOCK_BYTES` of rows at a time, each block used twice while it is in
     cache (N = 100,000, d_φ = 4096: 0.23 s instead of 0.38 s a call on two cores).
     """
-    rows = dphi.shape[0] if dphi.nbytes <= CACHE_BYTES else max(1, FUSED_BLOCK_BYTES // (8 * dphi.shape[1]))
     log_nu = lam[0] if lam.size else None
+    if isinstance(dphi, ItemDifferences):  # item-indexed: ΔΦV a gather, ΔΦᵀM segment sums by item
+        xu, dv = x @ u, dphi.times(v)
+        nll, w, d_lam = likelihood.derivatives(np.einsum("ij,ij->i", xu, dv), log_nu)
+        gl = np.full_like(lam, d_lam.sum()) if lam.size else np.zeros_like(lam)
+        return nll, x.T @ (w[:, None] * dv), dphi.transpose_times(w[:, None] * xu), gl
+    rows = dphi.shape[0] if dphi.nbytes <= CACHE_BYTES else max(1, FUSED_BLOCK_BYTES // (8 * dphi.shape[1]))
     nll, gu, gv, gl = 0.0, np.zeros_like(u), np.zeros_like(v), np.zeros_like(lam)
     for lo in range(0, dphi.shape[0], rows):
         xb, db = x[lo: lo + rows], dphi[lo: lo + rows]
@@ -270,20 +282,20 @@ def spectral_start(data: PreferenceData, rank: int, *, ridge: float = 0.0) -> np
     ridge = check_real(ridge, "ridge", 0.0)
     likelihood = Likelihood.of(data)
     centred = data.labels - 0.5
-    score = score_matrix(centred if likelihood.weights is None else likelihood.weights * centred,
-                         data.contexts, data.differences)
+    score = score_matrix(centred if likelihood.multiplier is None else likelihood.multiplier * centred,
+                         data.contexts, data.delta)
     p, s, qt = np.linalg.svd(score, full_matrices=False)
     direction = (p[:, :rank] * s[:rank]) @ qt[:rank]
     size = float(np.sum(s[:rank] ** 2))
     if size == 0.0:
         return direction
-    eta = margins(direction, data.contexts, data.differences)
+    eta = margins(direction, data.contexts, data.delta)
 
     def along(alpha):
         return likelihood.value(alpha * eta) + 0.5 * ridge * alpha**2 * size
 
     # The Newton step from α = 0 (slope −‖S_r‖², curvature Σ w η²/4 + λ‖S_r‖²) brackets the minimum.
-    curvature = eta @ eta if likelihood.weights is None else eta @ (likelihood.weights * eta)
+    curvature = eta @ eta if likelihood.multiplier is None else eta @ (likelihood.multiplier * eta)
     newton = size / (0.25 * float(curvature) + ridge * size)
     alpha = minimize_scalar(along, bracket=(0.0, newton)).x
     return max(float(alpha), 0.0) * direction
@@ -368,7 +380,7 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
             log_nu = float(np.log(initial.nu))
     else:
         theta0 = spectral_start(data, rank, ridge=ridge)
-    x, dphi = data.contexts, data.differences
+    x, dphi = data.contexts, data.delta
     lam = np.array([] if log_nu is None else [log_nu])
 
     p, s, qt = np.linalg.svd(theta0, full_matrices=False)
@@ -396,7 +408,7 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
 
 def _converged(grad_norm, u, v, likelihood, tol):
     """‖∇F‖ per comparison (per unit of weight) below tol·max(1, ‖Θ̂‖_F)."""
-    scale = likelihood.labels.shape[0] if likelihood.weights is None else float(likelihood.weights.sum())
+    scale = likelihood.labels.shape[0] if likelihood.multiplier is None else likelihood.total_weight
     return grad_norm / scale <= tol * max(1.0, float(np.linalg.norm(u @ v.T)))
 
 

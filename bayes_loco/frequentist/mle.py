@@ -8,11 +8,12 @@ from functools import cached_property
 
 import numpy as np
 
-from .._validation import check_finite, check_int, check_real
+from .._checks import checks_data
+from .._validation import check_finite, check_int, check_option, check_real
 from ..coordinates import VecCoordinates
-from ..data import PreferenceData, checks_data
+from ..data import PreferenceData
 from ..design import information
-from ..model import margins, score_matrix
+from ..model import COV_TYPES, margins, score_matrix
 from ..results import (
     Diagnostics,
     Summary,
@@ -28,6 +29,9 @@ from ._logistic import fit_logistic, fitted_nu, tie_likelihood
 
 # The d_x·d_φ × d_x·d_φ information matrix of the MLE baselines is refused above this.
 MAX_FULL_W_BYTES = 2 * 1024**3
+# Item-indexed data with at most this many free entries of Θ are fitted by exact trust-region Newton
+# on the whole Hessian (summed from Laplacians of the compared items); above it by Newton-CG.
+EXACT_NEWTON_MAX = 1500
 
 
 @dataclass(frozen=True, eq=False)
@@ -58,6 +62,10 @@ class MLEResult(WaldFit):
         How ties were read (:func:`fit_mle`).
     nu : float or None
         Davidson's ν̂ (``ties="davidson"``; 0 when the data have no tie); None for "half".
+    cov_type : {"model", "sandwich"} or None
+        The covariance of the Wald set and the summary's errors; None: the default,
+        ``"sandwich"`` with half ties or sampling weights, ``"model"`` otherwise
+        (:attr:`covariance` says which).
     """
 
     theta: np.ndarray
@@ -69,6 +77,7 @@ class MLEResult(WaldFit):
     diagnostics: Diagnostics
     ties: str = "half"
     nu: float | None = None
+    cov_type: str | None = None
 
     rank = None
 
@@ -78,6 +87,8 @@ class MLEResult(WaldFit):
         check_finite(self.max_abs_margin, "max_abs_margin")
         check_real(self.ridge, "ridge", 0.0)
         check_fit_ties(self)
+        if self.cov_type is not None:
+            check_option(self.cov_type, "cov_type", COV_TYPES)
 
     @property
     def loglik(self) -> float:
@@ -112,11 +123,13 @@ class MLEResult(WaldFit):
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """MLE-Pessimistic's set: ‖vec Θ − vec Θ̂‖_W ≤ C₂ sqrt(d_x d_φ / N), W = Σ z zᵀ (Gram)."""
-        return EllipsoidSet.penalty(self.estimate, self._gram(), self.data.n, self.coordinates, c2)
+        counts = self.data.counts  # W and N of the expanded rows
+        return EllipsoidSet.penalty(self.estimate, self._gram(counts), self.data.n if counts is None else
+                                    self.data.n_comparisons, self.coordinates, c2)
 
     def _fitted(self):
         """The data, the margins at Θ̂ and Σ_t c_t z_t z_tᵀ in vec(Θ) (refused above 2 GiB, as W)."""
-        return self.data, margins(self.theta, self.data.contexts, self.data.differences), self._gram
+        return self.data, margins(self.theta, self.data.contexts, self.data.delta), self._gram
 
     def summary(self, level: float = 0.95) -> Summary:
         """Estimates of vec(Θ) with ``level`` Wald intervals, log-likelihood, ridge and warnings.
@@ -127,15 +140,40 @@ class MLEResult(WaldFit):
         ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x): the header's ``interval``
         says which level is printed.
         """
-        return wald_summary("Unconstrained MLE (Newton-CG)", self, self.data, level,
+        title = "Unconstrained MLE (Newton-CG)" if self.diagnostics.method == "newton-cg" else \
+            "Unconstrained MLE (Newton)"
+        return wald_summary(title, self, self.data, level,
                             {"log-likelihood": self.loglik, "ridge": self.ridge,
                              "max |margin|": self.max_abs_margin, "separated": self.separated}
                             | tie_header(self, self.data))
 
 
+def unbeaten_items(data: PreferenceData, shown: int = 5) -> str:
+    """The separation's cause where it is plain: items of item-indexed data that won, or lost, every
+    comparison they were in (a tie counting half a win), named; "" where none did."""
+    if not data.indexed:
+        return ""
+    n_items = data.item_features.shape[0]
+    weight, won = data.loss_weights, data.labels.astype(float)
+    a0, a1 = data.actions[:, 0], data.actions[:, 1]
+    wins = np.bincount(a1, weight * won, n_items) + np.bincount(a0, weight * (1 - won), n_items)
+    losses = np.bincount(a1, weight * (1 - won), n_items) + np.bincount(a0, weight * won, n_items)
+    names = data.item_names or tuple(f"item {a}" for a in range(n_items))
+    parts = []
+    for what, items in (("won", (losses == 0) & (wins > 0)), ("lost", (wins == 0) & (losses > 0))):
+        found = [f"{names[a]!r} ({wins[a] + losses[a]:g})" for a in np.flatnonzero(items)]
+        if found:
+            more = f" and {len(found) - shown} more" if len(found) > shown else ""
+            parts.append(f"{', '.join(found[:shown])}{more} {what} every comparison they were in")
+    if not parts:
+        return ""
+    return (" Separation: " + "; ".join(parts) + " (comparisons in brackets), so their strengths run off to "
+            "±infinity.")
+
+
 @checks_data
 def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
-            tol: float = 1e-8, ties: str = "half") -> MLEResult:
+            tol: float = 1e-8, ties: str = "half", cov_type: str | None = None) -> MLEResult:
     """Unconstrained MLE Θ̂ (d_x × d_φ) by trust-region Newton-CG.
 
     Gradient and Hessian-vector products are two GEMMs each (Xᵀ diag(w) ΔΦ), so
@@ -163,17 +201,28 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
         jointly (log ν) and stored as ``nu``; the Wald set profiles ν out. Without ties
         ν̂ = 0 (the boundary): a ``DataWarning``, and the Bradley–Terry fit with ν = 0.
 
+    cov_type : {"model", "sandwich"} or None
+        The covariance of the Wald set and the summary (statsmodels' ``nonrobust`` and
+        ``HC0``); None: ``"sandwich"`` where the loss is a quasi-likelihood (half ties,
+        sampling weights), ``"model"`` otherwise. Printed in the summary's header.
+
     Weights ``data.weights`` multiply each comparison's term; the Wald set reads them as
-    sampling weights (its sandwich), not as counts.
+    sampling weights (statsmodels' ``var_weights``). Counts ``data.counts`` are frequency
+    weights (``freq_weights``): the fit and both covariances equal those on the expanded rows.
     """
     ridge = check_real(ridge, "ridge", 0.0)
     max_iter = check_int(max_iter, "max_iter", 1)
     tol = check_real(tol, "tol", 0.0, low_open=True)
+    if cov_type is not None:
+        check_option(cov_type, "cov_type", COV_TYPES)
     likelihood, log_nu, notes = tie_likelihood(data, ties, "fit_mle")
     # Entries of Θ outside the support never enter a margin: fitting them would leave them at 0.
     rows, cols = data.support
     x = data.contexts if rows.size == data.d_x else data.contexts[:, rows]
-    dphi = data.differences if cols.size == data.d_phi else data.differences[:, cols]
+    delta = data.delta  # item-indexed data: gathers and segment sums, ΔΦ never formed
+    if cols.size != data.d_phi:
+        delta = delta.columns(cols) if data.indexed else delta[:, cols]
+    dphi = delta
     shape = (rows.size, cols.size)
 
     def forward(flat):
@@ -182,11 +231,21 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
     def adjoint(w):
         return score_matrix(w, x, dphi).ravel()
 
+    gram = None
+    if data.indexed and shape[0] * shape[1] <= EXACT_NEWTON_MAX:
+        # Σ_t c_t z_t z_tᵀ by Laplacians of the compared items: the whole Hessian costs a pass over N
+        x_support = x
+
+        def gram(c):
+            return dphi.vec_gram(c, x_support)
+
     start = time.perf_counter()
     fit = fit_logistic(forward, adjoint, likelihood, shape[0] * shape[1], ridge=ridge,
-                       max_iter=max_iter, tol=tol, what="fit_mle", log_nu=log_nu)
+                       max_iter=max_iter, tol=tol, what="fit_mle", log_nu=log_nu, gram=gram,
+                       separated_items=lambda: unbeaten_items(data))
     theta = np.zeros((data.d_x, data.d_phi))
     theta[np.ix_(rows, cols)] = fit.params.reshape(shape)
     return MLEResult(theta, data, fit.nll, fit.max_abs_margin, fit.separated, ridge,
-                     fit.diagnostics("newton-cg", time.perf_counter() - start, notes), ties,
-                     fitted_nu(ties, fit))
+                     fit.diagnostics("newton-cg" if gram is None else "newton-exact",
+                                     time.perf_counter() - start, notes), ties,
+                     fitted_nu(ties, fit), cov_type)

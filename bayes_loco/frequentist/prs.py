@@ -16,6 +16,7 @@ from functools import cached_property
 
 import numpy as np
 
+from .._checks import checks_data
 from .._validation import (
     as_float_array,
     check_finite,
@@ -26,7 +27,7 @@ from .._validation import (
     check_shape,
 )
 from ..coordinates import RTVBasis
-from ..data import PreferenceData, checks_data
+from ..data import PreferenceData
 from ..design import DESIGN_BLOCK_BYTES, design, design_operator, gram_rows, information
 from ..model import TIE_MODELS
 from ..results import (
@@ -124,6 +125,16 @@ class PRSResult(InRTVCoordinates, WaldFit):
         return self.theta_rtv
 
     @property
+    def loglik(self) -> float:
+        """−nll: the (quasi-)log-likelihood of the reduced model at θ̂_rtv on the estimation comparisons."""
+        return -self.nll
+
+    @property
+    def data(self) -> PreferenceData:
+        """All the comparisons (the low-rank fit's); θ̂_rtv and W use :attr:`estimation_data`."""
+        return self.low_rank.data
+
+    @property
     def theta(self) -> np.ndarray:
         """Θ̂ = Û [[B₁₁, B₁₂], [B₂₁, 0]] V̂ᵀ from θ̂_rtv (d_x × d_φ)."""
         return self.basis.to_theta(self.theta_rtv)
@@ -144,7 +155,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
         drops Θ'₂₂ (docs/design.md, pessimism point 5).
         """
         forward, _, z = _reduced_design(self.basis, self.estimation_data)
-        if z is not None:  # the design fits in one block and is already formed
+        if z is not None and not self.estimation_data.indexed:  # the design fits in one block: formed
             return self.estimation_data, forward(self.theta_rtv), lambda c: gram_rows(z, c)
         return (self.estimation_data, forward(self.theta_rtv),
                 lambda c: information(self.basis, self.estimation_data, c))
@@ -241,7 +252,7 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     status = own.status if own.status is not FitStatus.CONVERGED or converged else FitStatus.NOT_CONVERGED
     diagnostics = Diagnostics("prs", converged, own.n_iter, status, own.message, fgd.warnings + own.warnings,
                               own.seconds)
-    gram = None if z is None else gram_rows(z)
+    gram = None if z is None else (information(basis, estimation) if estimation.indexed else gram_rows(z))
     return PRSResult(reduced.params, basis, gram, low_rank, estimation, n_initial, reduced.nll,
                      reduced.max_abs_margin, reduced.separated, diagnostics, ties, fitted_nu(ties, reduced))
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from .._checks import checks_data
 from .._validation import (
     as_float_array,
     check_instance,
@@ -28,7 +29,7 @@ from .._validation import (
     check_shape,
 )
 from ..crossval import fold_indices
-from ..data import PreferenceData, checks_data
+from ..data import PreferenceData
 from ..evaluate import log_loss
 from .fgd import LowRankResult, fit_low_rank
 from .mle import fit_mle

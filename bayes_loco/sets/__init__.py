@@ -19,7 +19,7 @@ A new kind implements ``lower_bound`` (and ``solve_exact`` if it is convex); see
 :mod:`bayes_loco.sets.base`.
 """
 
-from ..linalg import IDENTIFIED_RTOL
+from .. import linalg as _linalg
 from .base import (
     BlockwiseSet,
     Certificate,
@@ -38,6 +38,10 @@ from .family import ValueFamilySet, bonferroni_critical, draws_family, max_rank,
 from .hull import DrawsSet
 from .quantile import QuantileSet
 from .value import size_for_values, value_directions, value_radius
+
+#: A feature vector z with a component outside range(W) larger than this share of ‖z‖ is not
+#: identified: every set's lower bound of θᵀz is −∞ there (the set is a cylinder along it).
+IDENTIFIED_RTOL = _linalg.IDENTIFIED_RTOL
 
 __all__ = ["IDENTIFIED_RTOL", "BlockwiseSet", "Certificate", "ConvexSet", "DrawsSet", "EllipsoidSet",
            "ExactProblem", "ExactSolution", "FamilySet", "FeatureBlocks", "NashSet", "PolicyStatus",

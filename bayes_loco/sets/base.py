@@ -142,7 +142,7 @@ SEPARATE_KINDS = ("quantile", "cvar")
 
 @dataclass(frozen=True)
 class Guarantee:
-    """What a bound read off a set, min_{θ ∈ set} θᵀz ≤ θ*ᵀz, promises.
+    """What a bound read off a set, min_(θ ∈ set) θᵀz ≤ θ*ᵀz, promises.
 
     Attributes
     ----------
@@ -194,11 +194,11 @@ class ValueRadius:
     Attributes
     ----------
     radius : float
-        R_α, the α-quantile of ‖Π_{LᵀK}(g)‖.
+        R_α, the α-quantile of ‖Π_LᵀK(g)‖.
     statistical_dimension : float
-        δ(K) = E‖Π_{LᵀK}(g)‖²: the effective number of directions guarded.
+        δ(K) = E‖Π_LᵀK(g)‖²: the effective number of directions guarded.
     full_radius : float
-        √χ²_{k_eff}(α), the radius that guards every direction.
+        √χ²_k_eff(α), the radius that guards every direction.
     draws : int
         Monte Carlo draws of g; 0 when K is a subspace and R_α is exact.
     generators : int
@@ -219,16 +219,16 @@ class UncertaintySet(Protocol):
     coordinates: Coordinates
 
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
-        """min_{θ ∈ set} θᵀ z over the last axis of z."""
+        """min_(θ ∈ set) θᵀ z over the last axis of z."""
         ...
 
 
 @runtime_checkable
 class ConvexSet(UncertaintySet, Protocol):
-    """A convex compact set, which the exact objective accepts: it solves min_{θ ∈ set} V(θ)."""
+    """A convex compact set, which the exact objective accepts: it solves min_(θ ∈ set) V(θ)."""
 
     def solve_exact(self, problem: ExactProblem) -> ExactSolution:
-        """min_{θ ∈ set} Σ_u w_u max_a θᵀz_ua with a stochastic policy and a certificate."""
+        """min_(θ ∈ set) Σ_u w_u max_a θᵀz_ua with a stochastic policy and a certificate."""
         ...
 
 
@@ -299,7 +299,7 @@ class FeatureBlocks:
 
 @dataclass(frozen=True, eq=False)
 class ExactProblem:
-    """min_{θ ∈ set} V(θ), V(θ) = Σ_u w_u max_a θᵀz_ua: the exact objective after minimax duality.
+    """min_(θ ∈ set) V(θ), V(θ) = Σ_u w_u max_a θᵀz_ua: the exact objective after minimax duality.
 
     Attributes
     ----------
@@ -348,11 +348,11 @@ class ExactProblem:
                    for lo, hi, z in self.blocks())
 
     def worst_case(self, uncertainty_set: UncertaintySet, probabilities: np.ndarray) -> float:
-        """min_{θ ∈ set} θᵀ m(π): the policy's pessimistic value, a lower bound on the optimum."""
+        """min_(θ ∈ set) θᵀ m(π): the policy's pessimistic value, a lower bound on the optimum."""
         return float(uncertainty_set.lower_bound(self.moment(probabilities)))
 
     def closed(self, certificate: Certificate, point_values: np.ndarray) -> bool:
-        """Gap ≤ tol relative to the value, floored at 1% of Σ_u w_u max_a |point_values_ua|.
+        """Gap ≤ tol relative to the value, floored at 1% of Σ_u w_u max_a abs(point_values_ua).
 
         ``point_values`` are the candidates' values at the set's point estimate. The floor
         lets a zero optimum (the reference action is best) be certified too. It is not the
@@ -405,7 +405,7 @@ MINIMAX_SOLVERS: dict[str, Callable[..., ExactSolution]] = {}
 
 def minimax_solver(name: str) -> Callable[..., ExactSolution]:
     """The solver registered in :data:`MINIMAX_SOLVERS` under ``name`` ("ball": the ellipsoid's
-    min_{‖u‖ ≤ 1} Σ_u w_u max_a (c_ua + g_uaᵀu), :func:`bayes_loco.solvers.exact.solve_reduced`)."""
+    min_(‖u‖ ≤ 1) Σ_u w_u max_a (c_ua + g_uaᵀu), :func:`bayes_loco.solvers.exact.solve_reduced`)."""
     try:
         return MINIMAX_SOLVERS[name]
     except KeyError:

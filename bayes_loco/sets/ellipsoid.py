@@ -14,18 +14,14 @@ from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
-from scipy import stats
 
 from .._validation import (
     as_float_array,
-    check_finite,
     check_magnitude,
     check_memory,
-    check_option,
     check_real,
 )
 from ..coordinates import Coordinates
-from ..data import SCOPES
 from ..linalg import (
     CHOLESKY_MIN,
     CHOLESKY_RCOND,
@@ -43,18 +39,14 @@ from .base import (
     ValueRadius,
     check_features,
     check_set_coordinates,
-    check_set_level,
     minimax_solver,
 )
+from .description import KINDS as KINDS  # re-exported: the kinds were defined here
+from .description import check_description, check_factored, check_symmetric, chi_radius
 
 # EllipsoidSet.factored keeps only W's pivoted Cholesky factor, computed in W's memory, from this many
 # coordinates on (W of 512 MiB): WaldFit.calibrated_set at LLM width holds one k × k matrix, not two.
 FACTORED_MIN = 8192
-# What W and R mean (docs/design.md, "What each set's level means").
-KINDS = ("gram", "wald", "credible", "sandwich")
-# W must equal Wᵀ to this fraction of its largest entry; it is compared this many rows at a time.
-SYMMETRY_RTOL = 1e-8
-SYMMETRY_PANEL = 512
 
 
 @dataclass(frozen=True, eq=False)
@@ -91,6 +83,11 @@ class EllipsoidSet:
         ``rcond``), for a set that holds it instead of W (``precision`` None; :meth:`factored`,
         from :data:`FACTORED_MIN` coordinates on). None: the set factorises W itself when first
         asked. Plain arrays, so that a file of the set holds them like any other field.
+
+    Examples
+    --------
+    >>> fit.calibrated_set(0.9)                       # PRS's 90% Wald set
+    EllipsoidSet(kind='wald', k=16, k_eff=8, radius=3.655, level=0.9)
     """
 
     center: np.ndarray
@@ -113,7 +110,7 @@ class EllipsoidSet:
         k = center.shape[0]
         object.__setattr__(self, "center", center)
         check_set_coordinates(self.coordinates, k, "center")
-        _check_description(self.radius, self.kind, self.level, self.sized_for, self.sizing)
+        check_description(self.radius, self.kind, self.level, self.sized_for, self.sizing)
         object.__setattr__(self, "radius", float(self.radius))
         factor = (self.pivots, self.cholesky, self.cholesky_tail, self.rcond)
         if any(part is not None for part in factor):
@@ -143,7 +140,7 @@ class EllipsoidSet:
         if self.precision.dtype != np.float64:
             object.__setattr__(self, "precision", as_float_array(self.precision, "precision (W)", 2))
         check_magnitude(self.precision, "precision (W)")
-        _check_symmetric(self.precision)
+        check_symmetric(self.precision)
         if self._cholesky is None:
             self._eigen  # noqa: B018 - validates that W is positive semi-definite
 
@@ -152,12 +149,27 @@ class EllipsoidSet:
 
         W's factorisation is shared, not recomputed (``dataclasses.replace`` would
         factorise the k × k W again: minutes at LLM-width k).
+
+        Parameters
+        ----------
+        radius : float
+        **changes
+            ``level``, ``sized_for`` or ``sizing``, as in the class.
+
+        Returns
+        -------
+        EllipsoidSet
+
+        Examples
+        --------
+        >>> fit.calibrated_set(0.9).with_radius(7.31, level=None)   # twice as wide: no longer a 90% set
+        EllipsoidSet(kind='wald', k=16, k_eff=8, radius=7.31)
         """
         unknown = set(changes) - {"level", "sized_for", "sizing"}
         if unknown:
             raise TypeError(f"with_radius changes only level, sized_for and sizing, got {sorted(unknown)}")
         described = {"level": self.level, "sized_for": self.sized_for, "sizing": self.sizing, **changes}
-        _check_description(radius, self.kind, **described)
+        check_description(radius, self.kind, **described)
         new = copy.copy(self)  # the cached factorisation is in the instance's __dict__ and comes along
         for name, value in {"radius": float(radius), **changes}.items():
             object.__setattr__(new, name, value)
@@ -176,6 +188,21 @@ class EllipsoidSet:
         Below :data:`FACTORED_MIN` this is ``EllipsoidSet(center, precision, radius, coordinates,
         **fields)``, which keeps W. ``fields`` are ``kind``, ``level``, ``sized_for``, ``sizing``.
 
+        Parameters
+        ----------
+        center, precision, radius, coordinates, **fields
+            As in the class; ``precision`` must be float64.
+
+        Returns
+        -------
+        EllipsoidSet
+
+        Examples
+        --------
+        >>> W = np.diag([4.0, 1.0, 0.0])   # 3 coordinates, below FACTORED_MIN: the set keeps W
+        >>> bl.EllipsoidSet.factored(np.zeros(3), W.copy(), 1.0, bl.VecCoordinates(1, 3)).precision is None
+        False
+
         Raises
         ------
         numpy.linalg.LinAlgError
@@ -189,18 +216,7 @@ class EllipsoidSet:
         k = center.shape[0]
         if k < FACTORED_MIN:
             return cls(center, precision, radius, coordinates, **fields)
-        if not isinstance(precision, np.ndarray) or precision.dtype != np.float64:
-            raise TypeError(f"precision (W) must be a ({k}, {k}) float64 array, got "
-                            f"{getattr(precision, 'dtype', type(precision).__name__)}")
-        if precision.shape != (k, k):
-            raise ValueError(f"precision (W) must have shape ({k}, {k}) to match center, got "
-                             f"{precision.shape}")
-        _check_description(radius, fields.get("kind", "gram"), fields.get("level"), fields.get("sized_for"),
-                           fields.get("sizing"))
-        check_magnitude(precision, "precision (W)")
-        _check_symmetric(precision)
-        check_memory(8.0 * k**2, f"the Cholesky factor of the {k} x {k} W, beside W",
-                     "use fewer coordinates (a lower rank)")
+        check_factored(precision, k, radius, fields)
         live = live_coordinates(precision)
         pivoted = pivoted_cholesky(precision, live, overwrite=True)
         if pivoted is None:
@@ -218,7 +234,22 @@ class EllipsoidSet:
         """The paper's set {θ : ‖θ − θ̂‖_W ≤ C}, W = Σ_t z_t z_tᵀ (``gram``) over N = ``n``, C = C₂·sqrt(k/N).
 
         docs/design.md, convention 2. With the paper's C₂ = 5 this is a tuned penalty, not a
-        confidence set: its ``level`` is None.
+        confidence set: its ``level`` is None. ``fit.penalty_set(c2)`` builds it for a fit.
+
+        Parameters
+        ----------
+        center, gram, n, coordinates, c2
+            θ̂, W = Σ_t z_t z_tᵀ over the N = ``n`` estimation comparisons, their
+            coordinates, and C₂ ≥ 0.
+
+        Returns
+        -------
+        EllipsoidSet
+
+        Examples
+        --------
+        >>> bl.EllipsoidSet.penalty(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 100, bl.VecCoordinates(1, 3))
+        EllipsoidSet(kind='gram', k=3, k_eff=2, radius=0.866)
         """
         c2 = check_real(c2, "c2", 0.0)
         radius = c2 * float(np.sqrt(coordinates.dim / n))
@@ -227,10 +258,26 @@ class EllipsoidSet:
     @classmethod
     def wald(cls, center: np.ndarray, information: np.ndarray, level: float, coordinates: Coordinates, *,
              overwrite: bool = False) -> EllipsoidSet:
-        """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I.
+        """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_k_eff(level)}, k_eff = rank I.
 
         With ``overwrite`` the set may factorise ``information`` in its own memory and keep only the
-        factor (:meth:`factored`, from :data:`FACTORED_MIN` coordinates on).
+        factor (:meth:`factored`, from :data:`FACTORED_MIN` coordinates on). ``fit.calibrated_set(level)``
+        builds it for a frequentist fit.
+
+        Parameters
+        ----------
+        center, information, level, coordinates, overwrite
+            θ̂, the Fisher information I at θ̂, the level in (0, 1), the coordinates, and
+            whether ``information`` may be overwritten.
+
+        Returns
+        -------
+        EllipsoidSet
+
+        Examples
+        --------
+        >>> bl.EllipsoidSet.wald(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 0.9, bl.VecCoordinates(1, 3))
+        EllipsoidSet(kind='wald', k=3, k_eff=2, radius=2.146, level=0.9)
         """
         build = cls.factored if overwrite else cls
         unit = build(center, information, 1.0, coordinates, kind="wald", level=level)
@@ -310,7 +357,7 @@ class EllipsoidSet:
         return factor
 
     def _split(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """‖z‖_{W⁻¹} and whether z lies in range(W), from one product with W's eigenvectors."""
+        """‖z‖_W⁻¹ and whether z lies in range(W), from one product with W's eigenvectors."""
         if self._cholesky is not None:
             return self._cholesky.split(z)
         vals, vecs, live = self._eigen
@@ -354,47 +401,143 @@ class EllipsoidSet:
         return self.factor @ u
 
     def identified(self, z: np.ndarray) -> np.ndarray:
-        """Whether each z lies in range(W), so that its worst case is finite."""
+        """Whether each z lies in range(W), so that its worst case is finite.
+
+        Parameters
+        ----------
+        z : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of bool, shape (...)
+
+        Examples
+        --------
+        >>> bl.EllipsoidSet([0, 0], np.diag([4.0, 0]), 1, bl.VecCoordinates(1, 2)).identified(np.eye(2))
+        array([ True, False])
+        """
         return self._split(check_features(z, self.dim))[1]
 
     def dual_norm(self, z: np.ndarray) -> np.ndarray:
-        """‖z‖_{W⁻¹} (pseudo-inverse), the width of the set along z per unit radius."""
+        """‖z‖_W⁻¹ (pseudo-inverse), the width of the set along z per unit radius.
+
+        Parameters
+        ----------
+        z : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of shape (...)
+
+        Examples
+        --------
+        >>> bl.EllipsoidSet([0, 0], np.diag([4.0, 1]), 1, bl.VecCoordinates(1, 2)).dual_norm(np.eye(2))
+        array([0.5, 1. ])
+        """
         return self._split(check_features(z, self.dim))[0]
 
     def coordinate_widths(self) -> np.ndarray:
-        """‖e_i‖_{W⁻¹} of each coordinate axis e_i, inf where e_i leaves range(W).
+        """‖e_i‖_W⁻¹ of each coordinate axis e_i, inf where e_i leaves range(W).
 
         For a Wald set (W the Fisher information) these are the standard errors of
         the coordinates; inf marks a coordinate that no comparison identifies.
+
+        Returns
+        -------
+        ndarray of shape (k,)
+
+        Examples
+        --------
+        >>> bl.EllipsoidSet([0, 0], np.diag([4.0, 0]), 1, bl.VecCoordinates(1, 2)).coordinate_widths()
+        array([0.5, inf])
         """
         width, inside = self._split(np.eye(self.dim))
         return np.where(inside, width, np.inf)
 
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
-        """θ̂ᵀz − R‖z‖_{W⁻¹}; −inf where z leaves range(W) (the set is unbounded along null(W))."""
+        """min over the set of θᵀz = θ̂ᵀz − R‖z‖_W⁻¹; −inf where z leaves range(W) (unbounded along null(W)).
+
+        What the relaxed objective asks of a set (:class:`~bayes_loco.UncertaintySet`).
+
+        Parameters
+        ----------
+        z : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of shape (...)
+
+        Examples
+        --------
+        >>> bl.EllipsoidSet([0, 0], np.diag([4.0, 0]), 1, bl.VecCoordinates(1, 2)).lower_bound(np.eye(2))
+        array([-0.5, -inf])
+        """
         z = check_features(z, self.dim)
         width, inside = self._split(z)
         return np.where(inside, z @ self.center - self.radius * width, -np.inf)
 
     def distance(self, theta: np.ndarray) -> np.ndarray:
-        """‖θ − θ̂‖_W for θ of shape (…, k) (from W's factor where the set holds no W: :meth:`factored`)."""
+        """‖θ − θ̂‖_W (from W's factor where the set holds no W: :meth:`factored`).
+
+        Parameters
+        ----------
+        theta : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of shape (...)
+            The set holds θ when this is at most ``radius``.
+
+        Examples
+        --------
+        >>> round(float(fit.calibrated_set(0.9).distance(fit.coordinates.to_coordinates(problem.theta))), 3)
+        2.054
+        """
         d = check_features(theta, self.dim, "theta") - self.center
         if self.precision is None:
             return self._cholesky.norm(d)
         return np.sqrt(np.maximum(np.einsum("...i,ij,...j->...", d, self.precision, d), 0.0))
 
     def contains(self, theta: np.ndarray) -> np.ndarray:
-        """Whether θ (…, k) lies in the set."""
+        """Whether θ lies in the set.
+
+        Parameters
+        ----------
+        theta : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of bool, shape (...)
+
+        Examples
+        --------
+        >>> bool(fit.calibrated_set(0.9).contains(fit.coordinates.to_coordinates(problem.theta)))
+        True
+        """
         return self.distance(theta) <= self.radius * (1 + 1e-12)
 
     def solve_exact(self, problem: ExactProblem) -> ExactSolution:
-        """min_{‖u‖ ≤ 1} V(θ̂ + R L u), with a duality certificate.
+        """min_(‖u‖ ≤ 1) V(θ̂ + R L u), with a duality certificate.
 
         V(θ̂ + R L u) = Σ_i w_i max_a (c_ia + g_iaᵀ u) with c = θ̂ᵀz and g = R Lᵀz: the set reduces the
         problem's features to (c, g) a block of units at a time and
         :func:`~bayes_loco.solvers.exact.solve_reduced` solves the reduced minimax (smoothed Newton up
         to :data:`~bayes_loco.solvers.exact.NEWTON_MAX` identified directions, accelerated first-order
         methods above). Candidates with a component outside range(W) get probability 0.
+
+        Parameters
+        ----------
+        problem : ExactProblem
+
+        Returns
+        -------
+        ExactSolution
+
+        Examples
+        --------
+        >>> policy = bl.pessimistic_policy(fit.calibrated_set(0.9), pop, objective="exact")  # calls it
+        >>> policy.certificate.relative_gap < 1e-4
+        True
         """
         c, g, valid, norms = self._reduced(problem)
         solve = minimax_solver("ball")  # bayes_loco.solvers registers it; sets never import the solvers
@@ -407,52 +550,49 @@ class EllipsoidSet:
                 f"radius={self.radius:.4g}{lvl}{sized})")
 
 
-def chi_radius(level: float, dim: int) -> float:
-    """√χ²_dim(level): the radius of a Gaussian ellipsoid of probability ``level`` in ``dim`` dimensions."""
-    return float(np.sqrt(stats.chi2.ppf(level, dim)))
-
-
-def _check_description(radius, kind, level, sized_for, sizing) -> None:
-    """The radius, kind, level, scope and sizing of an ellipsoid, or one error naming the wrong one."""
-    radius = check_finite(radius, "radius")
-    if radius < 0:
-        raise ValueError(f"radius must be finite and >= 0, got {radius}")
-    check_option(kind, "kind", KINDS)
-    check_set_level(level, allow_none=True)
-    if sized_for is not None:
-        check_option(sized_for, "sized_for", SCOPES)
-    if sizing is not None and not isinstance(sizing, ValueRadius):
-        raise TypeError(f"sizing must be a ValueRadius or None, got {type(sizing).__name__}")
-
-
-def _check_symmetric(precision: np.ndarray) -> None:
-    """Refuse a W that differs from Wᵀ by more than :data:`SYMMETRY_RTOL` of its largest entry.
-
-    By panels of :data:`SYMMETRY_PANEL` rows against the matching columns: no k × k temporary.
-    """
-    k = precision.shape[0]
-    top = max(float(precision.max()), -float(precision.min()), np.finfo(float).tiny)
-    for lo in range(0, k, SYMMETRY_PANEL):
-        hi = min(lo + SYMMETRY_PANEL, k)
-        gap = np.abs(precision[lo:hi] - precision[:, lo:hi].T)
-        if float(gap.max()) > SYMMETRY_RTOL * top:
-            i, j = np.unravel_index(int(gap.argmax()), gap.shape)
-            i = lo + int(i)
-            raise ValueError(f"precision (W) must be symmetric: W[{i}, {j}] = {precision[i, j]:.6g} but "
-                             f"W[{j}, {i}] = {precision[j, i]:.6g}; pass (W + W.T) / 2 if the difference is "
-                             "rounding")
-
-
-
 def wald_set(center: np.ndarray, information: np.ndarray, level: float, coordinates: Coordinates, *,
              overwrite: bool = False) -> EllipsoidSet:
-    """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_{k_eff}(level)}, k_eff = rank I:
-    :meth:`bayes_loco.EllipsoidSet.wald` under its functional name."""
+    """Asymptotic Wald set {θ : (θ − θ̂)ᵀ I (θ − θ̂) ≤ χ²_k_eff(level)}, k_eff = rank I.
+
+    :meth:`bayes_loco.EllipsoidSet.wald` under its functional name.
+
+    Parameters
+    ----------
+    center, information, level, coordinates, overwrite
+        As in :meth:`~bayes_loco.EllipsoidSet.wald`.
+
+    Returns
+    -------
+    EllipsoidSet
+
+    Examples
+    --------
+    >>> wald = bl.wald_set(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 0.9, bl.VecCoordinates(1, 3))
+    >>> round(wald.radius, 3)
+    2.146
+    """
     return EllipsoidSet.wald(center, information, level, coordinates, overwrite=overwrite)
 
 
 def penalty_ellipsoid(center: np.ndarray, gram: np.ndarray, n: int, coordinates: Coordinates,
                       c2: float = 5.0) -> EllipsoidSet:
-    """The paper's set {θ : ‖θ − θ̂‖_W ≤ C₂·sqrt(k/N)}: :meth:`bayes_loco.EllipsoidSet.penalty` under its
-    functional name."""
+    """The paper's set {θ : ‖θ − θ̂‖_W ≤ C₂·sqrt(k/N)}.
+
+    :meth:`bayes_loco.EllipsoidSet.penalty` under its functional name.
+
+    Parameters
+    ----------
+    center, gram, n, coordinates, c2
+        As in :meth:`~bayes_loco.EllipsoidSet.penalty`.
+
+    Returns
+    -------
+    EllipsoidSet
+
+    Examples
+    --------
+    >>> paper = bl.sets.penalty_ellipsoid(np.zeros(3), np.diag([4.0, 1.0, 0.0]), 100, bl.VecCoordinates(1, 3))
+    >>> round(paper.radius, 3)
+    0.866
+    """
     return EllipsoidSet.penalty(center, gram, n, coordinates, c2)

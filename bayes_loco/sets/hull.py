@@ -54,6 +54,14 @@ class DrawsSet:
         (``"draws"``), or 1 − β (``"cvar"``).
     tail : float
         β in [0, 1].
+
+    Examples
+    --------
+    >>> triangle = bl.DrawsSet(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), bl.VecCoordinates(1, 2))
+    >>> triangle.lower_bound(np.array([[1.0, 1.0], [-1.0, 0.0]]))
+    array([ 0., -1.])
+
+    A posterior's hull of its 90% most central draws is ``post.calibrated_set(0.9, "draws")``.
     """
 
     draws: np.ndarray
@@ -86,7 +94,22 @@ class DrawsSet:
         return 1.0 if self.tail * n <= 1.0 else 1.0 / (self.tail * n)
 
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
-        """min over the set of θᵀz: min_j θ_jᵀz for the hull, CVaR_β of θ_jᵀz otherwise."""
+        """min over the set of θᵀz: min_j θ_jᵀz for the hull, CVaR_β of θ_jᵀz otherwise.
+
+        Parameters
+        ----------
+        z : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of shape (...)
+
+        Examples
+        --------
+        >>> triangle = bl.DrawsSet(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), bl.VecCoordinates(1, 2))
+        >>> triangle.lower_bound(np.array([[1.0, 1.0], [-1.0, 0.0]]))
+        array([ 0., -1.])
+        """
         values = check_features(z, self.dim) @ self.draws.T
         if self.cap == 1.0:
             return values.min(axis=-1)
@@ -95,7 +118,22 @@ class DrawsSet:
         return np.sort(values, axis=-1) @ filled
 
     def contains(self, theta: np.ndarray) -> bool:
-        """Whether θ (k,) lies in the set (an LP feasibility check)."""
+        """Whether θ lies in the set (an LP feasibility check).
+
+        Parameters
+        ----------
+        theta : ndarray of shape (k,)
+
+        Returns
+        -------
+        bool
+
+        Examples
+        --------
+        >>> triangle = bl.DrawsSet(np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0]]), bl.VecCoordinates(1, 2))
+        >>> triangle.contains(np.array([0.2, 0.2])), triangle.contains(np.array([1.0, 1.0]))
+        (True, False)
+        """
         from scipy.optimize import linprog
 
         theta = check_features(theta, self.dim, "theta")
@@ -120,6 +158,24 @@ class DrawsSet:
         the multipliers) solves each round: its dual simplex stalled for over ten
         minutes on a second round of 6,500 rows (a posterior of the N = 10,000,
         q = 3 study, seed 12) that the interior point solved in 3 s.
+
+        Parameters
+        ----------
+        problem : ExactProblem
+            What :func:`~bayes_loco.pessimistic_policy` hands over.
+
+        Returns
+        -------
+        ExactSolution
+
+        Examples
+        --------
+        :func:`~bayes_loco.pessimistic_policy` calls it with ``objective="exact"``:
+
+        >>> hull = post.calibrated_set(0.9, "draws")
+        >>> policy = bl.pessimistic_policy(hull, pop, objective="exact")
+        >>> policy.certificate.relative_gap < 1e-4
+        True
         """
         from scipy.optimize import linprog
 
@@ -176,7 +232,29 @@ class DrawsSet:
         Minimax duality fails for the concave Nash welfare, so the policy is solved for
         directly. For a fixed π the welfare is concave in θ, so its minimum over the
         hull is reached at a vertex: the welfare guaranteed for every draw holds for
-        every θ in the hull. Returns the policy and its guaranteed welfare.
+        every θ in the hull. Needs cvxpy and Clarabel (``pip install -e ".[welfare]"``).
+
+        Parameters
+        ----------
+        problem : ExactProblem
+            What :func:`~bayes_loco.pessimistic_policy` hands over.
+        floor : float
+            r₀ < 0, the reward subtracted inside the logarithm.
+
+        Returns
+        -------
+        probabilities : ndarray of shape (units, A)
+        welfare : float
+            The welfare guaranteed for every θ in the hull.
+
+        Examples
+        --------
+        :func:`~bayes_loco.pessimistic_policy` calls it with ``welfare="nash"``:
+
+        >>> hull = bl.DrawsSet(post.rtv_draws[:40], post.coordinates)
+        >>> nash = bl.pessimistic_policy(hull, pop, objective="exact", welfare="nash")
+        >>> nash.objective, nash.welfare
+        ('exact', 'nash')
         """
         if self.cap < 1.0:
             raise TypeError("welfare='nash' with objective='exact' needs the hull of draws (tail=0): the "

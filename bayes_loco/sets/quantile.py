@@ -20,6 +20,13 @@ class QuantileSet:
     convex and has no ``solve_exact``, so only ``objective="relaxed"`` accepts it.
     A 90% pointwise bound is about c ≈ 1.28/√γ standard deviations
     (docs/design.md, pessimism point 4).
+
+    Examples
+    --------
+    >>> draws = np.random.default_rng(0).normal(size=(1000, 2))
+    >>> q = bl.QuantileSet(draws, bl.VecCoordinates(1, 2), level=0.9)
+    >>> np.round(q.lower_bound(np.array([[1.0, 0.0]])), 2)   # the 10% quantile of a standard normal
+    array([-1.29])
     """
 
     draws: np.ndarray
@@ -41,6 +48,22 @@ class QuantileSet:
         return self.draws.shape[1]
 
     def lower_bound(self, z: np.ndarray) -> np.ndarray:
+        """The (1 − level) quantile of θ_jᵀz over the draws, for each z separately.
+
+        Parameters
+        ----------
+        z : ndarray of shape (..., k)
+
+        Returns
+        -------
+        ndarray of shape (...)
+
+        Examples
+        --------
+        >>> q = bl.QuantileSet(np.random.default_rng(0).normal(size=(1000, 2)), bl.VecCoordinates(1, 2))
+        >>> np.round(q.lower_bound(np.array([[1.0, 0.0], [0.0, 2.0]])), 2)
+        array([-1.29, -2.53])
+        """
         return np.quantile(check_features(z, self.dim) @ self.draws.T, 1.0 - self.level, axis=-1)
 
     def __repr__(self) -> str:

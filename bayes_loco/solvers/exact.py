@@ -51,7 +51,7 @@ class _Reduced:
         self.point_values = np.where(valid, c, 0.0)
 
     def worst_case(self, probs: np.ndarray) -> float:
-        """Σ w π c − ‖Σ w π g‖ = θ̂ᵀm(π) − R‖m(π)‖_{W⁺}: :meth:`ExactProblem.worst_case` without z."""
+        """Σ w π c − ‖Σ w π g‖ = θ̂ᵀm(π) − R‖m(π)‖_W⁺: :meth:`ExactProblem.worst_case` without z."""
         if np.any(probs[~self.valid] > 0):
             return -np.inf
         mass = self.weights[:, None] * probs
@@ -108,7 +108,7 @@ class _Reduced:
 def solve_reduced(c: np.ndarray, g: np.ndarray, valid: np.ndarray, norms: np.ndarray, problem: ExactProblem,
                   center: np.ndarray, radius: float, apply_factor: Callable[[np.ndarray], np.ndarray]
                   ) -> ExactSolution:
-    """min_{‖u‖ ≤ 1} Σ_i w_i max_a (c_ia + g_iaᵀu) with a duality certificate, and its policy.
+    """min_(‖u‖ ≤ 1) Σ_i w_i max_a (c_ia + g_iaᵀu) with a duality certificate, and its policy.
 
     Parameters
     ----------

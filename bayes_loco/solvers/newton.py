@@ -1,6 +1,6 @@
 """Newton's method on the smoothed minimax over the unit ball (docs/design.md, "The exact objective").
 
-The reduced problem is min_{‖u‖ ≤ 1} V(u), V(u) = Σ_i w_i max_a (c_ia + g_iaᵀu); its max is smoothed to
+The reduced problem is min_(‖u‖ ≤ 1) V(u), V(u) = Σ_i w_i max_a (c_ia + g_iaᵀu); its max is smoothed to
 F_μ(u) = μ Σ_i w_i logsumexp((c_i + g_i u)/μ) ≥ V(u), and :func:`smoothed_ball_minimum` finds the
 minimiser of F_μ on the ball (Moré–Sorensen on the multiplier λ of ‖u‖ ≤ 1).
 """
@@ -51,7 +51,7 @@ def _newton(c, g, weights, mu, lam, u, max_iter):
 
 
 def _hessian(g, weights, probs, mu):
-    """∇²F_μ = (1/μ) Σ_i w_i Cov_{π_i}(g_i·); units with a (numerically) pure π add nothing."""
+    """∇²F_μ = (1/μ) Σ_i w_i Cov_π_i(g_i·); units with a (numerically) pure π add nothing."""
     m = g.shape[-1]
     mixed = probs.max(axis=1) < 1.0 - 1e-12
     if not mixed.any():

@@ -1,0 +1,92 @@
+"""The chart's preconditioners: the curvature of the log posterior at the start, whitened.
+
+:func:`~bayes_loco.bayes.chart.chart_frame` samples the charted coordinates c = (A, C, B) as
+c₀ + L⁻ᵀ z with L Lᵀ the curvature at the start (:func:`whitening`), and a partial chart's weak
+block in whitened coordinates too (:func:`weak_whitening`); :mod:`.chart`'s docstring says why.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.linalg import cho_factor
+from scipy.linalg import solve_triangular as np_solve_triangular
+
+from ..data import PreferenceData
+from ..model import fisher_information, margins
+
+# Rows of the N × k_c chart Jacobian formed at once for the preconditioner (bounds its memory).
+CHUNK = 20_000
+
+
+def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
+                    scale: float) -> tuple[np.ndarray, np.ndarray]:
+    """(M_k per weak column k, M_W): the weak block's whitening (:mod:`.chart`'s docstring).
+
+    With x̃_t, δ̃_t the comparisons in the frame's trailing coordinates and the start's
+    W_k = Z_k = √σ̂_k e_k, the Fisher information of Z_k is σ̂_k Σ_t w_t x̃_tk² δ̃_t δ̃_tᵀ
+    and that of W_k is σ̂_k Σ_t w_t δ̃_tk² x̃_t x̃_tᵀ (w_t = p_t(1 − p_t)); each plus the
+    prior's I/s². M_k = L_k⁻ᵀ for H_k = L_k L_kᵀ; M_W, shared by W's columns (their
+    average curvature), is lower triangular, so that W̃'s top block is lower triangular
+    exactly when W's is and the gauge of W's rotation carries over.
+    """
+    sv = frame.singular_values[r1:]
+    dx, m = frame.left.shape[1] - r1, frame.right.shape[1] - r1
+    right_info, left_info = np.zeros((sv.size, m, m)), np.zeros((dx, dx))
+    for lo in range(0, data.n, CHUNK):
+        x, dphi = data.contexts[lo: lo + CHUNK], data.differences[lo: lo + CHUNK]
+        xt, dt = x @ frame.left[:, r1:], dphi @ frame.right[:, r1:]
+        eta = margins(theta0, x, dphi)
+        for k, s_k in enumerate(sv):
+            right_info[k] += fisher_information(np.sqrt(s_k) * xt[:, [k]] * dt, eta)
+            left_info += fisher_information(np.sqrt(s_k) * dt[:, [k]] * xt, eta)
+    right = np.stack([inverse_cholesky_t(info + np.eye(m) / scale**2) for info in right_info])
+    # H = U Uᵀ with U upper triangular (Cholesky with the axes reversed), M_W = U⁻ᵀ.
+    precision = left_info / sv.size + np.eye(dx) / scale**2
+    upper = np.linalg.cholesky(precision[::-1, ::-1])[::-1, ::-1]
+    return right, np_solve_triangular(upper.T, np.eye(dx), lower=True)
+
+
+def inverse_cholesky_t(curvature: np.ndarray) -> np.ndarray:
+    """L⁻ᵀ for the Cholesky factor L Lᵀ = ``curvature``: x = L⁻ᵀ z has covariance ``curvature``⁻¹."""
+    chol = np.tril(cho_factor(curvature, lower=True)[0])
+    return np_solve_triangular(chol.T, np.eye(curvature.shape[0]), lower=False)
+
+
+def whitening(left, right, sv, theta0, data: PreferenceData, scale: float) -> np.ndarray:
+    """L⁻ᵀ for the chart of the leading ``sv.size`` components: L Lᵀ the curvature at Θ̂ (``theta0``)."""
+    curvature = chart_information(left, right, sv, theta0, data)
+    curvature += np.diag(prior_curvature(left, right, sv, scale))
+    return inverse_cholesky_t(curvature)
+
+
+def jacobian_rows(left, right, sv, x: np.ndarray, dphi: np.ndarray) -> np.ndarray:
+    """∂η_t/∂c at c₀ for a block of comparisons: rows (x₁ ⊗ δ₁, x₁ ⊗ δ₂, x₂ ⊗ σ̂δ₁)."""
+    r = sv.size
+    xt, dt = x @ left, dphi @ right
+    x1, x2, d1, d2 = xt[:, :r], xt[:, r:], dt[:, :r], dt[:, r:]
+    n = x.shape[0]
+    return np.hstack([np.einsum("ti,tj->tij", x1, d1).reshape(n, -1),
+                      np.einsum("ti,tj->tij", x1, d2).reshape(n, -1),
+                      np.einsum("ti,tj->tij", x2, d1 * sv).reshape(n, -1)])
+
+
+def chart_information(left, right, sv, theta0, data: PreferenceData) -> np.ndarray:
+    """Σ_t p_t(1 − p_t) j_t j_tᵀ at c₀, j_t = ∂η_t/∂c, in blocks of :data:`CHUNK` rows.
+
+    ``left``, ``right``, ``sv``: P, Q and the charted σ̂ of the frame being built; ``theta0``: Θ̂
+    projected on the spans, where the weights p_t(1 − p_t) are taken.
+    """
+    r = sv.size
+    k_c = r * (left.shape[1] + right.shape[1] - r)
+    info = np.zeros((k_c, k_c))
+    for lo in range(0, data.n, CHUNK):
+        x, dphi = data.contexts[lo: lo + CHUNK], data.differences[lo: lo + CHUNK]
+        info += fisher_information(jacobian_rows(left, right, sv, x, dphi), margins(theta0, x, dphi))
+    return info
+
+
+def prior_curvature(left, right, sv, scale: float) -> np.ndarray:
+    """The diagonal of −∇² log prior in c at T = diag(σ̂)^½: rows i of [A, C] 1/(σ̂_i s²), B_·j σ̂_j/s²."""
+    r, m, dx = sv.size, right.shape[1], left.shape[1]
+    diagonal = np.concatenate([np.repeat(1.0 / sv, r), np.repeat(1.0 / sv, m - r), np.tile(sv, dx - r)])
+    return diagonal / scale**2
