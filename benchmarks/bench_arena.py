@@ -16,11 +16,12 @@ Each tool then runs in a fresh process (so its peak memory, ``ru_maxrss``, is it
 
 Ratings are compared in log-odds, centred over the models; the gradient of the mean loss at
 our estimate is reported per battle. arena-rank and choix are optional: a tool that is not
-importable is skipped. Install them apart from the project's environment, e.g.::
+importable is skipped. Install them into the environment without their pins (arena-rank 0.1.1
+pins ``numpy==2.3.3``, which would downgrade the environment's NumPy), e.g.::
 
-    pip install --target /work/extras/arena --no-deps arena-rank==0.1.1 jax==0.8.1 jaxlib==0.8.1 optax chex \\
-        jaxtyping wadler_lindig ml_dtypes opt_einsum absl-py toolz choix
-    PYTHONPATH=$PWD:/work/extras/arena python benchmarks/bench_arena.py --sizes 100000 1000000 3000000
+    python -m pip install --no-deps arena-rank==0.1.1 choix jax==0.8.1 jaxlib==0.8.1 optax chex \\
+        jaxtyping wadler_lindig ml_dtypes opt_einsum absl-py toolz
+    python benchmarks/bench_arena.py --sizes 100000 1000000 3000000
 
 Writes the table to ``--out`` (CSV) and prints it.
 """

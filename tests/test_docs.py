@@ -50,6 +50,25 @@ def test_nothing_cites_the_removed_results_log():
     assert not found, f"docs/results.md is now docs/results/*.md: {found}"
 
 
+def test_no_page_is_ignored_by_git():
+    """A page git ignores is on the author's site and missing from every clone (a pattern for a study's
+    output folder once hid docs/results/)."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    run = subprocess.run(["git", "check-ignore", "--no-index", *map(str, SOURCES)], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert run.returncode == 1, f"pages git ignores: {run.stdout.split()}"
+
+
+def test_no_machine_local_paths_in_what_users_read():
+    pattern = re.compile(r"(?<![\w.])/(work|tmp)/")
+    places = [*SOURCES, ROOT / "README.md", ROOT / "CHANGELOG.md", ROOT / "benchmarks" / "README.md",
+              *(ROOT / "notebooks").glob("*.ipynb")]
+    found = [f"{p.relative_to(ROOT)}:{i}" for p in places
+             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert not found, f"paths of one machine in user-facing text: {found}"
+
+
 def test_the_site_builds_without_a_warning(tmp_path):
     for module in ("sphinx", "myst_nb", "numpydoc", "pydata_sphinx_theme"):
         pytest.importorskip(module)
