@@ -61,6 +61,8 @@ from .sets import (
     PolicyStatus,
     QuantileSet,
     UncertaintySet,
+    ValueFamilySet,
+    value_family,
     wald_set,
 )
 
@@ -111,6 +113,7 @@ __all__ = [
     "Summary",
     "UncertaintySet",
     "ValueBound",
+    "ValueFamilySet",
     "VecCoordinates",
     "accuracy",
     "best_actions",
@@ -141,5 +144,6 @@ __all__ = [
     "simulate",
     "spectral_start",
     "suboptimality",
+    "value_family",
     "wald_set",
 ]
