@@ -63,6 +63,8 @@ from .sets import (
     PolicyStatus,
     QuantileSet,
     UncertaintySet,
+    ValueFamilySet,
+    value_family,
     wald_set,
 )
 
@@ -113,6 +115,7 @@ __all__ = [
     "Summary",
     "UncertaintySet",
     "ValueBound",
+    "ValueFamilySet",
     "VecCoordinates",
     "accuracy",
     "best_actions",
@@ -146,5 +149,6 @@ __all__ = [
     "simulate",
     "spectral_start",
     "suboptimality",
+    "value_family",
     "wald_set",
 ]

@@ -36,6 +36,7 @@ TYPES: dict[str, str] = {
     "EllipsoidSet": "bayes_loco.sets.ellipsoid:EllipsoidSet",
     "DrawsSet": "bayes_loco.sets.hull:DrawsSet",
     "QuantileSet": "bayes_loco.sets.quantile:QuantileSet",
+    "ValueFamilySet": "bayes_loco.sets.family:ValueFamilySet",
     "ValueRadius": "bayes_loco.sets.base:ValueRadius",
     "Certificate": "bayes_loco.sets.base:Certificate",
     "ExactSolution": "bayes_loco.sets.base:ExactSolution",
@@ -67,8 +68,8 @@ MOVED: dict[str, str] = {"bayes_loco.personalllm:PersonalLLMProblem": "PersonalL
                          "bayes_loco.data:Population": "Population", "bayes_loco.data:Units": "Units"}
 
 SUPPORTED = ("PreferenceData, Population, coordinates (VecCoordinates, RTVBasis), uncertainty sets "
-             "(EllipsoidSet, DrawsSet, QuantileSet), Policy, fits (MLEResult, LowRankResult, PRSResult, "
-             "Posterior), RankSelection and the problems (PaperProblem, PersonalLLMProblem)")
+             "(EllipsoidSet, DrawsSet, QuantileSet, ValueFamilySet), Policy, fits (MLEResult, LowRankResult, "
+             "PRSResult, Posterior), RankSelection and the problems (PaperProblem, PersonalLLMProblem)")
 
 # What a damaged or crafted file can make h5py, xarray, NumPy or json raise while it is read and
 # decoded; load turns each into one ValueError naming the file. Not Exception: a bug of this module

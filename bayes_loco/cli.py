@@ -24,7 +24,7 @@ from ._version import __version__
 from .config import get_config
 from .datasets.personalllm import write_standin
 from .experiments import METHODS, STUDIES, run_study, summarise
-from .experiments.figures import plot_calibration, plot_results
+from .experiments.figures import STUDY_FIGURES, plot_calibration, plot_results
 from .experiments.problems import PERSONALLLM_FILES
 from .experiments.runner import SettingError, check_overrides, select_cells
 from .experiments.store import OutputBusyError, OutputFolderError, StudyConfigError, read_results
@@ -113,6 +113,10 @@ def _figures(results: pd.DataFrame, study: Study | None, stem: Path) -> None:
         plt.close(plot_calibration(results, panel="theta_kind" if panel == "theta_kind" else "n",
                                    title=f"{study.name if study else stem.name}: coverage of θ*_rtv "
                                          "against nominal level", out=figure))
+        print(f"figure: {figure}.png")
+    if study is not None and study.figure:
+        figure = stem.with_name(f"{stem.name}_{study.figure}")
+        plt.close(STUDY_FIGURES[study.figure](results, title=title, out=figure))
         print(f"figure: {figure}.png")
 
 

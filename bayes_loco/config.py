@@ -104,6 +104,20 @@ SETTINGS: dict[str, Setting] = {
         "component's ratio coordinates bend by about 1/SNR_k, and the bends add over the block. Of 13 first "
         "charts of r₁ ≥ 2 with a block SNR of 2.9-4.8, 11 diverged or missed R-hat. Lower: more charts, "
         "more divergent first runs; higher: more factored runs (docs/design.md)."),
+    "c_star_max_bytes": Setting(
+        2 ** 28, "bayes_loco.experiments.methods",
+        "A study's C* (an ellipsoid's ‖m(π*)‖_{W⁻¹}) is computed where its candidate features take at "
+        "most this many bytes; above it (2.6 GB at LLM width, beside the set's factor) C* is left NaN. "
+        "Larger: C* at larger widths, more memory."),
+    "family_block_bytes": Setting(
+        2 ** 27, "bayes_loco.sets.family",
+        "A value family's candidate features are made this many bytes of rows at a time (2.6 GB whole at "
+        "LLM width). Larger: fewer, larger products and more memory."),
+    "mc_confidence": Setting(
+        0.95, "bayes_loco.sets.family",
+        "The confidence of the Monte Carlo interval of a simulated critical value (``critical_low`` .. "
+        "``critical_high``, distribution-free, from binomial order statistics). Higher: wider intervals "
+        "around the same critical value; it changes what is reported, not the set."),
     "target_accept_steps": Setting(
         (0.95, 0.99), "bayes_loco.bayes.diagnostics",
         "The target_accept values a divergent factored fit is advised to re-run with, in turn."),

@@ -2,7 +2,7 @@
 
 An uncertainty set C says, for a unit u (a row (x, s) of a personalised population,
 or a state s with the average over x | s for a global scope), that action b beats
-action a for sure when min_{θ ∈ C} [r_θ(b) − r_θ(a)] > 0, with
+action a for sure when min over θ ∈ C of [r_θ(b) − r_θ(a)] is > 0, with
 r_θ(b) − r_θ(a) = θᵀ(z̄_ub − z̄_ua) (docs/design.md, convention 1). An action that no
 other action beats for sure is *tied with the best*. If C holds the true θ*, the
 true best action of every unit is among its tied ones: every statement is read
@@ -37,15 +37,15 @@ class BestActions:
     ----------
     tied : ndarray of bool, shape (units, A)
         Whether action a is tied with the best in unit u: no action b has
-        min_{θ ∈ C} [r_θ(b) − r_θ(a)] > 0.
+        min over θ ∈ C of [r_θ(b) − r_θ(a)] > 0.
     margin : ndarray, shape (units, A)
-        max_{b ≠ a} min_{θ ∈ C} [r_θ(b) − r_θ(a)]: how surely the best rival beats a
+        max over b ≠ a of min over θ ∈ C of [r_θ(b) − r_θ(a)]: how surely the best rival beats a
         (a is tied exactly where it is ≤ 0; −inf where no comparison identifies the
         difference, or with a single action).
     best : ndarray of int, shape (units,)
         The best action under the set's point estimate (an ellipsoid's centre, the
         mean of draws); for a set with neither, the pessimistic choice
-        argmax_a min_{θ ∈ C} [r_θ(a) − r_θ(a_0)], which is always tied (if b beat it
+        argmax over a of min over θ ∈ C of [r_θ(a) − r_θ(a_0)], which is always tied (if b beat it
         for every θ, b's worst case would be higher).
     unit_of_row : ndarray of int, shape (n,)
         The unit of each population row.
@@ -124,7 +124,7 @@ def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, 
     """The actions statistically tied with the best in every unit of ``population``.
 
     Action a is excluded in unit u only if some action b beats it for every θ in
-    the set C: min_{θ ∈ C} θᵀ(z̄_ub − z̄_ua) > 0 (the set's ``lower_bound``, its
+    the set C: min over θ ∈ C of θᵀ(z̄_ub − z̄_ua) > 0 (the set's ``lower_bound``, its
     support function from below). All the statements are read off the one set C,
     so when C covers θ* with probability ≥ ``level`` they hold simultaneously,
     over every action and unit, with probability ≥ ``level``: the true best action

@@ -24,6 +24,13 @@ Either way a policy's ``pessimistic_value`` L is a lower bound on its true value
 relative to always playing a_ref, holding whenever θ* lies in the set: with
 probability ≥ the set's level (``Policy.level``; None for the paper's C₂ penalty
 ball, whose bound is not calibrated). :meth:`Policy.bound` states it in words.
+
+A value family (:class:`~bayes_loco.sets.ValueFamilySet`, a :class:`~bayes_loco.sets.FamilySet`)
+bounds only the population's row × action values, all at once: the relaxed objective reads
+its bounds, and L is the weighted sum of the chosen actions' bounds, which holds whenever
+every member's value lies in its interval. Its bounds form a box in those values, over which
+the exact objective's minimax decouples into the relaxed one, so only the relaxed objective
+takes it.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from .sets.base import (
     Certificate,
     ConvexSet,
     ExactProblem,
+    FamilySet,
     NashSet,
     PolicyStatus,
     UncertaintySet,
@@ -359,6 +367,9 @@ def pessimistic_value(uncertainty_set: UncertaintySet, population: Population, p
     check_set(uncertainty_set)
     units = population.units(scope)
     probabilities = check_probabilities(probabilities, "probabilities", (units.n, population.n_actions))
+    if isinstance(uncertainty_set, FamilySet):
+        scores = units.mean(_row_bounds(uncertainty_set, population, reference_action))
+        return float(units.weights @ np.sum(probabilities * scores, axis=1))
     problem = _exact_problem(uncertainty_set, population, units, reference_action)
     return problem.worst_case(uncertainty_set, probabilities)
 
@@ -454,9 +465,15 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
     check_set(uncertainty_set)
     units = population.units(scope)
     common = dict(unit_of_row=units.of_row, scope=scope, reference_action=reference_action, welfare=welfare,
-                  population=population.fingerprint, **_bound_level(uncertainty_set, scope))
+                  population=population.fingerprint,
+                  **_bound_level(uncertainty_set, scope, population, reference_action))
     if objective == "relaxed":
         return _relaxed(uncertainty_set, population, units, reference_action, welfare, floor, common)
+    if isinstance(uncertainty_set, FamilySet):
+        raise TypeError(f"objective='exact' does not take a {type(uncertainty_set).__name__}: its bounds "
+                        "hold value by value, a box in the population's row x action values, and over a box "
+                        "the exact objective's minimax is the relaxed objective's per-unit choice. Use "
+                        "objective='relaxed'.")
     if not isinstance(uncertainty_set, ConvexSet):
         raise TypeError("objective='exact' needs a convex set that implements solve_exact(problem): an "
                         "EllipsoidSet (kinds gram, wald, credible, sandwich) or a DrawsSet (the convex hull "
@@ -478,25 +495,43 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
                   status=solution.status, message=solution.message, **common)
 
 
-def _bound_level(uncertainty_set, scope: str) -> dict:
+def _bound_level(uncertainty_set, scope: str, population: Population, reference_action: int) -> dict:
     """The ``level`` and ``level_meaning`` of a ``scope`` policy's pessimistic value under the set."""
     found = guarantee(uncertainty_set)
     if found.sized_for not in (None, scope):
         return dict(level=None, level_meaning=f"the {found.kind} set is sized for the values of "
                     f"{found.sized_for} policies, so it gives no level for a {scope} policy's value")
+    if isinstance(uncertainty_set, FamilySet) and (
+            uncertainty_set.family_lower(population, reference_action) is None):
+        return dict(level=None, level_meaning="the value family was fixed on another population or reference "
+                    "action, so its simultaneous guarantee does not cover this population's values")
     return dict(level=None if found.level is None else float(found.level), level_meaning=found.meaning)
+
+
+def _row_bounds(uncertainty_set: FamilySet, population: Population, reference_action: int) -> np.ndarray:
+    """Each population row's lower bound per action: the family's own, or its formula elsewhere."""
+    own = uncertainty_set.family_lower(population, reference_action)
+    if own is not None:
+        return own
+    return uncertainty_set.lower_bound(candidate_features(uncertainty_set, population, reference_action))
 
 
 def _relaxed(uncertainty_set, population, units, reference_action, welfare, floor, common) -> Policy:
     """Each unit plays argmax_a of its own lower bound (its mean over the unit's rows)."""
-    z = candidate_features(uncertainty_set, population, reference_action)
-    scores = units.mean(uncertainty_set.lower_bound(z))
+    family = isinstance(uncertainty_set, FamilySet)
+    if family:  # the bounds come with the set: at LLM width no 2.6 GB of features is made again
+        scores = units.mean(_row_bounds(uncertainty_set, population, reference_action))
+    else:
+        z = candidate_features(uncertainty_set, population, reference_action)
+        scores = units.mean(uncertainty_set.lower_bound(z))
     best = scores.max(axis=1)
     probs = np.eye(population.n_actions)[scores.argmax(axis=1)]
-    problem = ExactProblem(units.mean(z), units.weights)
     value = float(units.weights @ (best if welfare == "utilitarian" else np.log(best - floor)))
-    return Policy(probs, objective="relaxed", pessimistic_value=problem.worst_case(uncertainty_set, probs),
-                  objective_value=value, **common)
+    if family:  # bounds hold value by value: the policy's is the weighted sum of its actions' bounds
+        pessimistic = float(units.weights @ np.sum(probs * scores, axis=1))
+    else:
+        pessimistic = ExactProblem(units.mean(z), units.weights).worst_case(uncertainty_set, probs)
+    return Policy(probs, objective="relaxed", pessimistic_value=pessimistic, objective_value=value, **common)
 
 
 def _exact_nash(uncertainty_set, problem: ExactProblem, floor: float, common) -> Policy:

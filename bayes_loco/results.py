@@ -46,7 +46,7 @@ from .data import PreferenceData
 from .design import reached_coordinates
 from .model import COV_TYPES, Likelihood, check_ties, resolve_cov_type, score_matrix, wald_precision
 from .predict import Predictive
-from .sets import EllipsoidSet, UncertaintySet
+from .sets import EllipsoidSet, UncertaintySet, ValueFamilySet, value_family
 from .summary_tables import (
     contrast_note,
     contrast_wald_table,
@@ -166,7 +166,7 @@ class WaldFit(Predictive, SummaryHTML):
     and the map c ↦ Σ_t c_t z_t z_tᵀ in its coordinates.
     """
 
-    calibrated_kinds = ("wald",)
+    calibrated_kinds = ("wald", "family")
 
     def _information(self, cov_type: str | None = None) -> np.ndarray:
         """The Wald set's precision at the estimate (:func:`~bayes_loco.model.wald_precision`).
@@ -195,25 +195,32 @@ class WaldFit(Predictive, SummaryHTML):
         return resolve_cov_type(likelihood, getattr(self, "cov_type", None))
 
     def calibrated_set(self, level: float = LEVEL, kind: str | None = None, *,
-                       cov_type: str | None = None) -> EllipsoidSet:
-        """Asymptotic Wald set: precision I at the estimate, radius² = χ²_{k_eff}(level).
+                       cov_type: str | None = None, population=None) -> EllipsoidSet | ValueFamilySet:
+        """Asymptotic Wald set: precision I at the estimate, radius² = χ²_k_eff(level).
 
         I is the Fisher information, or with ties or weights under ``ties="half"`` the inverse
         of the sandwich covariance, or under ``ties="davidson"`` the information with ν
         profiled out (:meth:`_information`). k_eff = rank I: directions no comparison reaches
         are not identified and the set is a cylinder along them. ``kind`` None means
-        ``"wald"``, the only kind. ``cov_type`` (``"model"`` or ``"sandwich"``) overrides the
-        fit's covariance (:attr:`covariance`) for this set.
+        ``"wald"``. ``cov_type`` (``"model"`` or ``"sandwich"``) overrides the fit's covariance
+        (:attr:`covariance`) for this set. ``kind="family"`` bounds instead only the row × action
+        values of ``population``, all at once, with the same I (max-|t| simultaneous intervals,
+        :func:`~bayes_loco.sets.value_family`; relaxed objective only).
         From ``config["factored_min"]`` coordinates on the set holds I's Cholesky factor
         and not I (its ``precision`` is None; :meth:`EllipsoidSet.factored`).
         """
         level = check_level(level)
-        check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
+        kind = check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
+        if (population is None) == (kind == "family"):
+            raise ValueError("kind='family' needs the population whose row x action values it bounds "
+                             "(population=...)" if kind == "family" else
+                             "population applies to kind='family' only")
         # The information is this call's own: at LLM width the set factorises it in place (one k × k matrix).
         if cov_type is not None:
             check_option(cov_type, "cov_type", COV_TYPES)
-        return EllipsoidSet.wald(self.estimate, self._information(cov_type), level, self.coordinates,
+        wald = EllipsoidSet.wald(self.estimate, self._information(cov_type), level, self.coordinates,
                                  overwrite=True)
+        return wald if kind == "wald" else value_family(wald, population, level)
 
     def to_datatree(self, *, chains: int = 4, draws: int = 1000, seed: int = 0) -> xr.DataTree:
         """This fit as an ArviZ DataTree: Wald draws N(θ̂, I⁺) in ``posterior``, θ̂ in ``point_estimate``.

@@ -29,10 +29,11 @@ from .model import margins, rewards
 from .population import Population
 
 __all__ = ["CONTEXT_LAWS", "TARGET_SHIFT", "THETA_KINDS", "PaperProblem", "decaying_columns",
-           "effective_rank", "paper_problem", "paper_theta"]
+           "effective_rank", "paper_problem", "paper_theta", "random_theta"]
 
-#: The kinds of Θ* :func:`paper_theta` builds: §5.1's (``"paper"``) and the rank appendix's diagonal one.
-THETA_KINDS = ("paper", "diagonal")
+#: The kinds of Θ* a problem may have: §5.1's (``"paper"``), the rank appendix's diagonal one, and one
+#: drawn afresh from each seed (``"random"``, :func:`random_theta`).
+THETA_KINDS = ("paper", "diagonal", "random")
 #: The laws of the contexts x of an evaluation population (:meth:`PaperProblem.population`).
 CONTEXT_LAWS = ("uniform", "shifted", "target")
 #: The ``"target"`` context law's centre is (TARGET_SHIFT, −TARGET_SHIFT, 0, …).
@@ -45,7 +46,8 @@ def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") ->
     ``kind="diagonal"`` is the rank-selection appendix's Θ: Θ_ii = 2 for i ≤ r on
     the action columns. The §5.1 Θ has nearly parallel columns (singular values
     5.96, 0.65, 0.038 for r = 3), so its effective rank is below its nominal rank
-    (docs/design.md, convention 8).
+    (docs/design.md, convention 8). ``kind="random"`` draws a fresh Θ* from a seed:
+    :func:`random_theta` (``paper_problem(theta_kind="random", seed=...)``).
 
     Parameters
     ----------
@@ -54,6 +56,7 @@ def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") ->
     rank : int
         Nominal rank r.
     kind : {"paper", "diagonal"}
+        ``"random"`` is refused here: it needs a seed (:func:`random_theta`).
 
     Returns
     -------
@@ -69,6 +72,9 @@ def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") ->
     array([5.965, 0.648, 0.038, 0.   ])
     """
     check_option(kind, "kind", THETA_KINDS)
+    if kind == "random":
+        raise ValueError("kind='random' draws Θ* from a seed: use random_theta, or "
+                         "paper_problem(theta_kind='random', seed=...)")
     d_x = check_int(d_x, "d_x", 1)
     d_a = check_int(d_a, "d_a", 2)
     d_s = check_int(d_s, "d_s", 1)
@@ -80,6 +86,45 @@ def paper_theta(d_x: int, d_a: int, d_s: int, rank: int, kind: str = "paper") ->
         if rank > d_a - 1:
             raise ValueError(f"rank must be <= d_a - 1 = {d_a - 1} for kind='diagonal', got {rank}")
         theta[np.arange(rank), np.arange(rank)] = 2.0
+    return theta
+
+
+def random_theta(d_x: int, d_a: int, d_s: int, rank: int, rng: np.random.Generator) -> np.ndarray:
+    """A fresh Θ* (d_x × d_φ) of exact rank r on the action columns, zero state columns.
+
+    Θ*'s action block is U diag(σ) Vᵀ with U (d_x × r) and V ((d_a − 1) × r) uniform on their
+    Stiefel manifolds and σ_j ∝ 1/j, scaled to the §5.1 Θ*'s Frobenius norm 2√(d_a − 1): a
+    truth whose singular values are all well away from 0, unlike the §5.1 Θ*'s third (0.038).
+
+    Parameters
+    ----------
+    d_x, d_a, d_s : int
+        As in :func:`paper_theta`.
+    rank : int
+        r ≤ min(d_x, d_a − 1).
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of shape (d_x, d_a − 1 + d_s)
+
+    Examples
+    --------
+    >>> theta = bl.simulate.random_theta(d_x=3, d_a=4, d_s=2, rank=2, rng=np.random.default_rng(0))
+    >>> theta.shape, np.round(np.linalg.svd(theta, compute_uv=False), 3)
+    ((3, 5), array([3.098, 1.549, 0.   ]))
+    >>> round(float(np.linalg.norm(theta)), 3)   # 2 √(d_a − 1)
+    3.464
+    """
+    if rank > min(d_x, d_a - 1):
+        raise ValueError(f"rank must be <= min(d_x, d_a - 1) = {min(d_x, d_a - 1)} for theta_kind='random', "
+                         f"got {rank}")
+    u = np.linalg.qr(rng.standard_normal((d_x, rank)))[0]
+    v = np.linalg.qr(rng.standard_normal((d_a - 1, rank)))[0]
+    sigma = 1.0 / np.arange(1, rank + 1)
+    sigma *= 2.0 * np.sqrt(d_a - 1) / np.linalg.norm(sigma)
+    theta = np.zeros((d_x, d_a - 1 + d_s))
+    theta[:, : d_a - 1] = (u * sigma) @ v.T
     return theta
 
 
@@ -350,9 +395,10 @@ def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, im
     imbalance : float
         q ≥ 1: a fraction 1/q of comparisons spread over all actions, the rest are (0, 1).
     seed : int
-        Seed of M (and of nothing else: data and populations take their own seeds).
-    theta_kind : {"paper", "diagonal"}
-        See :func:`paper_theta`.
+        Seed of M, and of Θ* for ``theta_kind="random"`` (drawn after M, so M is the same
+        for every kind); data and populations take their own seeds.
+    theta_kind : {"paper", "diagonal", "random"}
+        See :func:`paper_theta`; ``"random"`` draws Θ* from ``seed`` (:func:`random_theta`).
     noise_dims : int
         Pure-noise feature dimensions appended to φ (zero columns of Θ*), the
         paper's robustness study.
@@ -381,7 +427,8 @@ def paper_problem(d_s: int = 20, d_a: int = 10, d_x: int = 20, rank: int = 3, im
     rng = rng_from(seed)
     m = rng.uniform(-1.0, 1.0, size=(d_s, d_s))
     m /= np.linalg.norm(m)
-    theta = paper_theta(d_x, d_a, d_s, rank, theta_kind)
+    theta = (random_theta(d_x, d_a, d_s, rank, rng) if theta_kind == "random"
+             else paper_theta(d_x, d_a, d_s, rank, theta_kind))
     if noise_dims:
         theta = np.hstack([theta, np.zeros((d_x, noise_dims))])
     return PaperProblem(d_s, d_a, d_x, rank, imbalance, theta_kind, noise_dims, theta, m, covered_action)

@@ -828,7 +828,7 @@ def test_the_tree_writes_to_netcdf_as_arviz_users_expect(nuts, tmp_path):
 def test_posterior_fields_are_plain_data():
     names = [f.name for f in dataclasses.fields(bb.Posterior)]
     assert names == ["tree", "basis", "start", "directions", "diagnostics", "method", "data", "settings"]
-    assert bb.Posterior.calibrated_kinds == ("credible", "sandwich", "draws", "quantile", "cvar")
+    assert bb.Posterior.calibrated_kinds == ("credible", "sandwich", "draws", "quantile", "cvar", "family")
     assert not hasattr(bb.Posterior, "credible_set") and not hasattr(bb.Posterior, "theta_mean")
     assert not hasattr(bb.Posterior, "rtv_mean") and not hasattr(bb, "SamplerDiagnostics")
     assert not hasattr(bb, "compare_policies")

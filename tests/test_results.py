@@ -72,7 +72,7 @@ def test_penalty_set_is_the_gram_ellipsoid(small, name):
 @pytest.mark.parametrize("name", ["mle", "low_rank", "prs"])
 def test_calibrated_set_is_a_wald_set_at_the_level(small, name):
     fit = fits(small)[name]
-    assert fit.calibrated_kinds == ("wald",)
+    assert fit.calibrated_kinds == ("wald", "family")
     for level in (0.5, 0.9):
         s = fit.calibrated_set(level)
         assert s.kind == "wald" and s.level == level

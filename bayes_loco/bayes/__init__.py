@@ -46,6 +46,7 @@ from .credible import (
     credible_cvar,
     credible_draws,
     credible_ellipsoid,
+    credible_family,
     credible_quantile,
     credible_set,
 )
@@ -62,7 +63,8 @@ from .settings import MAP, NUTS, VI, Prior
 __all__ = [
     "MAP", "NUTS", "VI", "ChartFrame", "LOOResult", "Posterior", "Prior", "RankComparison", "add_theta_rtv",
     "available_samplers", "balanced_factors", "build_chart_model", "build_model", "chart", "chart_frame",
-    "compare_ranks", "credible_cvar", "credible_draws", "credible_ellipsoid", "credible_quantile",
+    "compare_ranks", "credible_cvar", "credible_draws", "credible_ellipsoid", "credible_family",
+    "credible_quantile",
     "credible_set", "dims", "fit_posterior", "laplace_theta", "log_likelihood", "loo", "model_coords",
     "prior_draw", "theta_rtv_array", "ties", "with_log_likelihood",
 ]

@@ -1,7 +1,8 @@
 """Credible sets for θ_rtv with the interface the pessimistic solver uses.
 
 Every kind of :data:`KINDS` — the Gaussian credible ellipsoid, its sandwich,
-the hull of draws, the pointwise quantile, the CVaR set — lives in the RTV coordinates of the
+the hull of draws, the pointwise quantile, the CVaR set, the simultaneous bands of one
+population's values (``"family"``) — lives in the RTV coordinates of the
 fit whose basis defines θ_rtv (``coordinates`` is its :class:`~bayes_loco.RTVBasis`) and
 exposes ``lower_bound(z) = min_{θ ∈ set} θᵀz``, so
 :func:`bayes_loco.pessimistic_policy` treats them like the frequentist ellipsoids.
@@ -26,12 +27,13 @@ import numpy as np
 
 from .._validation import LEVEL, check_level, check_option
 from ..coordinates import RTVBasis
-from ..sets import DrawsSet, EllipsoidSet, QuantileSet
+from ..population import Population
+from ..sets import DrawsSet, EllipsoidSet, QuantileSet, ValueFamilySet, draws_family
 from ..sets.description import chi_radius
 from .reduced import draws_moments
 
 #: The kinds of :func:`credible_set`, each the ``kind`` of the set it returns.
-KINDS = ("credible", "sandwich", "draws", "quantile", "cvar")
+KINDS = ("credible", "sandwich", "draws", "quantile", "cvar", "family")
 
 
 def _check_draws(draws, basis) -> np.ndarray:
@@ -254,14 +256,59 @@ def credible_quantile(draws, basis: RTVBasis, level: float = LEVEL) -> QuantileS
     return QuantileSet(draws, basis, level=level)
 
 
+def credible_family(draws, basis: RTVBasis, population: Population, level: float = LEVEL, *,
+                    reference_action: int = 0) -> ValueFamilySet:
+    """Simultaneous posterior bands for every row × action value z_uaᵀθ of ``population``.
+
+    The pointwise quantile (:func:`credible_quantile`) corrected for the family: each value's
+    draws are ranked, and the band [r-th, (J + 1 − r)-th smallest] uses the largest r for which
+    at least ``level`` of the draws lie inside every band at once (a max-rank correction,
+    :func:`~bayes_loco.sets.max_rank`), so the posterior and the Wald set's max-|t| family
+    (:func:`~bayes_loco.sets.value_family`) bound the same family at the same level.
+
+    Guarantees: P(every value of the family lies in its band | data) ≥ ``level`` up to Monte
+    Carlo error (the share of draws inside every band is ≥ ``level`` by construction); the
+    family is the population's, fixed before the policy. Does not guarantee anything for other
+    values, nor frequentist coverage. Only ``objective="relaxed"`` takes it.
+
+    Parameters
+    ----------
+    draws : ndarray of shape (J, k)
+        Posterior draws of θ_rtv (``post.rtv_draws``).
+    basis : RTVBasis
+        Their coordinates (``post.basis``).
+    population : Population
+        The population the policy will be solved on: its rows × actions are the family.
+    level : float
+        In (0, 1).
+    reference_action : int
+        a_ref, as in :func:`~bayes_loco.pessimistic_policy`.
+
+    Returns
+    -------
+    ValueFamilySet
+
+    Examples
+    --------
+    >>> family = bl.bayes.credible_family(post.rtv_draws, post.basis, pop, 0.9)
+    >>> family   # the same as post.calibrated_set(0.9, "family", population=pop)
+    ValueFamilySet(members=150, k=16, critical=2.878 (max-rank; Bonferroni 3.403), level=0.9, source='draws')
+    """
+    level = check_level(level)
+    draws = _check_draws(draws, basis)
+    return draws_family(draws, basis, population, level, reference_action=reference_action)
+
+
 def credible_set(draws, basis: RTVBasis, level: float = LEVEL, kind: str = "credible", *,
-                 directions: np.ndarray | None = None, information: np.ndarray | None = None):
+                 directions: np.ndarray | None = None, information: np.ndarray | None = None,
+                 population: Population | None = None):
     """The ``kind`` set of :data:`KINDS` from posterior draws of θ_rtv; its ``.kind`` is ``kind``.
 
     ``"credible"``: :func:`credible_ellipsoid`; ``"sandwich"``: the same with
     the sandwich shape, which needs ``information`` (the Fisher information at
     the posterior mean); ``"draws"``: :func:`credible_draws`; ``"quantile"``:
-    :func:`credible_quantile`; ``"cvar"``: :func:`credible_cvar`.
+    :func:`credible_quantile`; ``"cvar"``: :func:`credible_cvar`; ``"family"``:
+    :func:`credible_family`, which needs the ``population`` whose values it bounds.
     ``post.calibrated_set(level, kind)`` calls it with the posterior's draws.
 
     Parameters
@@ -272,15 +319,17 @@ def credible_set(draws, basis: RTVBasis, level: float = LEVEL, kind: str = "cred
         Their coordinates (``post.basis``).
     level : float
         In (0, 1).
-    kind : {"credible", "sandwich", "draws", "quantile", "cvar"}
+    kind : {"credible", "sandwich", "draws", "quantile", "cvar", "family"}
     directions : ndarray of shape (k, k_eff), optional
         As in :func:`credible_ellipsoid`.
     information : ndarray of shape (k, k), optional
         F, for ``kind="sandwich"`` only.
+    population : Population, optional
+        For ``kind="family"`` only: the population whose row × action values it bounds.
 
     Returns
     -------
-    EllipsoidSet, DrawsSet or QuantileSet
+    EllipsoidSet, DrawsSet, QuantileSet or ValueFamilySet
 
     Examples
     --------
@@ -288,6 +337,12 @@ def credible_set(draws, basis: RTVBasis, level: float = LEVEL, kind: str = "cred
     QuantileSet(draws=1000, k=16, level=0.9)
     """
     check_option(kind, "kind", KINDS)
+    if (population is None) == (kind == "family"):
+        raise ValueError("kind='family' needs the population whose row x action values it bounds "
+                         "(population=...)" if kind == "family" else
+                         f"population applies to kind='family' only, got kind={kind!r}")
+    if kind == "family":
+        return credible_family(draws, basis, population, level)
     if kind == "sandwich":
         if information is None:
             raise ValueError("kind='sandwich' needs the Fisher information at the posterior mean "

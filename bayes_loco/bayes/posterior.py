@@ -251,7 +251,8 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         gram = information(self.basis, self.data)
         return EllipsoidSet.penalty(self.estimate, gram, self.data.n, self.basis, c2)
 
-    def calibrated_set(self, level: float = LEVEL, kind: str | None = "credible", *, identified: bool = True):
+    def calibrated_set(self, level: float = LEVEL, kind: str | None = "credible", *, identified: bool = True,
+                       population=None):
         """A ``kind`` set for θ_rtv at ``level`` that :func:`bayes_loco.pessimistic_policy` accepts.
 
         The set's ``.kind`` is ``kind``.
@@ -260,7 +261,7 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         ----------
         level : float
             Level in (0, 1).
-        kind : {"credible", "sandwich", "draws", "quantile", "cvar"}
+        kind : {"credible", "sandwich", "draws", "quantile", "cvar", "family"}
             ``"credible"`` (default; None means it too): the Gaussian credible
             ellipsoid around the posterior mean with W = inverse posterior
             covariance of the identified directions and R² = χ²_k_eff(level)
@@ -276,12 +277,17 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
             relaxed objective only). ``"cvar"``: all draws as a CVaR set with
             tail 1 − level (a DrawsSet; both objectives): a policy's
             pessimistic value is the posterior CVaR of its value, below its
-            value with posterior probability ≥ level. See
+            value with posterior probability ≥ level. ``"family"``: simultaneous
+            bands for the values of ``population``'s rows × actions from the draws
+            (max-rank; a ValueFamilySet; relaxed objective only). See
             :mod:`bayes_loco.bayes.credible` for what each guarantees.
         identified : bool
             Restrict the ellipsoids and the Mahalanobis distance to the
             directions the data identify (default; see
             :mod:`bayes_loco.bayes.credible`); False uses all k directions.
+        population : Population, optional
+            The population whose row × action values ``kind="family"`` bounds
+            (that kind only).
 
         Returns
         -------
@@ -306,7 +312,8 @@ class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
         self._need_draws("calibrated_set")
         information = self.information() if kind == "sandwich" else None
         return credible_set(self.rtv_draws, self.basis, level, kind,
-                            directions=self.directions if identified else None, information=information)
+                            directions=self.directions if identified else None, information=information,
+                            population=population)
 
     def information(self) -> np.ndarray:
         """Fisher information of θ_rtv at the posterior mean, Σ_t p̄_t(1 − p̄_t) z_t z_tᵀ (k × k).

@@ -7,7 +7,9 @@
   :func:`~bayes_loco.experiments.compare_policies`' table;
 - :func:`calibration`: the frequentist coverage of θ* by each ellipsoid method against the
   nominal level (:data:`LEVELS`), from the W-distances the runner records;
-  :func:`plot_calibration` draws it.
+  :func:`plot_calibration` draws it;
+- :func:`plot_width`: the ``width`` study's figure (pessimism against the reward model's width,
+  and the value family's radius frontier); :data:`STUDY_FIGURES` names a study's own figure.
 
 Neither figure draws a method whose plotted values are all missing, and methods whose values agree
 row for row (two policies of one set, say) are drawn once, under all their names joined by " = ".
@@ -29,14 +31,17 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-__all__ = ["LEVELS", "calibration", "plot_calibration", "plot_results", "summarise"]
+__all__ = ["LEVELS", "STUDY_FIGURES", "calibration", "plot_calibration", "plot_results", "plot_width",
+           "summarise"]
 
 
 def _finish(fig: Figure, title: str, n_panels: int, out: str | Path | None) -> Figure:
     """Title, layout, and ``<out>.png`` / ``<out>.pdf`` when ``out`` is given."""
     if title:
-        # About 11 characters of 9-point text per inch of figure.
-        fig.suptitle(textwrap.fill(title, width=max(45 * n_panels, int(11 * fig.get_figwidth()))), fontsize=9)
+        # Sized relative to the font, like the panels' titles (a fixed 9 pt was unreadable once a wide
+        # figure was scaled to a page): about 9 characters of it per inch of figure at 10-12 pt.
+        fig.suptitle(textwrap.fill(title, width=max(36 * n_panels, int(9 * fig.get_figwidth()))),
+                     fontsize="medium")
     fig.tight_layout()
     if out is not None:
         out = Path(out)
@@ -173,7 +178,7 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
         if categorical:
             # Methods drawn as one point on a line each, so that the slanted labels stay short.
             ax.set_xticks(range(len(curves)), [label.replace(" = ", "\n= ") for _, label in curves],
-                          rotation=35, ha="right", fontsize=8)
+                          rotation=35, ha="right", fontsize="small")
             ax.set_xlabel(f"method ({x} = {_format_value(data[x].iloc[0])})" if has_x else "method")
         else:
             ax.set_xlabel(x)
@@ -185,7 +190,7 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
     _from_zero(axes[0])  # once every panel is drawn: a shared axis fixed earlier would clip the later panels
     axes[0][0].set_ylabel(f"{y} ({scope})")
     if not categorical:  # the tick labels name the methods already
-        axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+        axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return _finish(fig, title, len(panels), out)
 
 
@@ -314,10 +319,102 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
         ax.set_ylim(0, 1.02)
         ax.grid(alpha=0.3)
     axes[0][0].set_ylabel("coverage of θ*_rtv")
-    axes[0][-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    axes[0][-1].legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     return _finish(fig, title, len(panels), out)
 
 
+# The width study's methods as drawn: (method, label, colour).
+WIDTH_CURVES = (("PRS-Greedy", "greedy, PRS's estimate", "C0"), ("PRS-exact-Wald", "exact, Wald 90%", "C1"),
+                ("PRS-relaxed-family", "relaxed, value family 90%", "C2"))
+FRONTIER_PREFIX = "PRS-relaxed-family-frontier @ "
+
+
+def _d_phi(results: pd.DataFrame, d_a: int, d_s: int) -> pd.Series:
+    """d_φ = d_a − 1 + d_s + noise_dims of the paper's problem (``d_a``, ``d_s`` where not recorded)."""
+    recorded = {"d_a": d_a, "d_s": d_s, "noise_dims": 0}
+
+    def column(name):
+        return results[name] if name in results else recorded[name]
+
+    return column("d_a") - 1 + column("d_s") + column("noise_dims")
+
+
+def _frontier(axes, data: pd.DataFrame, greedy: pd.Series, widths: list) -> None:
+    """The relaxed policy at fixed critical values: improvement / greedy's and bound held, per d_φ."""
+    frontier = data[data["method"].str.startswith(FRONTIER_PREFIX)]
+    family = data[data["method"] == "PRS-relaxed-family"].groupby("d_phi")
+    for i, width in enumerate(widths):
+        rows = frontier[frontier["d_phi"] == width].groupby("radius")
+        if not len(rows):
+            continue
+        label = f"d_φ = {width:g} ({rows.size().max()} seeds)"
+        ratio = rows["improvement"].mean() / greedy.get(width, np.nan)
+        axes[0].plot(ratio.index, ratio.to_numpy(), marker=".", color=f"C{i + 3}", label=label)
+        axes[1].plot(ratio.index, rows["value_covered"].mean().to_numpy(), marker=".", color=f"C{i + 3}",
+                     label=label)
+        if width in family.groups:
+            own = family.get_group(width)
+            c = own["radius"].mean()
+            axes[0].plot([c], [own["improvement"].mean() / greedy.get(width, np.nan)], marker="*", ms=12,
+                         color=f"C{i + 3}", ls="none")
+            axes[1].plot([c], [own["value_covered"].mean()], marker="*", ms=12, color=f"C{i + 3}",
+                         ls="none")
+
+
+def plot_width(results: pd.DataFrame, *, d_a: int = 10, d_s: int = 20, title: str = "",
+               out: str | Path | None = None) -> Figure:
+    """The ``width`` study: pessimism against d_φ (top) and the value family's radius frontier (bottom).
+
+    Top left: sub-optimality (mean ± s.e. over seeds) of the greedy policy of PRS's estimate, the
+    exact policy of the 90% Wald set and the relaxed policy of the 90% value family. Top right: each
+    pessimistic policy's true improvement over the reference action divided by the greedy policy's
+    (means over seeds; the dashed line at 0.5). Bottom: the relaxed policy at fixed critical values
+    c, one curve per d_φ: the same ratio (left) and the share of seeds in which the chosen policy's
+    true value was at least its reported bound (right; the dashed line at 0.9), with the family's
+    own c (its mean over seeds) marked on each curve.
+    """
+    data = results[results["scope"] == "personalised"].assign(d_phi=_d_phi(results, d_a, d_s))
+    missing = {"improvement", "value_covered"} - set(data)
+    if missing:
+        raise ValueError(f"results lack the columns {sorted(missing)}: run the width study")
+    widths = sorted(data["d_phi"].unique())
+    greedy = data[data["method"] == "PRS-Greedy"].groupby("d_phi")["improvement"].mean()
+    fig, axes = plt.subplots(2, 2, figsize=(10.5, 7.2))
+    for method, label, colour in WIDTH_CURVES:
+        rows = data[data["method"] == method]
+        if rows.empty:
+            continue
+        moments = rows.groupby("d_phi")["suboptimality"].agg(["mean", "std", "count"])
+        axes[0, 0].errorbar(moments.index, moments["mean"], yerr=moments["std"] / np.sqrt(moments["count"]),
+                            marker="o", capsize=3, color=colour, label=label)
+        if method != "PRS-Greedy":
+            ratio = rows.groupby("d_phi")["improvement"].mean() / greedy
+            axes[0, 1].plot(ratio.index, ratio.to_numpy(), marker="o", color=colour, label=label)
+    axes[0, 0].set_ylabel("sub-optimality (personalised)")
+    axes[0, 1].axhline(0.5, color="0.5", ls="--", lw=0.8)
+    axes[0, 1].set_ylabel("improvement over a_ref / greedy's")
+    for ax in axes[0]:
+        ax.set_xscale("log")
+        ax.set_xticks(widths, [f"{w:g}" for w in widths])
+        ax.set_xlabel("d_φ")
+        ax.grid(alpha=0.3)
+    axes[0, 0].set_ylim(bottom=0)
+    axes[0, 0].legend(fontsize="small")
+    _frontier(axes[1], data, greedy, widths)
+    axes[1, 0].axhline(0.5, color="0.5", ls="--", lw=0.8)
+    axes[1, 0].set_ylabel("improvement over a_ref / greedy's")
+    axes[1, 1].axhline(0.9, color="0.5", ls="--", lw=0.8)
+    axes[1, 1].set_ylabel("bound held (share of seeds)")
+    axes[1, 1].set_ylim(-0.02, 1.02)
+    for ax in axes[1]:
+        ax.set_xlabel("critical value c (standard errors); ★ the family's own c")
+        ax.grid(alpha=0.3)
+    axes[1, 1].legend(fontsize="small", loc="lower right")
+    return _finish(fig, title, 2, out)
+
+
+#: A study's own figure (:attr:`~bayes_loco.experiments.Study.figure`), drawn beside the standard ones.
+STUDY_FIGURES = {"width": plot_width}
 def summarise(results: pd.DataFrame, by: Iterable[str]) -> pd.DataFrame:
     """Mean, standard error and replication count of sub-optimality, and coverage, per group.
 

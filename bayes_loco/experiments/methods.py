@@ -15,7 +15,6 @@ method that names it.
 
 from __future__ import annotations
 
-import dataclasses
 import html
 import textwrap
 import time
@@ -35,7 +34,16 @@ from ..frequentist import fit_low_rank, fit_mle, fit_prs, select_rank
 from ..policy import greedy_policy, pessimistic_policy
 from ..population import SCOPES, Population
 from ..results import Fit
-from ..sets import EllipsoidSet, size_for_values
+from ..sets import EllipsoidSet, ValueFamilySet, size_for_values, value_family
+from .columns import EXTRA_COLUMNS
+from .posterior_settings import (  # noqa: F401 - re-exported: they were defined here
+    POSTERIOR_DEFAULTS,
+    POSTERIOR_GROUPS,
+    POSTERIOR_KEYWORDS,
+    POSTERIOR_PREFIX,
+    posterior_arguments,
+    posterior_settings,
+)
 
 
 @dataclass(frozen=True)
@@ -58,12 +66,22 @@ class MethodSpec:
         Resize the (ellipsoid) set for each scope to guard only the values of
         that scope's policies on its population
         (:func:`~bayes_loco.sets.size_for_values`).
+    family : bool
+        Bound instead only the values of each scope's population (its rows ×
+        actions), all at once, from the set: max-|t| from an ellipsoid's W, max-rank
+        from a posterior's draws (``set="quantile"``; :func:`~bayes_loco.sets.value_family`).
+    radii : tuple of float
+        Solve the policy at these fixed radii instead (an ellipsoid's R, a value
+        family's critical value c), each a row named ``"<method> @ <radius>"`` with
+        no level: the radius frontier of sub-optimality and bound held.
     """
 
     fit: str
     set: str | None
     objective: str
     sized: bool = False
+    family: bool = False
+    radii: tuple[float, ...] = ()
 
 
 #: Every method by name: the fit it uses, its uncertainty set and the objective of its policy.
@@ -88,6 +106,12 @@ METHODS: dict[str, MethodSpec] = {
     "Posterior-relaxed-quantile": MethodSpec("posterior", "quantile", "relaxed"),
     "Posterior-exact-cvar": MethodSpec("posterior", "cvar", "exact"),
     "Posterior-exact-ellipsoid-values": MethodSpec("posterior", "credible", "exact", sized=True),
+    "PRS-Greedy": MethodSpec("prs", None, "greedy"),
+    "PRS-relaxed-family": MethodSpec("prs", "wald", "relaxed", family=True),
+    "PRS-relaxed-family-frontier": MethodSpec("prs", "wald", "relaxed", family=True,
+                                              radii=(0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)),
+    "MLE-relaxed-family": MethodSpec("mle", "wald", "relaxed", family=True),
+    "Posterior-relaxed-family": MethodSpec("posterior", "quantile", "relaxed", family=True),
 }
 #: The methods a study runs unless it names others: the paper's three and the exact Wald policy.
 DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
@@ -97,13 +121,6 @@ COMPARE_METHODS = ("PRS", "PRS-exact-Gram", "PRS-exact-Wald", "PRS-relaxed-Wald"
                    "Posterior-exact-sandwich", "Posterior-exact-draws", "Posterior-relaxed-draws",
                    "Posterior-relaxed-quantile", "Posterior-exact-cvar")
 
-# fit_posterior's settings that come in groups (its arguments nuts, prior, vi), and their defaults here.
-POSTERIOR_GROUPS = ("nuts", "prior", "vi")
-#: The posterior settings of the studies' tasks: 4 chains × (500 + 500) on one core each.
-POSTERIOR_DEFAULTS: dict[str, dict] = {"nuts": {"draws": 500, "tune": 500, "chains": 4, "cores": 1}}
-# fit_posterior's ungrouped settings that a study may set (posterior_method=vi).
-POSTERIOR_KEYWORDS = ("method",)
-POSTERIOR_PREFIX = "posterior_"
 
 #: The columns of every row of a study's results, in order.
 COLUMNS = ["method", "fit", "set_kind", "level", "objective", "scope", "suboptimality", "pessimistic_value",
@@ -173,6 +190,9 @@ def _fit_mle(fits: Fits) -> Fit:
 def _fit_prs(fits: Fits) -> Fit:
     if fits.n_initial is not None:
         return fit_prs(fits.data, fits.rank, n_initial=fits.n_initial, ridge=fits.ridge)
+    if fits.data.d_x * fits.data.d_phi > get_config()["mle_start_max"]:
+        # Reward-model width: FGD's own start is the spectral one, and no MLE of d_x·d_φ entries is fitted.
+        return fit_prs(fits.data, fits.rank, ridge=fits.ridge)
     # Without a split, PRS's FGD starts from the MLE baselines' own fit (same data, same ridge).
     low_rank = fit_low_rank(fits.data, fits.rank, ridge=fits.ridge, initial=fits["mle"])
     return fit_prs(fits.data, fits.rank, ridge=fits.ridge, low_rank=low_rank)
@@ -224,6 +244,9 @@ class Fits:
                  seed: int = 0, posterior: Mapping | None = None, given: Mapping[str, Fit] | None = None):
         self.data, self.rank, self.ridge, self.n_initial = data, rank, ridge, n_initial
         self.seed, self.posterior = seed, posterior
+        # The sets made of the fits, by (fit, set, level[, scope]): the methods of one set share it (at LLM
+        # width a Wald set's Fisher information takes minutes).
+        self.sets: dict[tuple, object] = {}
         self._fits: dict[str, Fit] = {}
         self._own: dict[str, float] = {}
         self._needs: dict[str, set[str]] = {}
@@ -254,85 +277,17 @@ class Fits:
         return self._own[kind] + sum(self.seconds(need) for need in self._needs[kind])
 
 
-# ------------------------------------------------------------------------- posterior settings
-
-def posterior_settings(settings: Mapping) -> dict:
-    """fit_posterior's settings from a study's flat ``posterior_<group>_<field>`` settings.
-
-    ``{"posterior_nuts_sampler": "numpyro", "posterior_nuts_draws": 200,
-    "posterior_prior_scale": 2, "n": 3000}`` gives ``{"nuts": {"sampler":
-    "numpyro", "draws": 200}, "prior": {"scale": 2}}``; groups are
-    :data:`POSTERIOR_GROUPS`, and ``posterior_method`` sets the method. Other
-    settings are ignored.
-
-    Parameters
-    ----------
-    settings : Mapping
-        A task's settings.
-
-    Returns
-    -------
-    dict
-        ``fit_posterior``'s keyword arguments.
-
-    Raises
-    ------
-    ValueError
-        A ``posterior_*`` setting that is neither, naming it.
-
-    Examples
-    --------
-    >>> from bayes_loco import experiments as ex
-    >>> ex.posterior_settings({"posterior_nuts_draws": 200, "posterior_prior_scale": 2, "n": 3000})
-    {'nuts': {'draws': 200}, 'prior': {'scale': 2}}
-    """
-    out: dict = {}
-    for key, value in settings.items():
-        if not key.startswith(POSTERIOR_PREFIX):
-            continue
-        name = key.removeprefix(POSTERIOR_PREFIX)
-        group, _, field = name.partition("_")
-        if group in POSTERIOR_GROUPS and field:
-            out.setdefault(group, {})[field] = value
-        elif name in POSTERIOR_KEYWORDS:
-            out[name] = value
-        else:
-            raise ValueError(
-                f"setting {key!r}: posterior settings are posterior_<group>_<field> with group in "
-                f"{', '.join(POSTERIOR_GROUPS)} (e.g. posterior_nuts_draws=200, "
-                f"posterior_nuts_sampler=numpyro, posterior_prior_scale=2) or "
-                f"posterior_{'/'.join(POSTERIOR_KEYWORDS)}")
-    return out
-
-
-def posterior_arguments(posterior: Mapping | None) -> dict:
-    """``posterior`` (fit_posterior's keyword arguments) over :data:`POSTERIOR_DEFAULTS`, group by group.
-
-    A group given as a dict is merged into its defaults; one given as a
-    dataclass (``NUTS(...)``) is taken whole.
-    """
-    out = dict(posterior or {})
-    for group, defaults in POSTERIOR_DEFAULTS.items():
-        given = out.get(group)
-        if given is None:
-            out[group] = dict(defaults)
-        elif isinstance(given, Mapping):
-            out[group] = defaults | dict(given)
-        elif not dataclasses.is_dataclass(given):
-            raise TypeError(f"posterior[{group!r}] must be a dict or a dataclass of fit_posterior's "
-                            f"{group} settings, got {type(given).__name__}")
-    return out
-
-
 # ------------------------------------------------------------------------------------- rows
 
 def _truth_columns(uset, truth) -> dict:
-    """Whether θ* is in the set; for an ellipsoid also its W-distance, radius and k_eff.
+    """Whether θ* is in the set; for an ellipsoid also its W-distance, radius and k_eff; for a value family
+    its critical value c as the radius.
 
     ``truth`` is θ* in the set's coordinates, or None (no truth: coverage and
     distance are NaN). With the distance, coverage at any other level follows
     from the same run: θ* is in the level-α set iff distance² ≤ χ²_k_eff(α)
-    (Wald and credible sets).
+    (Wald and credible sets). A value family's coverage is of θ*'s values on its
+    population (every member's z_uaᵀθ* within its interval).
     """
     out = dict.fromkeys(("covered", "truth_distance", "radius", "k_eff"), np.nan)
     # Not greedy, nor a pointwise-quantile set; sets sized for values or CVaR bound values, not θ*.
@@ -343,15 +298,33 @@ def _truth_columns(uset, truth) -> dict:
         out |= {"radius": float(uset.radius), "k_eff": float(uset.effective_dim)}
         if truth is not None:
             out["truth_distance"] = float(uset.distance(truth))
+    if isinstance(uset, ValueFamilySet):
+        out["radius"] = uset.critical
     return out
 
 
-def _make_set(spec: MethodSpec, fit: Fit, c2: float, level: float):
+def _make_set(spec: MethodSpec, fits: Fits, c2: float, level: float):
+    """The method's set before any resizing, shared by every method that asks for the same one."""
     if spec.set is None:
         return None
-    if spec.set == "gram":
-        return fit.penalty_set(c2)
-    return fit.calibrated_set(level, spec.set)
+    key = (spec.fit, spec.set, c2 if spec.set == "gram" else level)
+    if key not in fits.sets:
+        fit = fits[spec.fit]
+        fits.sets[key] = fit.penalty_set(c2) if spec.set == "gram" else fit.calibrated_set(level, spec.set)
+    return fits.sets[key]
+
+
+def _scope_set(spec: MethodSpec, fits: Fits, base_set, level: float, scope: str, population: Population):
+    """The set a scope's policy is solved under: the method's set, resized for the scope's values, or the
+    value family of its population (shared by the methods of one base set)."""
+    if spec.sized:
+        return size_for_values(base_set, population, scope=scope)
+    if not spec.family:
+        return base_set
+    key = (spec.fit, spec.set, level, "family", population.fingerprint)
+    if key not in fits.sets:
+        fits.sets[key] = value_family(base_set, population, level)
+    return fits.sets[key]
 
 
 def _value_columns(policy, uset, population: Population, theta_star) -> dict:
@@ -362,7 +335,8 @@ def _value_columns(policy, uset, population: Population, theta_star) -> dict:
         return out
     true_value = relative_value(policy, theta_star, population)
     out["value_covered"] = float(true_value >= policy.pessimistic_value - 1e-12)
-    if isinstance(uset, EllipsoidSet):
+    size = 8.0 * population.n * population.n_actions * uset.coordinates.dim
+    if isinstance(uset, EllipsoidSet) and size <= get_config()["c_star_max_bytes"]:
         units = population.units(policy.scope)
         z = mean_candidate_features(uset, population, units, policy.reference_action)
         best = units.mean(truth_rewards(theta_star, population)).argmax(axis=1)
@@ -370,44 +344,62 @@ def _value_columns(policy, uset, population: Population, theta_star) -> dict:
     return out
 
 
+def _at_radius(uset, radius: float):
+    """The set with a fixed radius and no level: an ellipsoid's R, a value family's critical value c."""
+    if isinstance(uset, ValueFamilySet):
+        return uset.with_critical(radius)
+    return uset.with_radius(radius, level=None)
+
+
 def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], theta_star, *,
-                 c2: float, level: float) -> list[dict]:
-    """The rows of one method, one per scope (see :data:`COLUMNS`)."""
+                 c2: float, level: float, columns: tuple[str, ...] = ()) -> list[dict]:
+    """The rows of one method, one per scope and radius (see :data:`COLUMNS`, and ``columns`` of
+    :data:`EXTRA_COLUMNS`)."""
     spec = METHODS[name]
     fit = fits[spec.fit]
     start = time.perf_counter()
-    base_set = _make_set(spec, fit, c2, level)
+    base_set = _make_set(spec, fits, c2, level)
     set_seconds = time.perf_counter() - start
     truth = None if base_set is None or theta_star is None else (
         base_set.coordinates.to_coordinates(theta_star))
+    per_scope = spec.sized or spec.family
     # A set that is not resized is the same for every scope: its coverage (an LP for a hull) once.
-    base_columns = None if spec.sized else _truth_columns(base_set, truth)
+    base_columns = None if per_scope else _truth_columns(base_set, truth)
     diagnostics = fit.diagnostics
     rows = []
     for scope, population in populations.items():
         start = time.perf_counter()
-        uset = size_for_values(base_set, population, scope=scope) if spec.sized else base_set
-        if uset is None:
-            policy = greedy_policy(fit.theta, population, scope=scope)
-        else:
-            policy = pessimistic_policy(uset, population, objective=spec.objective, scope=scope)
-        rows.append({
-            "method": name, "fit": spec.fit, "set_kind": "none" if uset is None else uset.kind,
-            "level": np.nan if uset is None or uset.level is None else uset.level,
-            "objective": spec.objective, "scope": scope,
-            "suboptimality": np.nan if theta_star is None else suboptimality(policy, theta_star, population),
-            "pessimistic_value": policy.pessimistic_value,
-            "relative_gap": np.nan if policy.certificate is None else policy.certificate.relative_gap,
-            **(_truth_columns(uset, truth) if spec.sized else base_columns),
-            **_value_columns(policy, uset, population, theta_star),
-            "theta_error": np.nan if theta_star is None else float(np.linalg.norm(fit.theta - theta_star)),
-            "fit_seconds": fits.seconds(spec.fit) + set_seconds,
-            "policy_seconds": time.perf_counter() - start,
-            "selected_rank": fit.rank if FITTERS[spec.fit].selects_rank else np.nan,
-            "max_rhat": diagnostics.max_rhat,
-            "divergences": np.nan if diagnostics.divergences is None else diagnostics.divergences,
-            "chart_rank": _chart_rank(fit),
-        })
+        scope_set = _scope_set(spec, fits, base_set, level, scope, population)
+        variants = ([(f"{name} @ {r:g}", _at_radius(scope_set, r)) for r in spec.radii] if spec.radii
+                    else [(name, scope_set)])
+        for label, uset in variants:
+            # A fixed radius's row records the radius, not coverage: the frontier asks for the bound.
+            truth_columns = (_truth_columns(uset, None) if uset is not scope_set
+                             else _truth_columns(uset, truth) if per_scope else base_columns)
+            if uset is None:
+                policy = greedy_policy(fit.theta, population, scope=scope)
+            else:
+                policy = pessimistic_policy(uset, population, objective=spec.objective, scope=scope)
+            rows.append({
+                "method": label, "fit": spec.fit, "set_kind": "none" if uset is None else uset.kind,
+                "level": np.nan if uset is None or uset.level is None else uset.level,
+                "objective": spec.objective, "scope": scope,
+                "suboptimality": (np.nan if theta_star is None
+                                  else suboptimality(policy, theta_star, population)),
+                "pessimistic_value": policy.pessimistic_value,
+                "relative_gap": np.nan if policy.certificate is None else policy.certificate.relative_gap,
+                **truth_columns,
+                **_value_columns(policy, uset, population, theta_star),
+                "theta_error": (np.nan if theta_star is None
+                                else float(np.linalg.norm(fit.theta - theta_star))),
+                "fit_seconds": fits.seconds(spec.fit) + set_seconds,
+                "policy_seconds": time.perf_counter() - start,
+                "selected_rank": fit.rank if FITTERS[spec.fit].selects_rank else np.nan,
+                "max_rhat": diagnostics.max_rhat,
+                "divergences": np.nan if diagnostics.divergences is None else diagnostics.divergences,
+                "chart_rank": _chart_rank(fit),
+                **{column: EXTRA_COLUMNS[column](policy, uset, population, theta_star) for column in columns},
+            })
     return rows
 
 
@@ -435,7 +427,7 @@ def _check_methods(methods) -> list[str]:
 def run_methods(truth, data: PreferenceData, populations: Mapping[str, Population], methods: Iterable[str], *,
                 rank: int, c2: float = 5.0, level: float = LEVEL, ridge: float = 1.0,
                 n_initial: int | None = None, seed: int = 0, posterior: Mapping | None = None,
-                fits: Mapping[str, Fit] | None = None) -> list[dict]:
+                fits: Mapping[str, Fit] | None = None, columns: Iterable[str] = ()) -> list[dict]:
     """One row per method × scope with sub-optimality, coverage of the truth and timings.
 
     Parameters
@@ -467,6 +459,8 @@ def run_methods(truth, data: PreferenceData, populations: Mapping[str, Populatio
         in the RTV coordinates of) PRS's low-rank fit.
     fits : dict, optional
         Fits to reuse, by :data:`FITTERS` kind (``{"posterior": post, "prs": prs}``).
+    columns : iterable of str
+        Keys of :data:`EXTRA_COLUMNS` to add to every row (a study's ``columns``).
 
     Returns
     -------
@@ -489,11 +483,16 @@ def run_methods(truth, data: PreferenceData, populations: Mapping[str, Populatio
     [('MLE-Greedy', 0.063), ('PRS-exact-Wald', 0.057)]
     """
     methods = _check_methods(methods)
+    columns = tuple(columns)
+    unknown = [c for c in columns if c not in EXTRA_COLUMNS]
+    if unknown:
+        raise ValueError(f"columns: unknown columns {unknown}; known: {', '.join(EXTRA_COLUMNS)}")
     theta_star = None if truth is None else truth_theta(truth, data.d_x, data.d_phi)
     shared = Fits(data, rank=rank, ridge=ridge, n_initial=n_initial, seed=seed, posterior=posterior,
                   given=_check_fits(fits, rank))
     return [row for name in methods
-            for row in _method_rows(name, shared, populations, theta_star, c2=c2, level=level)]
+            for row in _method_rows(name, shared, populations, theta_star, c2=c2, level=level,
+                                    columns=columns)]
 
 
 def _check_fits(fits: Mapping | None, rank: int) -> dict:

@@ -161,7 +161,7 @@ def task_inputs(study: str, cell_index: int, settings: dict, rep: int, seed: int
 
 
 def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
-             methods: Iterable[str], problem: str = "paper") -> list[dict]:
+             methods: Iterable[str], problem: str = "paper", columns: Iterable[str] = ()) -> list[dict]:
     """One replication of one cell: :func:`task_inputs`, then fit every method and evaluate the scopes.
 
     Parameters
@@ -170,6 +170,8 @@ def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
         As in :func:`task_inputs`.
     methods : iterable of str
         Keys of :data:`~bayes_loco.experiments.METHODS`.
+    columns : iterable of str
+        Keys of :data:`~bayes_loco.experiments.methods.EXTRA_COLUMNS`, added to every row.
 
     Returns
     -------
@@ -191,7 +193,8 @@ def run_task(study: str, cell_index: int, settings: dict, rep: int, seed: int,
         warnings.simplefilter("always")
         rows = run_methods(task.truth, task.data, task.populations, list(methods), rank=int(s["rank"]),
                            c2=float(s["c2"]), level=float(s["level"]), ridge=float(s["ridge"]),
-                           n_initial=task.n_initial, seed=task.fit_seed, posterior=posterior_settings(s))
+                           n_initial=task.n_initial, seed=task.fit_seed, posterior=posterior_settings(s),
+                           columns=columns)
     notes = "; ".join(sorted({f"{w.category.__name__}: "
                               f"{str(w.message)[:get_config()["note_chars"]]}" for w in caught}))
     for row in rows:
@@ -500,7 +503,7 @@ def _run_locked(study: Study, out: Path, reps: int, seed: int, executor: Executo
     config = json.loads(json.dumps(
         {"study": study.name, "seed": seed, "methods": list(study.methods),
          "cells": [dict(c) for c in study.cells], "fixed": study.fixed, "overrides": overrides,
-         "defaults": DEFAULTS}, default=str))
+         "defaults": DEFAULTS} | ({"columns": list(study.columns)} if study.columns else {}), default=str))
     if csv_path.exists() and meta_path.exists():
         try:
             previous = json.loads(meta_path.read_text()).get("config")
@@ -535,11 +538,11 @@ def _run_locked(study: Study, out: Path, reps: int, seed: int, executor: Executo
         if pool is None:
             for i, settings, rep in tasks:
                 append_task(csv_path, _pinned_task(study.name, i, settings, rep, seed, study.methods,
-                                               problem=study.problem))
+                                               problem=study.problem, columns=study.columns))
                 bar.update()
         else:
             futures = [pool.submit(_pinned_task, study.name, i, settings, rep, seed, study.methods,
-                                   problem=study.problem)
+                                   problem=study.problem, columns=study.columns)
                        for i, settings, rep in tasks]
             for future in as_completed(futures):
                 append_task(csv_path, future.result())

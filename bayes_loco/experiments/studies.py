@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from .methods import DEFAULT_METHODS, METHODS
+from .methods import DEFAULT_METHODS, EXTRA_COLUMNS, METHODS
 from .problems import PROBLEMS
 
 
@@ -18,7 +18,10 @@ class Study:
     ``n_initial_fraction``); ``fixed`` the rest. ``problem`` names the problem
     the tasks run on (a key of :data:`~bayes_loco.experiments.PROBLEMS`).
     ``x``, ``panel`` and ``y`` name the figure's axis, panel and plotted
-    variables.
+    variables. ``columns`` names extra columns of every row (keys of
+    :data:`~bayes_loco.experiments.methods.EXTRA_COLUMNS`), and ``figure`` a
+    figure of the study's own (a key of :data:`~bayes_loco.experiments.figures.STUDY_FIGURES`)
+    drawn beside the standard ones.
     """
 
     name: str
@@ -31,11 +34,17 @@ class Study:
     reps: int = 20
     description: str = ""
     problem: str = "paper"
+    columns: tuple[str, ...] = ()
+    figure: str | None = None
 
     def __post_init__(self):
         unknown = [m for m in self.methods if m not in METHODS]
         if unknown:
             raise ValueError(f"study {self.name!r}: unknown methods {unknown}; known: {', '.join(METHODS)}")
+        unknown = [c for c in self.columns if c not in EXTRA_COLUMNS]
+        if unknown:
+            raise ValueError(f"study {self.name!r}: unknown columns {unknown}; known: "
+                             f"{', '.join(EXTRA_COLUMNS)}")
         if self.problem not in PROBLEMS:
             raise ValueError(f"study {self.name!r}: unknown problem {self.problem!r}; known: "
                              f"{', '.join(PROBLEMS)}")
@@ -59,6 +68,17 @@ REGIMES = {
 SHIFT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald", "PRS-exact-Wald-values")
 SHIFT_POSTERIOR_METHODS = ("MLE-Greedy", "PRS-exact-Wald-values", "Posterior-mean-Greedy",
                            "Posterior-exact-cvar", "Posterior-exact-ellipsoid-values")
+
+
+# Reward-model width (the "width" study's grid of noise_dims): d_φ = d_a − 1 + d_s + noise_dims = 29 +
+# noise_dims of 40, 512 and 4,096 (the last is benchmarks/bench_scale.py --target width's problem),
+# N = 100,000, d_x = 32, r = 4.
+WIDTH_FIXED = {"n": 100_000, "d_x": 32, "rank": 4, "imbalance": 3, "global_states": 0}
+WIDTH_METHODS = ("PRS-Greedy", "PRS-exact-Wald", "PRS-relaxed-family", "PRS-relaxed-family-frontier")
+WIDTH_POSTERIOR_METHODS = ("PRS-Greedy", "PRS-exact-Wald", "PRS-relaxed-family", "Posterior-mean-Greedy",
+                           "Posterior-exact-ellipsoid", "Posterior-relaxed-family")
+FAMILY_COLUMNS = ("improvement", "reference_share", "family_covered", "bonferroni", "critical_error",
+                  "members")
 
 
 def _regimes(imbalances) -> tuple[dict, ...]:
@@ -126,6 +146,29 @@ STUDIES: dict[str, Study] = {
     "shift-posterior": Study("shift-posterior", _regimes([10]), fixed={"n": 3000},
                              methods=SHIFT_POSTERIOR_METHODS, x="imbalance", panel="regime", reps=10,
                              description="distribution shift at q = 10 with the posterior's sets"),
+    # d_φ = 29 + noise_dims = 40, 512, 4,096 at N = 100,000, d_x = 32, r = 4: the greedy policy of PRS's
+    # estimate, the exact policy of the 90% Wald set and the relaxed policy of the 90% value family
+    # (max-|t| simultaneous intervals for the population's row x action values), with its radius frontier.
+    "width": Study(
+        "width", _grid(noise_dims=[11, 483, 4067]), fixed=WIDTH_FIXED, methods=WIDTH_METHODS,
+        x="noise_dims", columns=FAMILY_COLUMNS, figure="width",
+        description="reward-model width: the value family against the Wald set, d_phi to 4,096"),
+    # The width study's d_φ = 40 cell at N = 3,000 with the posterior's value family (max-rank bands of
+    # NUTS draws) beside the Wald set's.
+    "width-posterior": Study(
+        "width-posterior", _grid(noise_dims=[11]), methods=WIDTH_POSTERIOR_METHODS,
+        fixed={**WIDTH_FIXED, "n": 3000}, x="noise_dims", columns=FAMILY_COLUMNS,
+        description="the width study's d_phi = 40 cell with the posterior's value family"),
+    # Coverage of the 90% value family's simultaneous intervals, of the true values (family_covered) and
+    # of θ*_rtv's (covered), from PRS's Wald set and from the MLE's: a fresh rank-2 Θ* per seed
+    # (theta_kind='random'), d_x = 10, d_φ = 14, N = 2,000 and 20,000, 100 rows x 9 actions.
+    "family-coverage": Study(
+        "family-coverage", _grid(n=[2000, 20000]), methods=("PRS-relaxed-family", "MLE-relaxed-family"),
+        reps=300,
+        fixed={"theta_kind": "random", "d_x": 10, "d_s": 5, "rank": 2, "imbalance": 1, "population": 100,
+               "global_states": 0},
+        columns=FAMILY_COLUMNS,
+        description="coverage of the value family's intervals, a fresh theta* per seed"),
     "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
                    panel="noise_dims", description="appendix: pure-noise feature dimensions"),
 }

@@ -7,10 +7,13 @@ gram, wald, credible,      :class:`EllipsoidSet`                relaxed, exact
 sandwich
 draws (hull of draws)      :class:`DrawsSet`                    relaxed, exact (+ Nash)
 quantile                   :class:`QuantileSet`                 relaxed
+family (row x action       :class:`ValueFamilySet`              relaxed
+values of one population)
 =========================  ===================================  =========================
 
 :func:`size_for_values` resizes a calibrated ellipsoid to guard only the values of
-one scope's policies (:mod:`bayes_loco.sets.value`).
+one scope's policies (:mod:`bayes_loco.sets.value`); :func:`value_family` bounds only the finite
+family of one population's row × action values, simultaneously (:mod:`bayes_loco.sets.family`).
 
 A new kind implements ``lower_bound`` (and ``solve_exact`` if it is convex); see
 :mod:`bayes_loco.sets.base`.
@@ -22,6 +25,7 @@ from .base import (
     ConvexSet,
     ExactProblem,
     ExactSolution,
+    FamilySet,
     FeatureBlocks,
     NashSet,
     PolicyStatus,
@@ -29,11 +33,13 @@ from .base import (
     ValueRadius,
 )
 from .ellipsoid import EllipsoidSet, penalty_ellipsoid, wald_set
+from .family import ValueFamilySet, bonferroni_critical, draws_family, max_rank, value_family
 from .hull import DrawsSet
 from .quantile import QuantileSet
 from .value import size_for_values, value_directions, value_radius
 
 __all__ = ["BlockwiseSet", "Certificate", "ConvexSet", "DrawsSet", "EllipsoidSet",
-           "ExactProblem", "ExactSolution", "FeatureBlocks", "NashSet", "PolicyStatus", "QuantileSet",
-           "UncertaintySet", "ValueRadius", "penalty_ellipsoid", "size_for_values", "value_directions",
-           "value_radius", "wald_set"]
+           "ExactProblem", "ExactSolution", "FamilySet", "FeatureBlocks", "NashSet", "PolicyStatus",
+           "QuantileSet", "UncertaintySet", "ValueFamilySet", "ValueRadius", "bonferroni_critical",
+           "draws_family", "max_rank", "penalty_ellipsoid", "size_for_values", "value_directions",
+           "value_family", "value_radius", "wald_set"]

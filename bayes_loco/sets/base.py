@@ -6,7 +6,10 @@ A set lives in some coordinates of Θ (:mod:`bayes_loco.coordinates`) and expose
   relaxed objective needs (:class:`UncertaintySet`);
 - ``solve_exact(problem)`` for the exact minimax objective: a convex set
   minimises V(θ) = Σ_u w_u max_a θᵀz_ua over itself and returns the minimiser,
-  a stochastic policy and a duality certificate (:class:`ConvexSet`).
+  a stochastic policy and a duality certificate (:class:`ConvexSet`);
+- ``family_lower(population, reference_action)`` for a set whose bounds hold together for the
+  finite family of one population's row × action values (:class:`FamilySet`): the relaxed
+  objective reads those bounds, and a policy's bound is the weighted sum of its members' bounds.
 
 A new set kind implements these two methods; the solver never needs to know its
 class. :meth:`ExactProblem.solution` turns a candidate θ and policy into a
@@ -119,6 +122,8 @@ LEVEL_MEANINGS = {
     "cvar": "posterior probability, for each bound separately (CVaR at tail 1 − level)",
     "quantile": "posterior probability, for each bound separately (a pointwise quantile of the draws, "
                 "not a set)",
+    "family": "simultaneous coverage of the values of one population's rows x actions (the set's "
+              "level_meaning says whether frequentist or posterior)",
 }
 # Kinds whose bounds hold at their level one at a time: a pointwise quantile is no set, and a CVaR set's level
 # is each value's posterior probability of exceeding its bound, not the probability that θ lies in the set.
@@ -166,8 +171,10 @@ def guarantee(uncertainty_set) -> Guarantee:
         return Guarantee(kind, level, f"every {sized_for} policy's value on the population the {kind} set "
                          "was sized on is above its bound with that probability (asymptotic); the set does "
                          "not cover θ", False, sized_for)
-    return Guarantee(kind, level, LEVEL_MEANINGS.get(kind, f"the {kind!r} set's nominal coverage of θ"),
-                     kind not in SEPARATE_KINDS)
+    # A set that states its own meaning (a value family: frequentist or posterior) is taken at its word.
+    meaning = getattr(uncertainty_set, "level_meaning", None) or LEVEL_MEANINGS.get(
+        kind, f"the {kind!r} set's nominal coverage of θ")
+    return Guarantee(kind, level, meaning, kind not in SEPARATE_KINDS)
 
 
 @dataclass(frozen=True)
@@ -229,6 +236,22 @@ class NashSet(UncertaintySet, Protocol):
 
     def solve_nash(self, problem: ExactProblem, floor: float) -> tuple[np.ndarray, float]:
         """The policy (units, A) maximising the worst-case Nash welfare over the set, and that welfare."""
+        ...
+
+
+@runtime_checkable
+class FamilySet(UncertaintySet, Protocol):
+    """A set whose bounds hold at once for the finite family of one population's row × action values.
+
+    ``family_lower`` returns the family's lower bounds (rows × actions) for its own population
+    and reference action, None for any other: the solver then reads each row's bound from
+    ``lower_bound`` and gives the policy no level. A policy's pessimistic value is the weighted
+    sum of its members' bounds, Σ_u w_u Σ_a π_ua lower_ua, which is what the simultaneous
+    guarantee covers (not the set's support at the policy's moment).
+    """
+
+    def family_lower(self, population, reference_action: int) -> np.ndarray | None:
+        """The family's lower bounds, shape (rows, A), or None for another population."""
         ...
 
 

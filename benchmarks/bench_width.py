@@ -1,0 +1,138 @@
+"""Pessimism at reward-model width: the value family against the exact Wald policy, in one run.
+
+The problem of ``bench_scale.py --target width``: d_x = 32, d_φ = 4,096 (the paper's simulation
+with 4,067 pure-noise feature dimensions), r = 4 (k = 16,496), N comparisons (default 100,000),
+2,000 units × 10 actions, the §5.1 Θ*, q = 3. The stages both pipelines share (FGD, PRS's
+reduced MLE, the Fisher information and its factorisation: the 90% Wald set) run once; then
+
+- today's pipeline: the exact pessimistic policy of the Wald set;
+- the value family's: ``bl.value_family(wald, population)`` (the population's 18,000 row ×
+  action values; se from the whitened members, c the 90% quantile of max |t| from 10,000
+  draws) and its relaxed policy.
+
+Each stage prints its seconds and its own peak resident memory (the kernel's high-water mark,
+reset before the stage: ``/proc/self/clear_refs``), and each pipeline its total and its peak.
+Nothing after the timed stages is timed: the policies are then scored against the truth
+(sub-optimality, improvement over the reference action, share of rows at the reference, and
+whether the reported bound held), with the greedy policy of PRS's estimate as the yardstick,
+the family's coverage of the true values and of θ*_rtv's, and its radius frontier (the relaxed
+policy at fixed critical values c).
+
+    .venv/bin/python benchmarks/bench_width.py                  # about 15 minutes, 9 GB
+    .venv/bin/python benchmarks/bench_width.py --n 20000 --d-phi 1024   # a smaller run
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+from bench_scale import machine
+
+import bayes_loco as bl
+
+FRONTIER = (0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0)
+STATUS = Path("/proc/self/status")
+CLEAR_REFS = Path("/proc/self/clear_refs")
+
+
+def high_water_gib() -> float:
+    """The process's peak resident memory since the last :func:`reset_high_water` (VmHWM)."""
+    for line in STATUS.read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024**2
+    raise RuntimeError("no VmHWM in /proc/self/status")
+
+
+def reset_high_water() -> None:
+    """Reset the peak to the current resident memory (Linux ≥ 4.0: write 5 to clear_refs)."""
+    CLEAR_REFS.write_text("5")
+
+
+def stage(name: str, make, log: dict):
+    """Run ``make()``, printing and recording its seconds and its own peak memory."""
+    reset_high_water()
+    start = time.perf_counter()
+    out = make()
+    seconds, peak = time.perf_counter() - start, high_water_gib()
+    log[name] = (seconds, peak)
+    print(f"{name:>22}: {seconds:8.1f} s   peak {peak:5.1f} GiB", flush=True)
+    return out
+
+
+def run(n: int, d_phi: int, units: int, draws: int) -> None:
+    print(machine(), flush=True)
+    problem = bl.simulate.paper_problem(d_x=32, d_s=20, noise_dims=d_phi - 29, rank=4, imbalance=3)
+    log: dict[str, tuple[float, float]] = {}
+    data = stage("data (not timed)", lambda: problem.sample(n, seed=1), log)
+    population = problem.population(units, seed=2)
+    fgd = stage("FGD", lambda: bl.fit_low_rank(data, 4, ridge=1.0), log)
+    prs = stage("PRS reduced MLE", lambda: bl.fit_prs(data, 4, ridge=1.0, low_rank=fgd), log)
+    information = stage("Fisher information", prs._information, log)
+    wald = stage("Wald set", lambda: bl.wald_set(prs.estimate, information, 0.9, prs.coordinates,
+                                                 overwrite=True), log)
+    family = stage("value family", lambda: bl.value_family(wald, population, draws=draws), log)
+    relaxed = stage("family policy", lambda: bl.pessimistic_policy(family, population), log)
+    exact = stage("exact policy", lambda: bl.pessimistic_policy(wald, population, objective="exact"), log)
+    shared = ["FGD", "PRS reduced MLE", "Fisher information", "Wald set"]
+    pipelines = {"today (exact Wald policy)": [*shared, "exact policy"],
+                 "value family": [*shared, "value family", "family policy"]}
+    totals = {}
+    for name, stages in pipelines.items():
+        seconds = sum(log[s][0] for s in stages)
+        peak = max(log[s][1] for s in ["data (not timed)", *stages])
+        totals[name] = (seconds, peak)
+        print(f"{name}: {seconds:.0f} s, peak {peak:.1f} GiB = {peak * 2**30 / 1e9:.1f} GB")
+    (t_old, m_old), (t_new, m_new) = totals.values()
+    print(f"value family / today: time {t_new / t_old:.2f}, peak memory {m_new / m_old:.2f}")
+    print(f"k = {prs.k}, k_eff = {wald.effective_dim}, Wald radius {wald.radius:.1f}; {family!r}; "
+          f"Monte Carlo 95% interval of c {family.critical_low:.3f} .. {family.critical_high:.3f}")
+    print(f"exact policy: {exact.status.value}, {exact.message}")
+    score(problem, prs, wald, family, {"greedy (PRS's estimate)": bl.greedy_policy(prs.theta, population),
+                                       "exact, Wald 90%": exact, "relaxed, value family 90%": relaxed},
+          population)
+
+
+def score(problem, prs, wald, family, policies: dict, population) -> None:
+    """Sub-optimality, improvement over the reference, bound held; the family's coverage and frontier."""
+    rewards = problem.rewards(population)
+    relative = rewards - rewards[:, :1]
+    best = float(relative.max(axis=1).mean())
+    greedy = float(bl.relative_value(policies["greedy (PRS's estimate)"], problem, population))
+    print(f"optimal improvement over the reference action: {best:.4f}")
+    print(f"{'policy':>28} {'subopt':>8} {'improvement':>12} {'/ greedy':>9} {'at ref':>7} "
+          f"{'bound':>8} {'held':>5}")
+    rows = list(policies.items()) + [(f"family at c = {c:g}", bl.pessimistic_policy(family.with_critical(c),
+                                                                                     population))
+                                     for c in FRONTIER]
+    for name, policy in rows:
+        gain = float(bl.relative_value(policy, problem, population))
+        bound = policy.pessimistic_value
+        held = "-" if np.isnan(bound) else str(bool(gain >= bound - 1e-12))
+        print(f"{name:>28} {best - gain:8.4f} {gain:12.4f} {gain / greedy:9.2f} "
+              f"{np.mean(policy.actions == 0):7.3f} {bound:8.4f} {held:>5}")
+    theta_rtv = prs.basis.to_coordinates(problem.theta)
+    print(f"family covers the true values: {family.covers(relative)}; θ*_rtv's: "
+          f"{bool(family.contains(theta_rtv))}; θ*_rtv in the Wald set: {bool(wald.contains(theta_rtv))}")
+    members = family.scale > 0
+    print(f"members' standard errors: median {np.median(family.scale[members]):.3f}, "
+          f"true values |r*(a) - r*(a_ref)|: median {np.median(np.abs(relative[members])):.3f}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=100_000)
+    parser.add_argument("--d-phi", type=int, default=4096)
+    parser.add_argument("--units", type=int, default=2000)
+    parser.add_argument("--draws", type=int, default=bl.sets.family.DEFAULT_DRAWS)
+    args = parser.parse_args()
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        run(args.n, args.d_phi, args.units, args.draws)
+
+
+if __name__ == "__main__":
+    main()
