@@ -321,7 +321,8 @@ def test_prs_at_reward_model_width_fits_no_mle(monkeypatch):
     bl.set_config(mle_start_max=10)
     data = bl.simulate.paper_problem(d_x=4, d_s=2, d_a=3, rank=1, seed=0).sample(300, seed=1)
     fits = methods_module.Fits(data, rank=1, ridge=1.0)
-    assert fits["prs"].low_rank.start == "mle" and "mle" not in fits._fits  # FGD fitted its own start
+    # Above mle_start_max neither the study nor FGD fits the MLE: FGD starts from the spectral start.
+    assert fits["prs"].low_rank.start == "spectral" and "mle" not in fits._fits
 
 
 def test_unknown_columns_are_refused():
