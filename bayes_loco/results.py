@@ -203,7 +203,7 @@ class WaldFit(Predictive, SummaryHTML):
         are not identified and the set is a cylinder along them. ``kind`` None means
         ``"wald"``. ``cov_type`` (``"model"`` or ``"sandwich"``) overrides the fit's covariance
         (:attr:`covariance`) for this set. ``kind="family"`` bounds instead only the row × action
-        values of ``population``, all at once, with the same I (max-|t| simultaneous intervals,
+        values of ``population``, all at once, with the same I (max-∣t∣ simultaneous intervals,
         :func:`~bayes_loco.sets.value_family`; relaxed objective only).
         From ``sets.ellipsoid.FACTORED_MIN`` coordinates on the set holds I's Cholesky factor
         and not I (its ``precision`` is None; :meth:`EllipsoidSet.factored`).
