@@ -44,11 +44,7 @@ PENDING = {
     # Parameters / Returns / Examples of result-class methods
     "bayes_loco.data.PreferenceData.from_arrays", "bayes_loco.data.PreferenceData.identified_rank",
     "bayes_loco.data.PreferenceData.split", "bayes_loco.data.PreferenceData.subset",
-    "bayes_loco.data.PreferenceData.to_frame", "bayes_loco.population.Population.units",
-    "bayes_loco.datasets._common.Dataset.population",
-    # Examples of public functions
-    "bayes_loco.design.identified_directions", "bayes_loco.io.save", "bayes_loco.io.load",
-    "bayes_loco.datasets.arena.read_arena", "bayes_loco.datasets.prism.read_prism",
+    "bayes_loco.data.PreferenceData.to_frame",
     # Methods that came with item-indexed data and the leaderboard's sets, still without their sections
     "bayes_loco.data.PreferenceData.difference_rows", "bayes_loco.data.PreferenceData.distinct_differences",
     "bayes_loco.data.PreferenceData.on_items",
