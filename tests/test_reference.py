@@ -42,12 +42,9 @@ RESULT_CLASSES = (
 # Docstrings not yet complete, in modules whose code another change owns; each leaves when it is.
 PENDING = {
     # Parameters / Returns / Examples of result-class methods
-    "bayes_loco.data.PreferenceData.from_arrays", "bayes_loco.data.PreferenceData.identified_rank",
-    "bayes_loco.data.PreferenceData.split", "bayes_loco.data.PreferenceData.subset",
-    "bayes_loco.data.PreferenceData.to_frame",
+    "bayes_loco.data.PreferenceData.from_arrays",
     # Methods that came with item-indexed data and the leaderboard's sets, still without their sections
     "bayes_loco.data.PreferenceData.difference_rows", "bayes_loco.data.PreferenceData.distinct_differences",
-    "bayes_loco.data.PreferenceData.on_items",
 }
 
 
