@@ -193,6 +193,13 @@ def save(result, path: str | os.PathLike, *, compress: bool = True, predictive: 
         The file cannot be written: its directory does not exist
         (FileNotFoundError), ``path`` is a directory (IsADirectoryError), no
         permission (PermissionError), a full disk, … The message names ``path``.
+
+    Examples
+    --------
+    >>> bl.save(fit, "fit.nc")
+    PosixPath('fit.nc')
+    >>> bl.load("fit.nc")
+    PRSResult(rank=2, k=16, n=300, no split, converged=True)
     """
     target = _user_path(path, "save")
     cannot = f"bayes_loco.save cannot write {str(target)!r}"
@@ -264,6 +271,13 @@ def load(path: str | os.PathLike):
         names the bayes_loco version to read it with), is damaged, or holds
         what the module docstring's "Loading a file from someone else" refuses.
         One ValueError that names the file and what is wrong.
+
+    Examples
+    --------
+    >>> path = bl.save(fit, "fit.nc")
+    >>> back = bl.load(path)
+    >>> type(back).__name__, np.array_equal(back.theta_rtv, fit.theta_rtv)
+    ('PRSResult', True)
     """
     path = _user_path(path, "load")
     if not path.exists():
