@@ -94,6 +94,13 @@ def save(result, path: str | os.PathLike, *, compress: bool = True, predictive: 
         The file cannot be written: its directory does not exist
         (FileNotFoundError), ``path`` is a directory (IsADirectoryError), no
         permission (PermissionError), a full disk, … The message names ``path``.
+
+    Examples
+    --------
+    >>> bl.save(fit, "fit.nc")
+    PosixPath('fit.nc')
+    >>> bl.load("fit.nc")
+    PRSResult(rank=2, k=16, n=300, no split, converged=True)
     """
     target = user_path(path, "save")
     cannot = f"bayes_loco.save cannot write {str(target)!r}"

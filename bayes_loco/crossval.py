@@ -29,11 +29,34 @@ def fold_indices(n: int, folds: int = 5, groups=None, seed=0) -> np.ndarray:
     order) and each put in the fold with the fewest comparisons so far, as scikit-learn's
     GroupKFold does; every group lies in exactly one test fold.
 
+    Parameters
+    ----------
+    n : int
+        Number of comparisons N.
+    folds : int
+        Number of folds, ≥ 2.
+    groups : array_like, shape (n,), optional
+        A group (user) label per comparison; None splits by comparison.
+    seed : int or Generator
+        Seed of the shuffle.
+
+    Returns
+    -------
+    ndarray of int, shape (n,)
+        The test fold of each comparison.
+
     Raises
     ------
     ValueError
         ``folds`` < 2, more folds than comparisons or than groups, ``groups`` of the
         wrong length or with missing values.
+
+    Examples
+    --------
+    >>> np.bincount(bl.crossval.fold_indices(10, 3, seed=0))      # sizes differ by at most one
+    array([4, 3, 3])
+    >>> bl.crossval.fold_indices(6, 2, groups=["a", "a", "b", "b", "c", "c"], seed=0)
+    array([1, 1, 0, 0, 0, 0])
     """
     n = check_int(n, "n", 1)
     folds = check_int(folds, "folds", 2)
@@ -107,7 +130,21 @@ class CrossValidation:
         return self.table[list(METRICS)].std(ddof=1) / np.sqrt(self.folds)
 
     def summary(self) -> pd.DataFrame:
-        """A metric per row: ``mean`` and ``std_err``."""
+        """A metric per row: ``mean`` and ``std_err``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Indexed by metric (``log_loss``, ``accuracy``, ``brier``): the mean over the folds
+            and its standard error, sd (ddof = 1) / √folds.
+
+        Examples
+        --------
+        >>> cv = bl.cross_validate(data, lambda d: bl.fit_prs(d, 2, ridge=1.0), folds=3)
+        >>> table = cv.summary()
+        >>> table.index.tolist(), list(table.columns)
+        (['log_loss', 'accuracy', 'brier'], ['mean', 'std_err'])
+        """
         return pd.DataFrame({"mean": self.mean, "std_err": self.std_err})
 
     def __repr__(self) -> str:
@@ -146,6 +183,14 @@ def cross_validate(data: PreferenceData, fit_fn: Callable[[PreferenceData], obje
     ------
     Exception
         Whatever ``fit_fn`` (or the prediction) raised, with a note naming the fold.
+
+    Examples
+    --------
+    >>> cv = bl.cross_validate(data, lambda d: bl.fit_prs(d, 2, ridge=1.0), folds=3)
+    >>> cv.folds, cv.table["n_test"].sum()
+    (3, np.int64(300))
+    >>> bool(0 < cv.mean["log_loss"] < np.log(2))        # better than a coin
+    True
     """
     check_instance(data, "data", PreferenceData)
     if not callable(fit_fn):

@@ -435,6 +435,20 @@ class PreferenceData:
         min(d_x', m) components of Θ are fixed by the data; the rest of a higher-rank Θ
         by the prior, the penalty or the start. Counted by
         :func:`~bayes_loco.linalg.span_dimension`, in about N·(d_x + d_φ)·``at_most`` flops.
+
+        Parameters
+        ----------
+        at_most : int, optional
+            The cap, ≥ 1.
+
+        Returns
+        -------
+        int
+
+        Examples
+        --------
+        >>> data.identified_rank(), data.identified_rank(at_most=1)
+        (3, 1)
         """
         limit = min(self.d_x, self.d_phi) if at_most is None else check_int(at_most, "at_most", 1)
         return min(spans_of(self, limit).values())
@@ -448,7 +462,21 @@ class PreferenceData:
                 f"mean(y)={self.labels.mean():.3f}{extra})")
 
     def subset(self, index) -> PreferenceData:
-        """Rows ``index`` (slice, integer or boolean array) as a new ``PreferenceData``."""
+        """Rows ``index`` (slice, integer or boolean array) as a new ``PreferenceData``.
+
+        Parameters
+        ----------
+        index : slice, int or array of int or bool
+
+        Returns
+        -------
+        PreferenceData
+
+        Examples
+        --------
+        >>> data.subset(slice(0, 100)).n, data.subset(data.labels == 1).n == int((data.labels == 1).sum())
+        (100, True)
+        """
         try:
             idx = np.arange(self.n)[index]
         except IndexError as exc:
@@ -487,6 +515,14 @@ class PreferenceData:
         differently; a fit on one predicts the other only after this. Returns ``self`` when
         there is nothing to match (either side without item names, or the same table).
 
+        Parameters
+        ----------
+        reference : PreferenceData
+
+        Returns
+        -------
+        PreferenceData
+
         Raises
         ------
         ValueError
@@ -509,6 +545,20 @@ class PreferenceData:
 
         ``n_initial=None`` means no split: both parts are the whole data, as in the
         paper's main experiments.
+
+        Parameters
+        ----------
+        n_initial : int or None
+            N₀, in [1, N).
+
+        Returns
+        -------
+        (PreferenceData, PreferenceData)
+
+        Examples
+        --------
+        >>> [part.n for part in data.split(100)]
+        [100, 200]
         """
         if n_initial is None:
             return self, self
@@ -516,7 +566,18 @@ class PreferenceData:
         return self.subset(slice(0, n0)), self.subset(slice(n0, None))
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per comparison: ``x0..``, ``dphi0..``, ``y`` and, with weights, ``weight``."""
+        """One row per comparison: ``x0..``, ``dphi0..``, ``y`` and, with weights, ``weight``.
+
+        Returns
+        -------
+        pandas.DataFrame
+            With counts, a column ``count`` too.
+
+        Examples
+        --------
+        >>> data.to_frame().shape             # d_x + d_φ + 1 columns
+        (300, 11)
+        """
         cols = {f"x{j}": self.contexts[:, j] for j in range(self.d_x)}
         cols |= {f"dphi{j}": self.differences[:, j] for j in range(self.d_phi)}
         cols["y"] = self.labels

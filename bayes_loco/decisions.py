@@ -98,7 +98,20 @@ class BestActions:
         return self.tied[self.unit_of_row]
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per unit: the point-estimate best action, how many are tied with the best, and which."""
+        """One row per unit: the point-estimate best action, how many are tied with the best, and which.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``row`` (personalised scope) or ``state`` (global), ``best`` (its name),
+            ``n_tied``, ``tied_with_best`` (names) and ``tied_indices``.
+
+        Examples
+        --------
+        >>> table = bl.best_actions(fit, pop, 0.9).to_frame()
+        >>> list(table.columns), len(table)
+        (['row', 'best', 'n_tied', 'tied_with_best', 'tied_indices'], 50)
+        """
         names = np.asarray(self.action_names, dtype=object)
         return pd.DataFrame({
             "row" if self.scope == "personalised" else "state": np.arange(self.n_units),
@@ -159,6 +172,14 @@ def best_actions(uncertainty_set: UncertaintySet | Fit, population: Population, 
         ``best_actions(fit, population, 0.9, action_names=names).to_frame()`` is the
         table a person reads: per unit, the point-estimate best action, how many
         actions are tied with the best, and which.
+
+    Examples
+    --------
+    >>> tied = bl.best_actions(fit.calibrated_set(0.9), pop)
+    >>> tied.level, tied.joint, tied.tied.shape
+    (0.9, True, (50, 4))
+    >>> bool(tied.tied[np.arange(50), tied.best].all())     # the estimate's best is always tied
+    True
     """
     check_option(scope, "scope", SCOPES)
     if not isinstance(population, Population):

@@ -301,6 +301,26 @@ def identified_directions(coordinates: Coordinates, data: PreferenceData, *,
     rank of the Gram matrix, eigenvalues below ``rtol`` times the largest counting
     as zero (:func:`~bayes_loco.linalg.range_mask`, the rule of :class:`~bayes_loco.EllipsoidSet`).
     From the k × k Gram matrix (:func:`information`), never the N × k design.
+
+    Parameters
+    ----------
+    coordinates : Coordinates
+        The coordinates of θ: an :class:`~bayes_loco.RTVBasis` or :class:`~bayes_loco.VecCoordinates`.
+    data : PreferenceData
+        The comparisons whose z_t span the range.
+    rtol : float
+        Eigenvalues of the Gram matrix below ``rtol`` times the largest count as zero.
+
+    Returns
+    -------
+    ndarray, shape (k, k_eff)
+        P, with orthonormal columns.
+
+    Examples
+    --------
+    >>> P = bl.design.identified_directions(fit.basis, data)
+    >>> P.shape, np.allclose(P.T @ P, np.eye(8))          # k = 16, k_eff = 8
+    ((16, 8), True)
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")

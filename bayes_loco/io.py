@@ -136,6 +136,13 @@ def load(path: str | os.PathLike):
         names the bayes_loco version to read it with), is damaged, or holds
         what the module docstring's "Loading a file from someone else" refuses.
         One ValueError that names the file and what is wrong.
+
+    Examples
+    --------
+    >>> path = bl.save(fit, "fit.nc")
+    >>> back = bl.load(path)
+    >>> type(back).__name__, np.array_equal(back.theta_rtv, fit.theta_rtv)
+    ('PRSResult', True)
     """
     path = user_path(path, "load")
     if not path.exists():

@@ -104,7 +104,23 @@ class Population:
         return self.features.shape[2]
 
     def units(self, scope: str) -> Units:
-        """The units of a ``scope`` policy: every row (``"personalised"``) or every state (``"global"``)."""
+        """The units of a ``scope`` policy: every row (``"personalised"``) or every state (``"global"``).
+
+        Parameters
+        ----------
+        scope : {"personalised", "global"}
+
+        Returns
+        -------
+        Units
+            Each row's unit, the row-averaging matrix and each unit's share of the rows.
+
+        Examples
+        --------
+        >>> two = bl.Population(np.ones((4, 1)), np.zeros((4, 2, 3)), np.array([0, 0, 1, 1]))
+        >>> two.units("global").n, two.units("global").weights, two.units("personalised").n
+        (2, array([0.5, 0.5]), 4)
+        """
         check_option(scope, "scope", SCOPES)
         of_row = np.arange(self.n) if scope == "personalised" else self.states
         n_units = int(of_row.max()) + 1

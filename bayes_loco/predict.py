@@ -76,6 +76,19 @@ class Prediction:
         action_names : sequence of str, optional
             Rewards only: a name for each of the A actions (e.g. a fit's ``data.item_names``),
             used in the ``action`` level of the index.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``estimate`` (and ``lower``, ``upper`` when a level was asked for), indexed by
+            ``comparison``, or for rewards by (``row``, ``action``): n·A rows.
+
+        Examples
+        --------
+        >>> fit.predict_interval(data, 0.9).to_frame().shape
+        (300, 3)
+        >>> fit.reward(pop, level=0.9).to_frame().index.names
+        FrozenList(['row', 'action'])
         """
         columns = {"estimate": self.estimate}
         if self.lower is not None:
@@ -318,14 +331,82 @@ class Predictive:
     """The prediction methods every fit has; each calls this module's function of the same name."""
 
     def predict_proba(self, data: PreferenceData) -> np.ndarray:
-        """P(a_t1 preferred), a tie counting half (:func:`bayes_loco.predict.predict_proba`)."""
+        """P(a_t1 preferred), a tie counting half (:func:`bayes_loco.predict.predict_proba`).
+
+        σ(x_tᵀ Θ̂ Δφ_t) at a frequentist fit's estimate; a posterior's mean over its draws of Θ.
+
+        Parameters
+        ----------
+        data : PreferenceData
+            The comparisons to predict (d_x and d_φ of the fit's); their labels are not read.
+
+        Returns
+        -------
+        ndarray, shape (N,)
+
+        Examples
+        --------
+        >>> p = fit.predict_proba(data)
+        >>> p.shape, bool(((p > 0) & (p < 1)).all())
+        ((300,), True)
+        """
         return predict_proba(self, data)
 
     def predict_interval(self, data: PreferenceData, level: float = LEVEL) -> Prediction:
-        """Pointwise ``level`` intervals of them (:func:`bayes_loco.predict.predict_interval`)."""
+        """Pointwise ``level`` intervals of them (:func:`bayes_loco.predict.predict_interval`).
+
+        The Wald delta method on the identified coordinates for a frequentist fit,
+        equal-tailed posterior quantiles for a posterior.
+
+        Parameters
+        ----------
+        data : PreferenceData
+            The comparisons to predict; their labels are not read.
+        level : float
+            Pointwise level in (0, 1).
+
+        Returns
+        -------
+        Prediction
+            ``estimate`` (:meth:`predict_proba`), ``lower`` and ``upper``, each of shape (N,).
+
+        Examples
+        --------
+        >>> interval = fit.predict_interval(data, 0.9)
+        >>> interval
+        Prediction(probability, shape=(300,), level=0.9, method='wald delta method')
+        >>> bool((interval.lower <= interval.estimate).all() and (interval.estimate <= interval.upper).all())
+        True
+        """
         return predict_interval(self, data, level)
 
     def reward(self, contexts, features=None, level: float | None = None, *,
                reference: int = 0) -> Prediction:
-        """Rewards relative to the reference action, with intervals (:func:`bayes_loco.predict.reward`)."""
+        """Rewards relative to the reference action, with intervals (:func:`bayes_loco.predict.reward`).
+
+        r(x_i, s_i, a) − r(x_i, s_i, a_ref) with r(x, s, a) = xᵀ Θ φ(s, a).
+
+        Parameters
+        ----------
+        contexts : Population or ndarray, shape (n, d_x)
+            A population (it brings its features), or the contexts x_i.
+        features : ndarray, shape (n, A, d_φ), optional
+            φ(s_i, a) of each row's candidate actions; left out with a Population.
+        level : float, optional
+            Pointwise level of the intervals; None: estimates only.
+        reference : int
+            The index of a_ref among the candidates (its column is 0).
+
+        Returns
+        -------
+        Prediction
+            ``estimate`` (and ``lower``, ``upper``) of shape (n, A).
+
+        Examples
+        --------
+        >>> fit.reward(pop, level=0.9)
+        Prediction(reward, shape=(50, 4), level=0.9, reference=0, method='wald delta method')
+        >>> bool((fit.reward(pop).estimate[:, 0] == 0).all())       # a_ref's own column
+        True
+        """
         return reward(self, contexts, features, level, reference=reference)

@@ -204,10 +204,31 @@ class WaldFit(Predictive, SummaryHTML):
         are not identified and the set is a cylinder along them. ``kind`` None means
         ``"wald"``. ``cov_type`` (``"model"`` or ``"sandwich"``) overrides the fit's covariance
         (:attr:`covariance`) for this set. ``kind="family"`` bounds instead only the row × action
-        values of ``population``, all at once, with the same I (max-|t| simultaneous intervals,
+        values of ``population``, all at once, with the same I (max-∣t∣ simultaneous intervals,
         :func:`~bayes_loco.sets.value_family`; relaxed objective only).
         From ``config["factored_min"]`` coordinates on the set holds I's Cholesky factor
         and not I (its ``precision`` is None; :meth:`EllipsoidSet.factored`).
+
+        Parameters
+        ----------
+        level : float
+            Level in (0, 1).
+        kind : {"wald"} or None
+            The only kind (None means it).
+        cov_type : {"model", "sandwich"}, optional
+            Overrides the fit's covariance for this set.
+
+        Returns
+        -------
+        EllipsoidSet
+            ``kind="wald"`` in the fit's coordinates; ``.level`` is ``level``.
+
+        Examples
+        --------
+        >>> fit.calibrated_set(0.9)
+        EllipsoidSet(kind='wald', k=16, k_eff=8, radius=3.655, level=0.9)
+        >>> fit.calibrated_set(0.9, cov_type="sandwich").level
+        0.9
         """
         level = check_level(level)
         kind = check_option("wald" if kind is None else kind, "kind", self.calibrated_kinds)
@@ -229,6 +250,26 @@ class WaldFit(Predictive, SummaryHTML):
         one ArviZ plot shows both roads, e.g. ``az.plot_forest({"NUTS":
         post.tree, "Wald": fit.to_datatree()}, var_names=["theta_rtv"], combined=True)``
         (``var_names=["theta"]`` for the MLE, whose coordinates are vec(Θ)).
+
+        Parameters
+        ----------
+        chains, draws : int
+            How many Wald draws, as ``chains`` × ``draws``.
+        seed : int
+            Seed of the draws.
+
+        Returns
+        -------
+        xarray.DataTree
+            ``posterior`` (the draws), ``point_estimate`` (the estimate) and ``constant_data``.
+
+        Examples
+        --------
+        >>> tree = fit.to_datatree(chains=2, draws=100)
+        >>> sorted(tree.children)
+        ['constant_data', 'point_estimate', 'posterior']
+        >>> dict(tree["posterior"].sizes)
+        {'chain': 2, 'draw': 100, 'rtv_coord': 16}
         """
         return fit_tree(self, chains=chains, draws=draws, seed=seed)
 
@@ -336,6 +377,20 @@ class Summary:
     max_rows: int = 20
 
     def to_frame(self) -> pd.DataFrame:
+        """The whole table, unrounded (a copy: changing it leaves the summary as it was).
+
+        Returns
+        -------
+        pandas.DataFrame
+            Indexed by ``coordinate``: ``estimate``, ``std_err``, ``lower``, ``upper`` (and, for
+            posteriors, ``ess_bulk``, ``ess_tail``, ``r_hat``).
+
+        Examples
+        --------
+        >>> table = fit.summary().to_frame()
+        >>> table.index.name, list(table.columns)
+        ('coordinate', ['estimate', 'std_err', 'lower', 'upper'])
+        """
         return self.table.copy()
 
     def _header_lines(self, width: int) -> list[str]:

@@ -43,36 +43,8 @@ RESULT_CLASSES = (
 PENDING = {
     # Parameters / Returns / Examples of result-class methods
     "bayes_loco.data.PreferenceData.from_arrays",
-    "bayes_loco.data.PreferenceData.identified_rank", "bayes_loco.data.PreferenceData.split",
-    "bayes_loco.data.PreferenceData.subset", "bayes_loco.data.PreferenceData.to_frame",
-    "bayes_loco.population.Population.units", "bayes_loco.datasets._common.Dataset.population",
-    "bayes_loco.frequentist.mle.MLEResult.penalty_set", "bayes_loco.frequentist.mle.MLEResult.summary",
-    "bayes_loco.frequentist.fgd.LowRankResult.penalty_set",
-    "bayes_loco.frequentist.fgd.LowRankResult.summary", "bayes_loco.frequentist.prs.PRSResult.penalty_set",
-    "bayes_loco.frequentist.prs.PRSResult.summary",
-    "bayes_loco.frequentist.bt.BradleyTerryFit.predict_interval",
-    "bayes_loco.frequentist.bt.BradleyTerryFit.predict_proba",
-    "bayes_loco.frequentist.bt.BradleyTerryFit.summary",
-    "bayes_loco.frequentist.rank.RankSelection.cv_table",
-    "bayes_loco.frequentist.rank.RankSelection.to_frame", "bayes_loco.results.WaldFit.calibrated_set",
-    "bayes_loco.results.WaldFit.to_datatree", "bayes_loco.results.Summary.to_frame",
-    "bayes_loco.predict.Predictive.predict_interval", "bayes_loco.predict.Predictive.predict_proba",
-    "bayes_loco.predict.Predictive.reward", "bayes_loco.predict.Prediction.to_frame",
-    "bayes_loco.decisions.BestActions.to_frame", "bayes_loco.crossval.CrossValidation.summary",
-    # Examples of public functions
-    "bayes_loco.frequentist.mle.fit_mle",
-    "bayes_loco.frequentist.fgd.fit_low_rank", "bayes_loco.frequentist.fgd.spectral_start",
-    "bayes_loco.frequentist.prs.fit_prs", "bayes_loco.frequentist.rank.select_rank",
-    "bayes_loco.crossval.cross_validate", "bayes_loco.crossval.fold_indices",
-    "bayes_loco.decisions.best_actions", "bayes_loco.design.identified_directions",
-    "bayes_loco._iowrite.save",
-    "bayes_loco.io.load", "bayes_loco.datasets.arena.read_arena", "bayes_loco.datasets.prism.read_prism",
     # Methods that came with item-indexed data and the leaderboard's sets, still without their sections
     "bayes_loco.data.PreferenceData.difference_rows", "bayes_loco.data.PreferenceData.distinct_differences",
-    "bayes_loco.data.PreferenceData.on_items", "bayes_loco.frequentist.bt.BradleyTerryFit.calibrated_set",
-    "bayes_loco.frequentist.bt.BradleyTerryFit.penalty_set",
-    "bayes_loco.frequentist.bt.BradleyTerryFit.population",
-    "bayes_loco.frequentist.bt.BradleyTerryFit.reward",
 }
 
 

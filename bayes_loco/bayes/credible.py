@@ -263,7 +263,7 @@ def credible_family(draws, basis: RTVBasis, population: Population, level: float
     The pointwise quantile (:func:`credible_quantile`) corrected for the family: each value's
     draws are ranked, and the band [r-th, (J + 1 − r)-th smallest] uses the largest r for which
     at least ``level`` of the draws lie inside every band at once (a max-rank correction,
-    :func:`~bayes_loco.sets.max_rank`), so the posterior and the Wald set's max-|t| family
+    :func:`~bayes_loco.sets.max_rank`), so the posterior and the Wald set's max-∣t∣ family
     (:func:`~bayes_loco.sets.value_family`) bound the same family at the same level.
 
     Guarantees: P(every value of the family lies in its band | data) ≥ ``level`` up to Monte

@@ -83,6 +83,22 @@ class Dataset:
         state, so a ``"global"`` policy picks one action for everyone and a
         ``"personalised"`` one an action per user. Needs contexts that are constant per
         user (PRISM's survey answers; Arena without ``language`` contexts).
+
+        Returns
+        -------
+        Population
+            n = the number of users, one state, A = the number of actions.
+
+        Raises
+        ------
+        ValueError
+            When some user's contexts vary between their comparisons.
+
+        Examples
+        --------
+        >>> users = bl.datasets.write_prism("prism", 40, seed=0).read()
+        >>> users.population()
+        Population(n=40, states=1, actions=10, d_x=28, d_phi=9)
         """
         codes = pd.Index(self.users["user_id"]).get_indexer(self.groups)
         contexts = np.zeros((len(self.users), self.data.d_x))

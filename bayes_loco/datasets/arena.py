@@ -152,6 +152,13 @@ def read_arena(path, *, contexts: Sequence[str] = (), style: bool = False, refer
     ValueError
         A file of another schema (one error naming the missing columns), an empty
         file, an unknown winner, a missing model name or context column.
+
+    Examples
+    --------
+    >>> truth = bl.datasets.write_arena("arena.parquet", 400, seed=0, n_models=5)   # a stand-in file
+    >>> battles = bl.read_arena("arena.parquet")
+    >>> battles.data
+    PreferenceData(N=400, d_x=1, d_phi=4, mean(y)=0.477, ties=72, items=5)
     """
     frame, where, schema = _battles(path, contexts, style)
     names = {}

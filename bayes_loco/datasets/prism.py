@@ -177,6 +177,13 @@ def read_prism(folder, *, survey_columns: Sequence[str] = SURVEY_COLUMNS, source
     ValueError
         A file of another schema (naming the missing fields), an empty file, a
         non-numeric score, a rated user without a survey row.
+
+    Examples
+    --------
+    >>> truth = bl.datasets.write_prism("prism", 40, seed=0)     # a stand-in folder of 40 users
+    >>> users = bl.read_prism("prism")
+    >>> users.data
+    PreferenceData(N=720, d_x=28, d_phi=9, mean(y)=0.535, ties=15, items=10)
     """
     folder = _check_folder(folder)
     check_option(source, "source", tuple(SOURCES))

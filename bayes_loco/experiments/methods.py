@@ -68,7 +68,7 @@ class MethodSpec:
         (:func:`~bayes_loco.sets.size_for_values`).
     family : bool
         Bound instead only the values of each scope's population (its rows ×
-        actions), all at once, from the set: max-|t| from an ellipsoid's W, max-rank
+        actions), all at once, from the set: max-∣t∣ from an ellipsoid's W, max-rank
         from a posterior's draws (``set="quantile"``; :func:`~bayes_loco.sets.value_family`).
     radii : tuple of float
         Solve the policy at these fixed radii instead (an ellipsoid's R, a value

@@ -114,38 +114,170 @@ class BradleyTerryFit:
         return self.mle.data
 
     def penalty_set(self, c2: float = 5.0):
+        """The MLE's tuned penalty set, ‖θ − θ̂‖_W ≤ C₂·sqrt(d_φ/N) (:meth:`MLEResult.penalty_set`).
+
+        Parameters
+        ----------
+        c2 : float
+            C₂ ≥ 0, the paper's 5 by default.
+
+        Returns
+        -------
+        EllipsoidSet
+            ``kind="gram"`` in vec(Θ) coordinates of one context (k = d_φ), no level.
+
+        Examples
+        --------
+        >>> bl.fit_bradley_terry(data).penalty_set(c2=5.0)
+        EllipsoidSet(kind='gram', k=7, k_eff=3, radius=0.7638)
+        """
         return self.mle.penalty_set(c2)
 
     def calibrated_set(self, level: float = LEVEL, kind: str | None = None, *, cov_type: str | None = None):
-        """The MLE's Wald set (:meth:`MLEResult.calibrated_set`)."""
+        """The MLE's Wald set (:meth:`MLEResult.calibrated_set`): radius² = χ²_k_eff(level).
+
+        Parameters
+        ----------
+        level : float
+            Level in (0, 1).
+        kind : {"wald"} or None
+            The only kind (None means it).
+        cov_type : {"model", "sandwich"}, optional
+            Overrides the fit's covariance for this set.
+
+        Returns
+        -------
+        EllipsoidSet
+            ``kind="wald"``, ``.level`` is ``level``.
+
+        Examples
+        --------
+        >>> bl.fit_bradley_terry(data).calibrated_set(0.9)
+        EllipsoidSet(kind='wald', k=7, k_eff=3, radius=2.5, level=0.9)
+        """
         return self.mle.calibrated_set(level, kind, cov_type=cov_type)
 
     def population(self, population: Population) -> Population:
-        """``population`` read with x ≡ 1, as this fit reads every user."""
+        """``population`` read with x ≡ 1, as this fit reads every user.
+
+        Parameters
+        ----------
+        population : Population
+            Any population; its contexts are replaced, its features and states kept.
+
+        Returns
+        -------
+        Population
+            The same rows with contexts of shape (n, 1), all ones.
+
+        Examples
+        --------
+        >>> pop.contexts.shape, bl.fit_bradley_terry(data).population(pop).contexts.shape
+        ((50, 3), (50, 1))
+        """
         if not isinstance(population, Population):
             raise TypeError(f"population must be a Population, got {type(population).__name__}")
         return Population(np.ones((population.n, 1)), population.features, population.states)
 
     def predict_proba(self, data: PreferenceData) -> np.ndarray:
-        """P(a_t1 preferred) for each comparison of ``data``, its contexts ignored."""
+        """P(a_t1 preferred) for each comparison of ``data``, its contexts ignored.
+
+        σ(θ̂ᵀΔφ_t), a tie counting half under Davidson's model
+        (:func:`bayes_loco.predict.predict_proba` on :func:`one_context` data).
+
+        Parameters
+        ----------
+        data : PreferenceData
+            The comparisons to predict; their labels are not read.
+
+        Returns
+        -------
+        ndarray, shape (N,)
+
+        Examples
+        --------
+        >>> p = bl.fit_bradley_terry(data).predict_proba(data)
+        >>> p.shape, bool(((p > 0) & (p < 1)).all())
+        ((300,), True)
+        """
         return self.mle.predict_proba(one_context(data))
 
     def predict_interval(self, data: PreferenceData, level: float = LEVEL) -> Prediction:
-        """Pointwise Wald ``level`` intervals of :meth:`predict_proba`."""
+        """Pointwise Wald ``level`` intervals of :meth:`predict_proba`.
+
+        The delta method on the identified coordinates (:func:`bayes_loco.predict.predict_interval`),
+        the contexts of ``data`` ignored.
+
+        Parameters
+        ----------
+        data : PreferenceData
+            The comparisons to predict; their labels are not read.
+        level : float
+            Pointwise level in (0, 1).
+
+        Returns
+        -------
+        Prediction
+            ``estimate`` (:meth:`predict_proba`), ``lower`` and ``upper``, each of shape (N,).
+
+        Examples
+        --------
+        >>> bl.fit_bradley_terry(data).predict_interval(data, 0.9)
+        Prediction(probability, shape=(300,), level=0.9, method='wald delta method')
+        """
         return self.mle.predict_interval(one_context(data), level)
 
     def reward(self, contexts, features=None, level: float | None = None, *,
                reference: int = 0) -> Prediction:
         """Rewards θ̂ᵀ(φ(a) − φ(a_ref)) of candidate actions with Wald intervals
-        (:func:`bayes_loco.predict.reward`), every row read with x ≡ 1; ``contexts`` a Population or
-        (n, d_x) contexts, whose values are ignored."""
+        (:func:`bayes_loco.predict.reward`), every row read with x ≡ 1.
+
+        Parameters
+        ----------
+        contexts : Population or ndarray, shape (n, d_x)
+            A population (it brings its features), or contexts whose values are ignored.
+        features : ndarray, shape (n, A, d_φ), optional
+            φ(s_i, a) of each row's candidate actions; left out with a Population.
+        level : float, optional
+            Pointwise level of the Wald intervals; None: estimates only.
+        reference : int
+            The index of a_ref among the candidates (its column is 0).
+
+        Returns
+        -------
+        Prediction
+            ``estimate`` (and ``lower``, ``upper``) of shape (n, A).
+
+        Examples
+        --------
+        >>> bl.fit_bradley_terry(data).reward(pop, level=0.9)
+        Prediction(reward, shape=(50, 4), level=0.9, reference=0, method='wald delta method')
+        """
         if isinstance(contexts, Population):
             return self.mle.reward(self.population(contexts), level=level, reference=reference)
         n = np.shape(contexts)[0] if np.ndim(contexts) else 0
         return self.mle.reward(np.ones((n, 1)), features, level, reference=reference)
 
     def summary(self, level: float = LEVEL) -> Summary:
-        """The MLE's summary: θ̂ with its Wald intervals."""
+        """The MLE's summary: θ̂ with its Wald intervals (:meth:`MLEResult.summary`).
+
+        Parameters
+        ----------
+        level : float
+            Level of the Wald intervals, in (0, 1).
+
+        Returns
+        -------
+        Summary
+            ``.to_frame()`` gives the table: the identified entries of θ̂, or the differences
+            ``"[0,j] − [0,0]"`` where only those are identified.
+
+        Examples
+        --------
+        >>> table = bl.fit_bradley_terry(data).summary(0.9).to_frame()
+        >>> list(table.columns), len(table)
+        (['estimate', 'std_err', 'lower', 'upper'], 3)
+        """
         return self.mle.summary(level)
 
     def _repr_html_(self) -> str:

@@ -155,7 +155,26 @@ class LowRankResult(WaldFit):
         return information(self.coordinates, self.data)
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
-        """The paper's Gram-W ellipsoid around Θ̂'s RTV coordinates, C = C₂·sqrt(k/N)."""
+        """The paper's Gram-W ellipsoid around Θ̂'s RTV coordinates, C = C₂·sqrt(k/N).
+
+        {θ : ‖θ − θ̂_rtv‖_W ≤ C}, W = Σ_t z_t z_tᵀ in the RTV coordinates of Θ̂ itself: a
+        tuned penalty, without a level.
+
+        Parameters
+        ----------
+        c2 : float
+            C₂ ≥ 0, the paper's 5 by default.
+
+        Returns
+        -------
+        EllipsoidSet
+            ``kind="gram"`` in Θ̂'s RTV coordinates (k = (d_x + d_φ) r − r²), no level.
+
+        Examples
+        --------
+        >>> fit.low_rank.penalty_set(c2=5.0)
+        EllipsoidSet(kind='gram', k=16, k_eff=8, radius=1.155)
+        """
         return EllipsoidSet.penalty(self.estimate, self._gram, self.data.n, self.coordinates, c2)
 
     def _fitted(self):
@@ -171,6 +190,25 @@ class LowRankResult(WaldFit):
         0.9 (every set's, prediction's and decision's default too);
         ``az.summary`` defaults to ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x):
         the header's ``interval`` says which level is printed.
+
+        Parameters
+        ----------
+        level : float
+            Level of the Wald intervals, in (0, 1).
+
+        Returns
+        -------
+        Summary
+            Printed, a header and the table of the identified RTV coordinates;
+            ``.to_frame()`` gives the table as a DataFrame.
+
+        Examples
+        --------
+        >>> summary = bl.fit_low_rank(data, 2, ridge=1.0).summary(level=0.9)
+        >>> summary.header["rank"], summary.header["k"]
+        (2, 16)
+        >>> list(summary.to_frame().columns)
+        ['estimate', 'std_err', 'lower', 'upper']
         """
         sv = ", ".join(f"{v:.3g}" for v in self.singular_values)
         return wald_summary(f"Rank-{self.rank} fit (factored gradient descent)", self, self.data, level,
@@ -267,6 +305,12 @@ def spectral_start(data: PreferenceData, rank: int, *, ridge: float = 0.0) -> np
     -------
     ndarray, shape (d_x, d_φ)
         Θ₀ of rank at most r (0 when the score is 0).
+
+    Examples
+    --------
+    >>> theta0 = bl.spectral_start(data, 2)
+    >>> theta0.shape, int(np.linalg.matrix_rank(theta0))
+    ((3, 7), 2)
     """
     check_instance(data, "data", PreferenceData)
     rank = check_rank(rank, data.d_x, data.d_phi)
@@ -337,6 +381,19 @@ def fit_low_rank(data: PreferenceData, rank: int, *, ridge: float = 0.0, method:
         ties), and ``initial`` must have been fitted with the same ``ties``.
 
     Weights ``data.weights`` multiply each comparison's term of L.
+
+    Returns
+    -------
+    LowRankResult
+        Θ̂ = U Vᵀ of rank r, its factors, loss, gradient norm and diagnostics.
+
+    Examples
+    --------
+    >>> low = bl.fit_low_rank(data, 2, ridge=1.0)
+    >>> low.rank, low.theta.shape, low.diagnostics.converged
+    (2, (3, 7), True)
+    >>> int(np.linalg.matrix_rank(low.theta))
+    2
     """
     rank = check_rank(rank, data.d_x, data.d_phi)
     ridge = check_real(ridge, "ridge", 0.0)

@@ -118,7 +118,30 @@ class MLEResult(WaldFit):
         return information(self.coordinates, self.data, weights)
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
-        """MLE-Pessimistic's set: ‖vec Θ − vec Θ̂‖_W ≤ C₂ sqrt(d_x d_φ / N), W = Σ z zᵀ (Gram)."""
+        """MLE-Pessimistic's set: ‖vec Θ − vec Θ̂‖_W ≤ C₂ sqrt(d_x d_φ / N), W = Σ z zᵀ (Gram).
+
+        A tuned penalty, without a level; with counts, W and N are those of the expanded rows.
+
+        Parameters
+        ----------
+        c2 : float
+            C₂ ≥ 0, the paper's 5 by default.
+
+        Returns
+        -------
+        EllipsoidSet
+            ``kind="gram"`` in vec(Θ) coordinates (k = d_x·d_φ), no level.
+
+        Raises
+        ------
+        MemoryError
+            When W (d_x·d_φ × d_x·d_φ) would exceed 2 GiB: use the low-rank PRS fit.
+
+        Examples
+        --------
+        >>> bl.fit_mle(data, ridge=1.0).penalty_set(c2=5.0)
+        EllipsoidSet(kind='gram', k=21, k_eff=9, radius=1.323)
+        """
         counts = self.data.counts  # W and N of the expanded rows
         return EllipsoidSet.penalty(self.estimate, self._gram(counts), self.data.n if counts is None else
                                     self.data.n_comparisons, self.coordinates, c2)
@@ -136,6 +159,25 @@ class MLEResult(WaldFit):
         0.9 (every set's, prediction's and decision's default too); ``az.summary`` defaults to
         ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x): the header's ``interval``
         says which level is printed.
+
+        Parameters
+        ----------
+        level : float
+            Level of the Wald intervals, in (0, 1).
+
+        Returns
+        -------
+        Summary
+            Printed, a header and the table of the identified entries of Θ̂, ``"[c,j]"``;
+            ``.to_frame()`` gives the table as a DataFrame.
+
+        Examples
+        --------
+        >>> table = bl.fit_mle(data, ridge=1.0).summary(level=0.9).to_frame()
+        >>> list(table.columns)
+        ['estimate', 'std_err', 'lower', 'upper']
+        >>> len(table)                     # the k_eff = 9 identified entries of Θ̂
+        9
         """
         title = "Unconstrained MLE (Newton-CG)" if self.diagnostics.method == "newton-cg" else \
             "Unconstrained MLE (Newton)"
@@ -206,6 +248,19 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
     Weights ``data.weights`` multiply each comparison's term; the Wald set reads them as
     sampling weights (statsmodels' ``var_weights``). Counts ``data.counts`` are frequency
     weights (``freq_weights``): the fit and both covariances equal those on the expanded rows.
+
+    Returns
+    -------
+    MLEResult
+        Θ̂ (``theta``, d_x × d_φ), its loss, separation flags and diagnostics.
+
+    Examples
+    --------
+    >>> mle = bl.fit_mle(data, ridge=1.0)
+    >>> mle
+    MLEResult(N=300, d_x=3, d_phi=7, loglik=-159.4, converged=True, n_iter=6, separated=False, ridge=1)
+    >>> mle.theta.shape
+    (3, 7)
     """
     ridge = check_real(ridge, "ridge", 0.0)
     max_iter = check_int(max_iter, "max_iter", 1)

@@ -141,7 +141,26 @@ class PRSResult(InRTVCoordinates, WaldFit):
         return self.basis.to_theta(self.theta_rtv)
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
-        """The paper's set {θ : ‖θ − θ̂_rtv‖_W ≤ C}, C = C₂·sqrt(k/(N − N₀)): a tuned penalty (no level)."""
+        """The paper's set {θ : ‖θ − θ̂_rtv‖_W ≤ C}, C = C₂·sqrt(k/(N − N₀)): a tuned penalty (no level).
+
+        W = Σ_t z_t z_tᵀ (Gram) over the N − N₀ estimation comparisons, in the RTV
+        coordinates of the low-rank fit.
+
+        Parameters
+        ----------
+        c2 : float
+            C₂ ≥ 0, the paper's 5 by default.
+
+        Returns
+        -------
+        EllipsoidSet
+            ``kind="gram"``, no level; :func:`bayes_loco.pessimistic_policy` accepts it.
+
+        Examples
+        --------
+        >>> fit.penalty_set(c2=5.0)
+        EllipsoidSet(kind='gram', k=16, k_eff=8, radius=1.155)
+        """
         gram = self.gram if self.gram is not None else self._gram
         return EllipsoidSet.penalty(self.theta_rtv, gram, self.estimation_data.n, self.basis, c2)
 
@@ -169,6 +188,25 @@ class PRSResult(InRTVCoordinates, WaldFit):
         defaults to 0.9 (every set's, prediction's and decision's default too);
         ``az.summary`` defaults to ``az.rcParams["stats.ci_prob"]`` (0.89 in ArviZ 1.x): the
         header's ``interval`` says which level is printed.
+
+        Parameters
+        ----------
+        level : float
+            Level of the Wald intervals, in (0, 1).
+
+        Returns
+        -------
+        Summary
+            Printed, a header and the table of the identified coordinates of θ̂_rtv;
+            ``.to_frame()`` gives the table as a DataFrame.
+
+        Examples
+        --------
+        >>> summary = fit.summary(level=0.9)
+        >>> summary.header["N0"], summary.header["k_eff"]
+        ('no split', 8)
+        >>> len(summary.to_frame())        # the k_eff identified coordinates
+        8
         """
         sv = ", ".join(f"{v:.3g}" for v in self.low_rank.singular_values)
         notes = ()
@@ -218,6 +256,18 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
         MLE; with ``"davidson"`` the reduced MLE fits log ν with θ_rtv.
 
     Weights ``data.weights`` multiply each comparison's term in both fits.
+
+    Returns
+    -------
+    PRSResult
+        θ̂_rtv, the RTV basis, W, the low-rank fit and the diagnostics of both fits.
+
+    Examples
+    --------
+    >>> bl.fit_prs(data, rank=2, ridge=1.0)
+    PRSResult(rank=2, k=16, n=300, no split, converged=True)
+    >>> bl.fit_prs(data, rank=2, n_initial=150, ridge=1.0).penalty_set().kind
+    'gram'
     """
     ridge = check_real(ridge, "ridge", 0.0)
     check_ties(ties)

@@ -116,8 +116,20 @@ class RankSelection:
         return self.fits[self._best_index()]
 
     def to_frame(self) -> pd.DataFrame:
-        """One row per rank: ``rank``, ``mean_nll``, ``k``, ``gic``, with CV ``cv_log_loss`` and
-        ``cv_std_err``, and ``selected``."""
+        """One row per candidate rank r, with its criteria and whether it was selected.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``rank``, ``mean_nll`` (L̄(Θ̂_r)), ``k`` (k(r) = (d_x + d_φ) r − r²), ``gic``
+            (L̄ + a_n·k), with CV also ``cv_log_loss`` and ``cv_std_err`` (mean and
+            standard error over the folds), and ``selected``.
+
+        Examples
+        --------
+        >>> list(bl.select_rank(data, [1, 2, 3]).to_frame().columns)
+        ['rank', 'mean_nll', 'k', 'gic', 'selected']
+        """
         frame = pd.DataFrame({"rank": self.ranks, "mean_nll": self.mean_nll, "k": self.n_params,
                               "gic": self.gic})
         if self.cv_log_loss is not None:
@@ -126,7 +138,20 @@ class RankSelection:
         return frame
 
     def cv_table(self) -> pd.DataFrame:
-        """Held-out log-loss per rank (rows) and fold (columns); empty without CV."""
+        """Held-out log-loss per rank (rows) and fold (columns); empty without CV.
+
+        Returns
+        -------
+        pandas.DataFrame
+            Indexed by ``rank``, one column per ``fold``; no column when selected by GIC.
+
+        Examples
+        --------
+        >>> bl.select_rank(data, [1, 2], criterion="cv", folds=3).cv_table().shape
+        (2, 3)
+        >>> bl.select_rank(data, [1, 2]).cv_table().shape
+        (2, 0)
+        """
         if self.cv_log_loss is None:
             return pd.DataFrame(index=pd.Index(self.ranks, name="rank"))
         return pd.DataFrame(self.cv_log_loss, index=pd.Index(self.ranks, name="rank"),
@@ -165,6 +190,19 @@ def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, cri
     **fit_options
         Passed to every fit: ``ties=`` (a tie model) to the MLE start and FGD, the other
         options of :func:`~bayes_loco.fit_low_rank` (``method``, ``max_iter``, ``tol``) to FGD.
+
+    Returns
+    -------
+    RankSelection
+        Every candidate's fit and criteria; ``.rank`` and ``.best`` are the selected ones.
+
+    Examples
+    --------
+    >>> selection = bl.select_rank(data, [1, 2, 3])
+    >>> selection.ranks.tolist(), selection.rank in (1, 2, 3)
+    ([1, 2, 3], True)
+    >>> selection.best.rank == selection.rank
+    True
     """
     if ranks is None:
         ranks = range(1, max(data.identified_rank(10), 1) + 1)

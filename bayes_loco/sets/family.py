@@ -8,7 +8,7 @@ family's simultaneous intervals
 
     z_uaᵀθ ∈ [z_uaᵀθ̂ − c·se_ua, z_uaᵀθ̂ + c·se_ua]  for every member ua,  se_ua = ‖z_ua‖_{W⁻¹},
 
-need only c, the α-quantile of max_ua |t_ua| with t_ua = z_uaᵀ(θ̂ − θ)/se_ua (about 4 standard
+need only c, the α-quantile of max_ua ∣t_ua∣ with t_ua = z_uaᵀ(θ̂ − θ)/se_ua (about 4 standard
 errors for 18,000 members): what multiple-comparison software computes for simultaneous
 intervals (Hothorn, Bretz & Westfall 2008), here from θ̂ − θ ≈ N(0, W⁻¹). With W = L Lᵀ the
 t-vector is t = D⁻¹ Gε, ε ~ N(0, I), G the whitened members Lᵀz_ua (rows) and D their norms,
@@ -56,7 +56,7 @@ FAMILY_METHODS = ("max-t", "bonferroni", "max-rank", "fixed")
 class ValueFamilySet:
     """Simultaneous intervals for the values z_uaᵀθ of every row u and action a of one population.
 
-    Build with :func:`value_family` (from a Wald or credible ellipsoid: max-|t|), with
+    Build with :func:`value_family` (from a Wald or credible ellipsoid: max-∣t∣), with
     :func:`draws_family` (from posterior draws: max-rank), or as ``fit.calibrated_set(level,
     "family", population=population)``. :func:`~bayes_loco.pessimistic_policy` reads it with the
     relaxed objective: each unit takes the action of largest lower bound (the reference's is 0).
@@ -101,7 +101,7 @@ class ValueFamilySet:
         ``"max-t"``: the 95% Monte Carlo interval of c (order statistics of the simulated maxima);
         NaN otherwise.
     draws : int
-        Monte Carlo draws of max |t|, or posterior draws (``"max-rank"``).
+        Monte Carlo draws of max ∣t∣, or posterior draws (``"max-rank"``).
     members : int
         m: the identified non-zero values bounded together (at most n(A − 1)).
     base : EllipsoidSet or None
@@ -348,7 +348,7 @@ def value_family(ellipsoid: EllipsoidSet | QuantileSet, population: Population, 
     from its draws (:func:`draws_family`; ``method``, ``draws`` and ``seed`` do not apply).
 
     se_ua = ‖z_ua‖_{W⁻¹} from the whitened members Lᵀz_ua, and c the ``level`` quantile of
-    max_ua |t_ua| simulated from θ̂ − θ ~ N(0, W⁻¹) (``method="max-t"``) or Bonferroni's
+    max_ua ∣t_ua∣ simulated from θ̂ − θ ~ N(0, W⁻¹) (``method="max-t"``) or Bonferroni's
     Φ⁻¹(1 − (1 − level)/(2m)) (``"bonferroni"``); see the module docstring for the guarantee.
     The members are made, whitened and multiplied by the draws a block of rows at a time: neither
     W⁻¹ nor the k × m matrix of members is formed, only ε (k_eff × ``draws``, float32: 0.66 GB at
@@ -369,7 +369,7 @@ def value_family(ellipsoid: EllipsoidSet | QuantileSet, population: Population, 
         a_ref, as in :func:`~bayes_loco.pessimistic_policy`.
     method : {"max-t", "bonferroni"}
     draws : int
-        Monte Carlo draws of max |t| (``"max-t"``); ``critical_low`` .. ``critical_high`` is the
+        Monte Carlo draws of max ∣t∣ (``"max-t"``); ``critical_low`` .. ``critical_high`` is the
         95% interval of the simulated quantile. The t are computed in float32, whose rounding
         (relative 10⁻⁷ √k) is far below that Monte Carlo error.
     seed : int or Generator
