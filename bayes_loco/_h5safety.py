@@ -54,7 +54,7 @@ class Refusal(ValueError):
 
 def budget(path: Path) -> int:
     """The most bytes loading ``path`` may allocate for its data."""
-    return get_config()["expansion"] * path.stat().st_size + get_config()["slack"]
+    return int(get_config()["expansion"] * path.stat().st_size) + get_config()["slack"]
 
 
 def safe_dtype(text, where: str) -> np.dtype:
@@ -78,7 +78,7 @@ def check_bytes(count: int, itemsize: int, limit: int, where: str) -> None:
     """Refuse an array of ``count`` items of ``itemsize`` bytes if it would take more than ``limit`` bytes."""
     if count * itemsize > limit:
         raise Refusal(f"{where} would take {count * itemsize:,} bytes, more than the {limit:,} a file of "
-                      f"this size may make bayes_loco.load allocate ({get_config()["expansion"]} times "
+                      f"this size may make bayes_loco.load allocate ({get_config()["expansion"]:g} times "
                       f"its size plus "
                       f"{get_config()["slack"] // 2**20} MiB)")
 

@@ -40,7 +40,7 @@ class Setting:
 #: Every setting, by name: its default, the module that reads it, and what it trades.
 SETTINGS: dict[str, Setting] = {
     "expansion": Setting(
-        64, "bayes_loco._h5safety",
+        64.0, "bayes_loco._h5safety",
         "How many times its size in bytes a file may make the loader allocate (plus ``slack``)."),
     "slack": Setting(
         16 * 2 ** 20, "bayes_loco._h5safety",

@@ -104,7 +104,7 @@ def test_mle_summary_matches_statsmodels(random_problem, kron):
 
 def test_prs_summary_lists_the_identified_coordinates_only(small):
     _, _, prs = small
-    summary = prs.summary()
+    summary = prs.summary(0.95)
     wald = prs.calibrated_set(0.95)
     table = summary.to_frame()
     assert len(table) == wald.effective_dim == summary.header["k_eff"] == 10

@@ -300,7 +300,7 @@ def test_design_operator_needs_an_rtv_basis():
 def test_steps_that_would_exhaust_memory_are_refused_with_their_size(monkeypatch):
     """The explicit design, the full SVD bases, W's eigendecomposition and the policy's candidate features."""
     import bayes_loco as bl
-    from bayes_loco import _validation, coordinates
+    from bayes_loco import _validation, design
 
     problem = bl.simulate.paper_problem(d_x=6, d_s=2, rank=2)
     data = problem.sample(40, seed=1)
@@ -308,7 +308,7 @@ def test_steps_that_would_exhaust_memory_are_refused_with_their_size(monkeypatch
     basis = rtv_basis(np.outer(np.arange(1.0, 7.0), np.arange(1.0, 12.0)), 1)
     wald = bl.EllipsoidSet(np.zeros(basis.dim), np.eye(basis.dim), 1.0, basis)
     monkeypatch.setattr(_validation, "available_memory", lambda: 100)
-    cases = [(lambda: coordinates.design(basis, data), r"the 40 x 16 design needs"),
+    cases = [(lambda: design.design(basis, data), r"the 40 x 16 design needs"),
              (lambda: rtv_basis(np.ones((6, 11)), 1), r"the full SVD bases"),
              (lambda: bl.EllipsoidSet(np.zeros(16), np.eye(16), 1.0, basis),
               r"eigendecomposition of the 16 x 16"),

@@ -109,7 +109,7 @@ def copy_of(reference: Path, tmp_path: Path) -> Path:
 def test_second_runner_on_one_folder_is_refused_naming_the_first(reference, tmp_path, capsys):
     out = tmp_path / "out"
     first = start(out, workers=1, reps=20)
-    lock = out / runner_module.LOCK_NAME
+    lock = out / store.LOCK_NAME
     deadline = time.monotonic() + 180
     while not (lock.exists() and lock.read_text().strip() == str(first.pid)):
         assert first.poll() is None and time.monotonic() < deadline, "the first runner never took the lock"
@@ -283,4 +283,3 @@ def test_store_read_results_leaves_a_torn_line_out_and_write_atomic_replaces(tmp
     store.write_atomic(path, b"")
     with pytest.raises(store.StudyConfigError, match="holds no CSV header"):
         store.read_results(path)
-    assert runner_module.read_results is store.read_results and runner_module.LOCK_NAME == store.LOCK_NAME
