@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from bayes_loco import simulate
+from bayes_loco.datasets.personalllm import personalllm_problem, write_standin
 from bayes_loco.evaluate import truth_rewards
 from bayes_loco.experiments import PROBLEMS, Study, build_problem
 from bayes_loco.experiments.runner import DEFAULTS
-from bayes_loco.datasets.personalllm import personalllm_problem, write_standin
 from bayes_loco.problems import Problem
 
 
