@@ -336,6 +336,12 @@ SETTINGS: dict[str, Setting] = {
         0.01, "bayes_loco.frequentist._logistic",
         "Separation test by recession: re-solving with a 1e4 times tighter gradient tolerance moves a "
         "finite maximiser by ~tol/curvature, but a separated fit runs on (‖θ‖ grows like log(1/tol))."),
+    "recession_newton_steps": Setting(
+        20, "bayes_loco.frequentist._logistic",
+        "The separation test's tighter re-solve by exact Newton stops after this many steps: a finite "
+        "maximiser is reached in one or two (quadratic convergence), a separated fit has moved far past "
+        "``recession_rtol`` by then (§5.1 at q = 10, N = 5,000: θ moved 52 from ‖θ‖ = 176 in 20 steps, "
+        "as far as running on to rounding, 181 steps, moved it)."),
     "aggregate_share": Setting(
         0.5, "bayes_loco.frequentist.bt",
         "Item-indexed data are aggregated before the fit when the distinct rows are at most this share of "
@@ -372,9 +378,14 @@ SETTINGS: dict[str, Setting] = {
         "The d_x·d_φ × d_x·d_φ information matrix of the MLE baselines is refused above this."),
     "exact_newton_max": Setting(
         1500, "bayes_loco.frequentist.mle",
-        "Item-indexed data with at most this many free entries of Θ are fitted by exact trust-region "
-        "Newton on the whole Hessian (summed from Laplacians of the compared items); above it by Newton- "
-        "CG."),
+        "Fits with at most this many free entries of Θ may run Newton's method on the whole Hessian "
+        "(item-indexed data always, formed differences under ``exact_newton_flops``); above it Newton-CG."),
+    "exact_newton_flops": Setting(
+        5 * 10 ** 10, "bayes_loco.frequentist.mle",
+        "Formed differences take Newton's method on the whole Hessian where N·k² (its multiplications per "
+        "step) is at most this: about a second a step on two cores, where Newton-CG's hundreds of "
+        "Hessian-vector products per step on a near-separated fit take minutes. Larger: exact Newton at "
+        "larger N·k²."),
     "dense_laplacian_items": Setting(
         2048, "bayes_loco.indexed",
         "Above this many items the Laplacians are summed as sparse matrices instead of dense A × A "

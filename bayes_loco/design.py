@@ -100,8 +100,7 @@ def _vec_information(coordinates: VecCoordinates, data: PreferenceData, weights:
     and zero elsewhere: N × |support| blocks of the design instead of N × d_x·d_φ (at d_x × d_φ =
     100 × 50 in the paper's simulation, 900 columns instead of 5,000).
 
-    Summed by :func:`gram_rows` (the MLE baseline's arithmetic, on which its Gram set, and the demo's
-    table, depend to the last digit).
+    Summed by :func:`support_gram`.
     """
     k = coordinates.dim
     rows, cols = data.support
@@ -113,18 +112,30 @@ def _vec_information(coordinates: VecCoordinates, data: PreferenceData, weights:
     if not (rows.size and cols.size):
         return full
     index = (rows[:, None] * data.d_phi + cols).ravel()
-    if data.indexed:  # per pair of context columns a Laplacian of the compared items, then ΦᵀLΦ
+    full[np.ix_(index, index)] = support_gram(data, rows, cols, weights)
+    return full
+
+
+def support_gram(data: PreferenceData, rows: np.ndarray, cols: np.ndarray, weights: np.ndarray | None
+                 ) -> np.ndarray:
+    """Σ_t w_t z_t z_tᵀ with z_t = vec(x_t[rows] Δφ_t[cols]ᵀ): the information on entries (rows × cols) of Θ.
+
+    Item-indexed data sum it by compared pair (Laplacians of the compared items); formed differences
+    a block of ``config["design_block_bytes"]`` at a time by :func:`gram_rows` (the MLE baseline's
+    arithmetic, on which its Gram set, and the demo's table, depend to the last digit). ``weights``
+    are not checked: the fits pass their own curvatures here.
+    """
+    if data.indexed:
         c = np.ones(data.n) if weights is None else weights
-        full[np.ix_(index, index)] = data.delta.columns(cols).vec_gram(c, data.contexts[:, rows])
-        return full
-    inner = None
+        return data.delta.columns(cols).vec_gram(c, data.contexts[:, rows])
+    support = VecCoordinates(rows.size, cols.size)
+    block = max(1, get_config()["design_block_bytes"] // (8 * support.dim))
+    inner = np.zeros((support.dim, support.dim))
     for lo in range(0, data.n, block):
         x, dphi = data.contexts[lo: lo + block], data.difference_rows(lo, lo + block)
         z = support.transform(x[:, rows], dphi[:, cols])
-        part = gram_rows(z, None if weights is None else weights[lo: lo + block])
-        inner = part if inner is None else inner + part
-    full[np.ix_(index, index)] = inner
-    return full
+        inner += gram_rows(z, None if weights is None else weights[lo: lo + block])
+    return inner
 
 
 def _blocked_gram(coordinates: Coordinates, data: PreferenceData, weights: np.ndarray | None) -> np.ndarray:

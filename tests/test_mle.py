@@ -311,3 +311,26 @@ def test_large_margins_of_a_finite_mle_are_not_called_separation(kron):
     assert not fit.separated
     reference = sm.Logit(y.astype(float), kron(x, dphi)).fit(method="newton", tol=1e-12, disp=0)
     assert np.abs(fit.theta.ravel() - reference.params).max() < 1e-4
+
+
+def test_exact_newton_and_newton_cg_reach_the_same_mle(random_problem, reference):
+    """Formed differences take Newton's method on the whole Hessian under ``exact_newton_flops``
+    and Newton-CG above it: both are the statsmodels optimum to its tolerance."""
+    fits = {}
+    for flops in (10**12, 0):
+        with bl.config_context(exact_newton_flops=flops):
+            fits[flops] = bl.fit_mle(random_problem.data)
+    assert fits[10**12].diagnostics.method == "newton-exact" and fits[0].diagnostics.method == "newton-cg"
+    # statsmodels' standard errors set the scale: both fits are within 1e-4 of one of them of its optimum.
+    se = reference[2].bse.reshape(fits[0].theta.shape)
+    for fit in fits.values():
+        assert np.abs((fit.theta - reference[2].params.reshape(fit.theta.shape)) / se).max() < 1e-4
+
+
+@pytest.mark.parametrize("flops", [10**12, 0])
+def test_both_solvers_flag_certified_separation(flops, kron):
+    data = simulate.paper_problem(rank=3, imbalance=10).sample(1000, seed=5)
+    assert _separation_certificate(data, kron) > 1.0
+    with bl.config_context(exact_newton_flops=flops), pytest.warns(bl.SeparationWarning, match="separable"):
+        fit = bl.fit_mle(data)
+    assert fit.separated
