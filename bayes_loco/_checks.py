@@ -11,8 +11,9 @@ import warnings
 
 import numpy as np
 
-from .data import PreferenceData, spans_of
+from .data import PreferenceData
 from .exceptions import DataWarning
+from .linalg import span_dimension
 
 # True while a public fit that has already checked its data runs: the fits it calls stay quiet.
 _DATA_CHECKED = contextvars.ContextVar("bayes_loco_data_checked", default=False)
@@ -86,3 +87,9 @@ def checks_data(func):
             _DATA_CHECKED.reset(token)
 
     return wrapper
+
+
+def spans_of(data: PreferenceData, at_most: int) -> dict[str, int]:
+    """The dimensions of the spans of the contexts and of the differences, each capped at ``at_most``."""
+    return {"contexts": span_dimension(data.contexts, at_most),
+            "differences": span_dimension(data.distinct_differences(), at_most)}

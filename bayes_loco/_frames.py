@@ -13,6 +13,8 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
+from ._validation import as_float_array, check_int
+
 # Label strings that mean a tie in Chatbot Arena's files (``winner``).
 TIE_VALUES = ("tie", "tie (bothbad)")
 # The context column of data read without contexts (plain Bradley–Terry): x ≡ 1.
@@ -132,3 +134,45 @@ def frame_arguments(frame: pd.DataFrame, *, context_columns, difference_columns,
 def names_or_default(names: Sequence[str] | None, prefix: str, size: int) -> list[str]:
     """The user's names, or ``prefix0, prefix1, …``."""
     return list(names) if names is not None else [f"{prefix}{j}" for j in range(size)]
+
+
+def array_arguments(contexts, features_1, features_0, differences) -> tuple[object, object]:
+    """The contexts and Δφ_t of :meth:`PreferenceData.from_arrays`: ``differences``, or f₁ − f₀."""
+    if differences is not None:
+        if features_1 is not None or features_0 is not None:
+            raise ValueError("give either differences or features_1 and features_0, not both")
+        return contexts, differences
+    if features_1 is None or features_0 is None:
+        raise ValueError("features_1 and features_0 are both required when differences is not given")
+    f1 = as_float_array(features_1, "features_1", 2)
+    f0 = as_float_array(features_0, "features_0", 2)
+    if f1.shape != f0.shape:
+        raise ValueError(f"features_1 has shape {f1.shape}, features_0 has shape {f0.shape}")
+    n = np.shape(contexts)[0] if np.ndim(contexts) else 0
+    if f1.shape[0] != n:
+        raise ValueError(f"contexts has {n} rows, features_1 has {f1.shape[0]}")
+    return contexts, f1 - f0
+
+
+def item_arguments(item_1, item_0, item_features, n_items, contexts, comparison_features, item_names,
+                   context_names, feature_names) -> dict:
+    """:meth:`PreferenceData.from_items`' arguments of the data: the item table (one-hot of the items by
+    default, named by them), the actions (item_0, item_1) and the contexts (x ≡ 1 by default)."""
+    item_1, item_0 = np.asarray(item_1), np.asarray(item_0)
+    if item_1.ndim != 1 or item_1.shape != item_0.shape:
+        raise ValueError(f"item_1 and item_0 must be 1-dimensional of one length, got shapes {item_1.shape} "
+                         f"and {item_0.shape}")
+    if item_features is None:
+        if n_items is None:
+            n_items = len(item_names) if item_names is not None else int(max(item_1.max(initial=-1),
+                                                                              item_0.max(initial=-1))) + 1
+        item_features = sparse.identity(check_int(n_items, "n_items", 1), format="csr")
+        if feature_names is None and item_names is not None:
+            d_e = 0 if comparison_features is None else np.shape(comparison_features)[1]
+            feature_names = tuple(item_names) + tuple(f"e{j}" for j in range(d_e))
+    if contexts is None:
+        contexts = np.ones((item_1.shape[0], 1))
+        context_names = (INTERCEPT,) if context_names is None else context_names
+    return {"contexts": contexts, "differences": None, "actions": np.column_stack([item_0, item_1]),
+            "item_features": item_features, "item_names": item_names, "context_names": context_names,
+            "feature_names": feature_names}

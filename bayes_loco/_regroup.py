@@ -1,6 +1,7 @@
-"""Item-indexed data regrouped: identical rows to counts, and comparisons moved onto another item table.
+"""Item-indexed data regrouped: identical rows to counts, and comparisons moved onto another item table;
+and the hash that tells one set of comparisons from another.
 
-Both take a :class:`~bayes_loco.PreferenceData` and build their result with its own class.
+Each takes a :class:`~bayes_loco.PreferenceData` and build their result with its own class.
 """
 
 from __future__ import annotations
@@ -8,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 from scipy import sparse
+
+from ._validation import fingerprint
 
 
 def items_on(data, reference):
@@ -66,3 +69,19 @@ def aggregate(data):
         np.bincount(inverse, minlength=first.size).astype(float)
     order = np.argsort(first, kind="stable")
     return data._rows(first[order], counts[order])
+
+
+def comparisons_fingerprint(data) -> str:
+    """:attr:`~bayes_loco.PreferenceData.fingerprint`: a hash of the comparisons, which data a fit saw."""
+    parts = [data.contexts]
+    if data.indexed:
+        items = data.item_features
+        parts += [data.actions, items.toarray() if sparse.issparse(items) else items]
+        parts += [] if data.comparison_features is None else [data.comparison_features]
+    else:
+        parts.append(data.differences)
+    parts.append(data.labels)
+    parts += [w for w in (data.weights, data.counts) if w is not None]
+    if data.counts is not None:
+        parts.append(np.array([1]))  # counts are not weights: the same numbers hash apart
+    return fingerprint(*parts)

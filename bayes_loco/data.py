@@ -18,9 +18,9 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from ._frames import TIE_VALUES, frame_arguments
-from ._regroup import aggregate, items_on
-from ._validation import as_counts, as_float_array, as_labels, as_names, as_weights, check_int, fingerprint
+from ._frames import TIE_VALUES, array_arguments, frame_arguments, item_arguments
+from ._regroup import aggregate, comparisons_fingerprint, items_on
+from ._validation import as_counts, as_float_array, as_labels, as_names, as_weights, check_int
 from .indexed import check_items
 from .linalg import span_dimension
 
@@ -181,23 +181,25 @@ class PreferenceData:
         copy : bool
             False: float64 arrays that own their memory are made read-only in place
             instead of copied (the caller must not need to write to them again).
+
+        Returns
+        -------
+        PreferenceData
+
+        Examples
+        --------
+        >>> import numpy as np, bayes_loco as bl
+        >>> phi = np.eye(3)  # three actions, one-hot features
+        >>> data = bl.PreferenceData.from_arrays(np.ones((2, 1)), [1, 0], features_1=phi[[0, 1]],
+        ...                                      features_0=phi[[1, 2]], actions=[[1, 0], [2, 1]])
+        >>> data.differences
+        array([[ 1., -1.,  0.],
+               [ 0.,  1., -1.]])
         """
         if not isinstance(copy, bool):
             raise TypeError(f"copy must be a bool, got {copy!r}")
-        if differences is not None:
-            if features_1 is not None or features_0 is not None:
-                raise ValueError("give either differences or features_1 and features_0, not both")
-            return cls(contexts, differences, labels, actions, copy, weights=weights)
-        if features_1 is None or features_0 is None:
-            raise ValueError("features_1 and features_0 are both required when differences is not given")
-        f1 = as_float_array(features_1, "features_1", 2)
-        f0 = as_float_array(features_0, "features_0", 2)
-        if f1.shape != f0.shape:
-            raise ValueError(f"features_1 has shape {f1.shape}, features_0 has shape {f0.shape}")
-        n = np.shape(contexts)[0] if np.ndim(contexts) else 0
-        if f1.shape[0] != n:
-            raise ValueError(f"contexts has {n} rows, features_1 has {f1.shape[0]}")
-        return cls(contexts, f1 - f0, labels, actions, copy, weights=weights)
+        contexts, differences = array_arguments(contexts, features_1, features_0, differences)
+        return cls(contexts, differences, labels, actions, copy, weights=weights)
 
     @classmethod
     def from_items(cls, labels, *, item_1, item_0, item_features=None, n_items: int | None = None,
@@ -238,27 +240,9 @@ class PreferenceData:
         >>> data.n, data.n_comparisons, data.d_phi
         (3, 6, 3)
         """
-        item_1, item_0 = np.asarray(item_1), np.asarray(item_0)
-        if item_1.ndim != 1 or item_1.shape != item_0.shape:
-            raise ValueError(f"item_1 and item_0 must be 1-dimensional of one length, got shapes "
-                             f"{item_1.shape} "
-                             f"and {item_0.shape}")
-        if item_features is None:
-            if n_items is None:
-                n_items = len(item_names) if item_names is not None else int(max(item_1.max(initial=-1),
-                                                                                  item_0.max(initial=-1))) + 1
-            n_items = check_int(n_items, "n_items", 1)
-            item_features = sparse.identity(n_items, format="csr")
-            if feature_names is None and item_names is not None:
-                d_e = 0 if comparison_features is None else np.shape(comparison_features)[1]
-                feature_names = tuple(item_names) + tuple(f"e{j}" for j in range(d_e))
-        if contexts is None:
-            contexts = np.ones((item_1.shape[0], 1))
-            context_names = ("intercept",) if context_names is None else context_names
-        return cls(contexts, None, labels, np.column_stack([item_0, item_1]), weights=weights, counts=counts,
-                   item_features=item_features, comparison_features=comparison_features,
-                   item_names=item_names,
-                   context_names=context_names, feature_names=feature_names)
+        return cls(labels=labels, weights=weights, counts=counts, comparison_features=comparison_features,
+                   **item_arguments(item_1, item_0, item_features, n_items, contexts, comparison_features,
+                                    item_names, context_names, feature_names))
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, *, context_columns=None, difference_columns=None,
@@ -390,18 +374,7 @@ class PreferenceData:
     @functools.cached_property
     def fingerprint(self) -> str:
         """A hash of the comparisons (:func:`~bayes_loco._validation.fingerprint`): which data a fit saw."""
-        parts = [self.contexts]
-        if self.indexed:
-            items = self.item_features
-            parts += [self.actions, items.toarray() if sparse.issparse(items) else items]
-            parts += [] if self.comparison_features is None else [self.comparison_features]
-        else:
-            parts.append(self.differences)
-        parts.append(self.labels)
-        parts += [w for w in (self.weights, self.counts) if w is not None]
-        if self.counts is not None:
-            parts.append(np.array([1]))  # counts are not weights: the same numbers hash apart
-        return fingerprint(*parts)
+        return comparisons_fingerprint(self)
 
     @functools.cached_property
     def support(self) -> tuple[np.ndarray, np.ndarray]:
@@ -421,8 +394,23 @@ class PreferenceData:
         return rows, np.concatenate([inner, outer]).astype(np.intp)
 
     def distinct_differences(self) -> np.ndarray:
-        """Rows spanning the same space as the Δφ_t, with the same nonzero columns: the Δφ of each
-        distinct pair for item-indexed data without per-comparison columns, else ``differences``."""
+        """Rows spanning the same space as the Δφ_t, with the same nonzero columns.
+
+        What a span or a support needs of the differences without the N × d_φ array: for
+        item-indexed data without per-comparison columns the Δφ of each distinct compared pair.
+
+        Returns
+        -------
+        ndarray, shape (P, d_φ)
+            One row per distinct pair (item-indexed data), else ``differences`` itself (P = N).
+
+        Examples
+        --------
+        >>> import bayes_loco as bl
+        >>> games = bl.PreferenceData.from_items([1, 0, 1, 1], item_1=[0, 0, 1, 0], item_0=[1, 1, 2, 1])
+        >>> games.distinct_differences().shape  # pairs (0, 1) and (1, 2)
+        (2, 3)
+        """
         if self.indexed and self.comparison_features is None:
             return self.delta.pair_rows()[0]
         return self.differences
@@ -451,7 +439,7 @@ class PreferenceData:
         (3, 1)
         """
         limit = min(self.d_x, self.d_phi) if at_most is None else check_int(at_most, "at_most", 1)
-        return min(spans_of(self, limit).values())
+        return min(span_dimension(self.contexts, limit), span_dimension(self.distinct_differences(), limit))
 
     def __repr__(self) -> str:
         extra = f", ties={int(self.ties.sum())}" if self.has_ties else ""
@@ -503,7 +491,25 @@ class PreferenceData:
                               item_features=self.item_features, winner_first=self.winner_first)
 
     def difference_rows(self, lo: int, hi: int) -> np.ndarray:
-        """Dense Δφ_t of rows lo … hi − 1, without forming the whole N × d_φ array of indexed data."""
+        """Dense Δφ_t of rows lo … hi − 1, without forming the whole N × d_φ array of indexed data.
+
+        Parameters
+        ----------
+        lo, hi : int
+            The rows, as the slice ``lo:hi``.
+
+        Returns
+        -------
+        ndarray, shape (hi − lo, d_φ)
+
+        Examples
+        --------
+        >>> import bayes_loco as bl
+        >>> games = bl.PreferenceData.from_items([1, 0, 1], item_1=[0, 0, 1], item_0=[1, 2, 2])
+        >>> games.difference_rows(1, 3)
+        array([[ 1.,  0., -1.],
+               [ 0.,  1., -1.]])
+        """
         if self.indexed and "differences" not in self.__dict__:
             return self.delta.rows(slice(lo, hi)).toarray()
         return self.differences[lo:hi]
@@ -586,9 +592,3 @@ class PreferenceData:
         if self.counts is not None:
             cols["count"] = self.counts
         return pd.DataFrame(cols)
-
-
-def spans_of(data: PreferenceData, at_most: int) -> dict[str, int]:
-    """The dimensions of the spans of the contexts and of the differences, each capped at ``at_most``."""
-    return {"contexts": span_dimension(data.contexts, at_most),
-            "differences": span_dimension(data.distinct_differences(), at_most)}

@@ -1,5 +1,6 @@
 """Linear algebra shared by the sets, the fits and the plots: one home for each rule.
 
+- Eigenvector signs fixed by a rule, not by LAPACK (:func:`canonical_signs`).
 - The identified-range rules: an eigenvalue of a Gram, information or precision matrix W counts
   as zero at or below ``config["range_rtol"]`` of the largest (:func:`range_mask`), and a feature vector z
   lies in range(W) when its component outside is at most ``config["identified_rtol"]`` of ‖z‖
@@ -31,6 +32,20 @@ def range_mask(vals: np.ndarray, rtol: float | None = None) -> np.ndarray:
     when None) times the largest."""
     rtol = get_config()["range_rtol"] if rtol is None else rtol
     return vals > rtol * max(float(vals.max(initial=0.0)), np.finfo(float).tiny)
+
+
+def canonical_signs(vecs: np.ndarray) -> np.ndarray:
+    """``vecs`` with each column's sign chosen so that its entry of largest magnitude is positive.
+
+    LAPACK returns an eigenvector or a singular vector up to its sign, and which sign depends on
+    rounding (another BLAS, another CPU, a last-bit change in the matrix). Whatever is simulated in
+    that basis (a Monte Carlo quantile drawn with a fixed seed) then changes with it; in this basis
+    it does not.
+    """
+    if not vecs.size:
+        return vecs
+    top = np.abs(vecs).argmax(axis=0)
+    return vecs * np.where(vecs[top, np.arange(vecs.shape[1])] < 0, -1.0, 1.0)
 
 
 def in_range(total: np.ndarray, outside: np.ndarray) -> np.ndarray:

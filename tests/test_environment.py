@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib.metadata
 import re
+import shutil
+import subprocess
 import sys
 import tomllib
 from pathlib import Path
@@ -71,3 +73,16 @@ def test_the_locked_environment_has_the_locked_versions():
         assert importlib.metadata.version(key) == pins[key], (
             f"{key} {importlib.metadata.version(key)} is installed, the lock pins {pins[key]}: "
             "rerun bash scripts/bootstrap.sh")
+
+
+def test_no_environment_or_link_is_tracked():
+    """A committed link (``.venv`` pointing at a local environment) replaces the environment of every
+    checkout that merges it: git treats an ignored directory as expendable."""
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    listed = subprocess.run(["git", "ls-files", "-s"], cwd=ROOT, capture_output=True, text=True, check=True)
+    links = [line.split("\t", 1)[1] for line in listed.stdout.splitlines() if line.startswith("120000")]
+    assert not links, f"symbolic links are tracked: {links}"
+    tracked = subprocess.run(["git", "ls-files", ".venv", ".venv-newest"], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.split()
+    assert not tracked, tracked

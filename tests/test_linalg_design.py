@@ -259,3 +259,23 @@ def test_the_ellipsoids_minimax_solver_is_named_by_the_problem():
               .certificate for name in SOLVERS]
     for cert in values:
         assert cert.lower <= values[0].upper + 1e-9 and values[0].lower <= cert.upper + 1e-9
+
+
+def test_canonical_signs_undo_lapack_s_choice_of_sign():
+    rng = np.random.default_rng(0)
+    vecs = np.linalg.qr(rng.normal(size=(6, 4)))[0]
+    flips = np.array([1.0, -1.0, -1.0, 1.0])
+    a, b = linalg.canonical_signs(vecs), linalg.canonical_signs(vecs * flips)
+    np.testing.assert_array_equal(a, b)
+    top = np.abs(a).argmax(axis=0)
+    assert (a[top, np.arange(4)] > 0).all()
+    assert linalg.canonical_signs(np.zeros((3, 0))).shape == (3, 0)
+
+
+def test_a_wald_set_s_factor_does_not_depend_on_the_signs_lapack_picks():
+    rng = np.random.default_rng(1)
+    a = rng.normal(size=(30, 5))
+    ellipsoid = bl.EllipsoidSet(np.zeros(5), a.T @ a, 2.0, VecCoordinates(1, 5))
+    vecs = ellipsoid._eigen[1]
+    top = np.abs(vecs).argmax(axis=0)
+    assert (vecs[top, np.arange(vecs.shape[1])] > 0).all()

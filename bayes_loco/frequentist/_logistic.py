@@ -120,7 +120,9 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
         receding = grown > 0 or moved > get_config()["recession_rtol"] * scale
         n_extreme = max(grown, 1) if receding else 0
         if gram is not None and not receding:
-            res = tight  # exact Newton: the tighter solve is the MLE to rounding, kept
+            # exact Newton: the tighter solve is the MLE to rounding, kept (its steps counted too)
+            res = OptimizeResult({**res, "x": tight.x, "fun": tight.fun, "jac": tight.jac,
+                                  "nit": res.nit + tight.nit})
             params, lam = split(res.x)
             eta = forward(params)
     max_abs_margin = float(np.abs(eta).max())

