@@ -47,7 +47,14 @@ from .frequentist import (
     spectral_start,
 )
 from .io import load, save
-from .policy import Policy, ValueBound, greedy_policy, pessimistic_policy, pessimistic_value
+from .policy import (
+    Policy,
+    ValueBound,
+    best_bound_policy,
+    greedy_policy,
+    pessimistic_policy,
+    pessimistic_value,
+)
 from .population import Population
 from .predict import Prediction
 from .problems import Problem
@@ -119,6 +126,7 @@ __all__ = [
     "VecCoordinates",
     "accuracy",
     "best_actions",
+    "best_bound_policy",
     "brier",
     "calibration_curve",
     "config_context",

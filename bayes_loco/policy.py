@@ -37,7 +37,8 @@ from __future__ import annotations
 
 import numbers
 import warnings
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from .config import get_config
 from .design import candidate_features, mean_candidate_features
 from .exceptions import ConvergenceWarning
 from .model import rewards
-from .policy_inputs import check_set, feature_blocks, read_population
+from .policy_inputs import check_probabilities, check_set, feature_blocks, read_population
 from .population import SCOPES, Population, Units
 from .results import Fit
 from .sets.base import (
@@ -251,29 +252,6 @@ class ValueBound:
 
     def __repr__(self) -> str:
         return f"ValueBound({self})"
-
-
-def check_probabilities(probabilities, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:
-    """``probabilities`` as a float array of rows on the simplex (to ``config["simplex_atol"]``), or one
-    error.
-
-    ``shape`` (units, A), when given, is the shape they must have.
-    """
-    probabilities = as_float_array(probabilities, name, 2)
-    if shape is not None and probabilities.shape != shape:
-        raise ValueError(f"{name} must have shape {shape} (units x actions), got {probabilities.shape}")
-    negative = probabilities < -get_config()["simplex_atol"]
-    if negative.any():
-        i, a = np.argwhere(negative)[0]
-        raise ValueError(f"{name}[{i}, {a}] = {probabilities[i, a]:.6g} is negative; each row must be a "
-                         "probability distribution over the actions")
-    sums = probabilities.sum(axis=1)
-    off = np.abs(sums - 1.0) > get_config()["simplex_atol"]
-    if off.any():
-        i = int(np.flatnonzero(off)[0])
-        raise ValueError(f"{name}: row {i} sums to {sums[i]:.6g}, not 1; each row must be a probability "
-                         "distribution over the actions (divide by its row sums)")
-    return probabilities
 
 
 def _check_common(population, scope, reference_action):
@@ -493,6 +471,67 @@ def pessimistic_policy(uncertainty_set: UncertaintySet, population: Population, 
                   rounded_value=(problem.worst_case(uncertainty_set, rounded)
                                  if solution.rounded_value is None else solution.rounded_value),
                   status=solution.status, message=solution.message, **common)
+
+
+def best_bound_policy(policies: Sequence[Policy]) -> Policy:
+    """Of policies solved under several calibrated sets, the one with the largest bound, at their joint level.
+
+    If set j covers the truth with probability ≥ level_j, all of them do with probability
+    ≥ 1 − Σ_j (1 − level_j) (Bonferroni over the sets), and on that event every policy's bound
+    holds at once, so the largest does too: choosing after seeing the bounds costs nothing beyond
+    the union. Solve each policy at level 1 − α/m to keep 1 − α overall. The usual pair: the exact
+    policy under the Wald set (best at small width, where the set is tight) and the value family's
+    (best at a reward model's width, where the Wald set guards thousands of unused directions).
+
+    Parameters
+    ----------
+    policies : sequence of Policy
+        Each with a calibrated bound (``level`` not None), all of one population, scope and
+        reference action.
+
+    Returns
+    -------
+    Policy
+        The policy with the largest ``pessimistic_value``; its ``level`` is the joint one and its
+        ``level_meaning`` says which policy was kept and why the level is lower.
+
+    Raises
+    ------
+    ValueError
+        Fewer than two policies, one without a level, or policies of different populations, scopes
+        or reference actions; a joint level ≤ 0.
+
+    Examples
+    --------
+    >>> half = 1 - (1 - 0.9) / 2                     # each set at 0.95: 0.9 for the pair
+    >>> exact = bl.pessimistic_policy(fit.calibrated_set(half), pop, objective="exact")
+    >>> family = bl.pessimistic_policy(fit.calibrated_set(half, "family", population=pop), pop)
+    >>> best = bl.best_bound_policy([exact, family])
+    >>> round(best.level, 2), best.pessimistic_value == max(exact.pessimistic_value, family.pessimistic_value)
+    (0.9, True)
+    """
+    policies = list(policies)
+    if len(policies) < 2 or not all(isinstance(p, Policy) for p in policies):
+        raise ValueError(f"policies must be two or more Policy objects, got {len(policies)} "
+                         f"({', '.join(sorted({type(p).__name__ for p in policies}))})")
+    missing = [i for i, p in enumerate(policies) if p.level is None]
+    if missing:
+        raise ValueError(f"policies {missing} have no level (greedy, the paper's penalty set or a set sized "
+                         "for another scope): a union bound needs every policy's bound calibrated")
+    for name in ("population", "scope", "reference_action"):
+        values = {getattr(p, name) for p in policies}
+        if len(values) > 1:
+            raise ValueError(f"policies differ in {name} ({sorted(map(str, values))}): their bounds are not "
+                             "bounds on one value")
+    level = 1.0 - sum(1.0 - p.level for p in policies)
+    if level <= 0:
+        raise ValueError(f"policies: the joint level 1 - sum(1 - level) = {level:.3g} is not positive; solve "
+                         "each at 1 - alpha/m")
+    best = max(range(len(policies)), key=lambda i: policies[i].pessimistic_value)
+    kept = policies[best]
+    meaning = (f"the largest of {len(policies)} bounds, each at its own level (kept: #{best}, "
+               f"{kept.objective} objective, level {kept.level:g}); union bound over the sets")
+    return replace(kept, level=level, level_meaning=meaning)
 
 
 def _bound_level(uncertainty_set, scope: str, population: Population, reference_action: int) -> dict:

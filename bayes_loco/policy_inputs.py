@@ -1,13 +1,15 @@
 """What a policy and a decision read of a population under a set: the fit's view, the set, the features.
 
 :mod:`bayes_loco.policy` and :mod:`bayes_loco.decisions` share these: the population as a fit reads it,
-the check of the set, and the units' candidate features made a block at a time.
+the check of the set and of a policy's probabilities, and the units' candidate features made a block at
+a time.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from ._validation import as_float_array
 from .config import get_config
 from .design import population_coordinates, relative_features
 from .population import Population, Units
@@ -46,3 +48,26 @@ def feature_blocks(uncertainty_set: UncertaintySet, population: Population, unit
         return z if own_rows else (part[:, rows] @ z.reshape(rows.size, -1)).reshape(hi - lo, n_actions, k)
 
     return FeatureBlocks((units.n, n_actions, k), make, per_block)
+
+
+def check_probabilities(probabilities, name: str, shape: tuple[int, int] | None = None) -> np.ndarray:
+    """``probabilities`` as a float array of rows on the simplex (to ``config["simplex_atol"]``), or one
+    error.
+
+    ``shape`` (units, A), when given, is the shape they must have.
+    """
+    probabilities = as_float_array(probabilities, name, 2)
+    if shape is not None and probabilities.shape != shape:
+        raise ValueError(f"{name} must have shape {shape} (units x actions), got {probabilities.shape}")
+    negative = probabilities < -get_config()["simplex_atol"]
+    if negative.any():
+        i, a = np.argwhere(negative)[0]
+        raise ValueError(f"{name}[{i}, {a}] = {probabilities[i, a]:.6g} is negative; each row must be a "
+                         "probability distribution over the actions")
+    sums = probabilities.sum(axis=1)
+    off = np.abs(sums - 1.0) > get_config()["simplex_atol"]
+    if off.any():
+        i = int(np.flatnonzero(off)[0])
+        raise ValueError(f"{name}: row {i} sums to {sums[i]:.6g}, not 1; each row must be a probability "
+                         "distribution over the actions (divide by its row sums)")
+    return probabilities

@@ -158,6 +158,45 @@ def test_the_relaxed_policy_takes_each_rows_largest_lower_bound(world):
         assert bl.relative_value(policy, problem, population) >= policy.pessimistic_value
 
 
+def test_best_bound_policy_keeps_the_larger_bound_at_the_union_level(world):
+    problem, prs, _, population, _ = world
+    half = 1 - (1 - LEVEL) / 2
+    wald = prs.calibrated_set(half)
+    family = value_family(wald, population, draws=2000)
+    policies = [bl.pessimistic_policy(wald, population, objective="exact"), bl.pessimistic_policy(family,
+                                                                                                   population)]
+    best = bl.best_bound_policy(policies)
+    assert best.level == pytest.approx(LEVEL) and "union bound" in best.level_meaning
+    values = [p.pessimistic_value for p in policies]
+    assert best.pessimistic_value == max(values)
+    np.testing.assert_array_equal(best.probabilities, policies[int(np.argmax(values))].probabilities)
+    # On the event that both sets cover the truth every bound holds, so the kept one does.
+    rewards = problem.rewards(population)
+    both = bool(wald.contains(wald.coordinates.to_coordinates(problem.theta))) and family.covers(
+        rewards - rewards[:, :1])
+    if both:
+        assert bl.relative_value(best, problem, population) >= best.pessimistic_value
+    assert "With probability >= 0.9" in str(best.bound())
+
+
+def test_best_bound_policy_refuses_what_no_union_bound_covers(world):
+    problem, prs, wald, population, family = world
+    exact = bl.pessimistic_policy(wald, population, objective="exact")
+    relaxed = bl.pessimistic_policy(family, population)
+    with pytest.raises(ValueError, match="two or more"):
+        bl.best_bound_policy([exact])
+    with pytest.raises(ValueError, match="no level"):
+        bl.best_bound_policy([exact, bl.greedy_policy(prs.theta, population)])
+    with pytest.raises(ValueError, match="differ in scope"):
+        bl.best_bound_policy([exact, bl.pessimistic_policy(wald, population, scope="global")])
+    other = problem.population(12, seed=9)
+    with pytest.raises(ValueError, match="differ in population"):
+        bl.best_bound_policy([relaxed, bl.pessimistic_policy(wald, other)])
+    loose = bl.pessimistic_policy(prs.calibrated_set(0.05), population)  # 1 - 0.1 - 0.95 < 0
+    with pytest.raises(ValueError, match="joint level"):
+        bl.best_bound_policy([exact, loose])
+
+
 def test_global_policy_averages_the_rows_bounds(world):
     problem, _, wald, _, _ = world
     population = problem.population(10, seed=5, contexts_per_state=4, context_law="shifted")
@@ -315,6 +354,11 @@ def test_width_methods_rows_carry_the_family_columns():
     assert len(frontier) == len(methods_module.METHODS["PRS-relaxed-family-frontier"].radii)
     assert all(np.isnan(rows[m]["level"]) and np.isnan(rows[m]["covered"]) for m in frontier)
     assert exact["k_eff"] > 0 and np.isnan(exact["family_covered"])
+    # each member at 0.95 (a larger set than at 0.9): the kept bound is at most the better 0.9 one
+    union = rows["PRS-best-of-exact-and-family"]
+    assert union["level"] == LEVEL and union["value_covered"] in (0.0, 1.0)
+    better = max(exact["pessimistic_value"], family["pessimistic_value"])
+    assert 0 <= union["pessimistic_value"] <= better + 1e-9
 
 
 def test_prs_at_reward_model_width_fits_no_mle(monkeypatch):
@@ -367,8 +411,8 @@ def test_plot_width_draws_the_study_and_its_frontier(tmp_path):
     top_left, top_right, bottom_left, bottom_right = fig.axes
     assert len(bottom_left.lines) == 2 + 2 + 1  # a curve and a star per width, and the 0.5 line
     assert [t.get_text() for t in top_left.get_legend().get_texts()] == [
-        "greedy, PRS's estimate", "exact, Wald 90%", "relaxed, value family 90%"]
-    assert len(top_right.lines) == 3  # the exact and family ratios and the 0.5 line
+        "greedy, PRS's estimate", "exact, Wald 90%", "relaxed, value family 90%", "best of both at 95% each"]
+    assert len(top_right.lines) == 4  # the exact, family and best-of-both ratios and the 0.5 line
     # d_φ = d_a − 1 + d_s + noise_dims = 3 + 3 + 1 and 3 + 3 + 3
     labels = [t.get_text() for t in bottom_right.get_legend().get_texts()]
     assert labels == ["d_φ = 7 (1 seeds)", "d_φ = 9 (1 seeds)"]

@@ -22,14 +22,13 @@ from .methods import (
     DEFAULT_METHODS,
     FITTERS,
     METHODS,
-    POSTERIOR_DEFAULTS,
     Fits,
     Fitter,
     MethodSpec,
     compare_policies,
-    posterior_settings,
     run_methods,
 )
+from .posterior_settings import POSTERIOR_DEFAULTS, posterior_settings
 from .problems import PROBLEMS, build_problem
 from .runner import (
     SettingError,

@@ -325,7 +325,8 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
 
 # The width study's methods as drawn: (method, label, colour).
 WIDTH_CURVES = (("PRS-Greedy", "greedy, PRS's estimate", "C0"), ("PRS-exact-Wald", "exact, Wald 90%", "C1"),
-                ("PRS-relaxed-family", "relaxed, value family 90%", "C2"))
+                ("PRS-relaxed-family", "relaxed, value family 90%", "C2"),
+                ("PRS-best-of-exact-and-family", "best of both at 95% each", "C3"))
 FRONTIER_PREFIX = "PRS-relaxed-family-frontier @ "
 
 

@@ -1,16 +1,14 @@
 """The methods compared in every study, and the one harness that runs them on a data set.
 
-A method is a name mapped to a :class:`MethodSpec`: which fit, which of the fit's
-sets, which objective. The fits are made once per data set by the fitters of
-:data:`FITTERS` and shared by every method; every set comes from the
-:class:`~bayes_loco.results.Fit` protocol (``penalty_set`` for the paper's Gram
-set, ``calibrated_set`` for the others) and every policy from the one solver, so
-nothing here asks which road produced a fit. Studies call :func:`run_methods`;
-users call :func:`compare_policies`; both build their rows with the same code.
+A method is a name mapped to a :class:`MethodSpec`: which fit, which of the fit's sets, which
+objective. The fits are made once per data set by the fitters of :data:`FITTERS` and shared by every
+method; every set comes from the :class:`~bayes_loco.results.Fit` protocol (``penalty_set`` for the
+paper's Gram set, ``calibrated_set`` for the others) and every policy from the one solver, so nothing
+here asks which road produced a fit. Studies call :func:`run_methods`; users call
+:func:`compare_policies`; both build their rows with the same code.
 
-To add a fit: a fitter in :data:`FITTERS` and methods in :data:`METHODS` that name
-it. To add a set kind: teach the fit's ``calibrated_set`` the kind and add a
-method that names it.
+To add a fit: a fitter in :data:`FITTERS` and methods in :data:`METHODS` that name it. To add a set
+kind: teach the fit's ``calibrated_set`` the kind and add a method that names it.
 """
 
 from __future__ import annotations
@@ -31,19 +29,12 @@ from ..data import PreferenceData
 from ..design import mean_candidate_features
 from ..evaluate import relative_value, suboptimality, truth_rewards, truth_theta
 from ..frequentist import fit_low_rank, fit_mle, fit_prs, select_rank
-from ..policy import greedy_policy, pessimistic_policy
+from ..policy import best_bound_policy, greedy_policy, pessimistic_policy
 from ..population import SCOPES, Population
 from ..results import Fit
 from ..sets import EllipsoidSet, ValueFamilySet, size_for_values, value_family
 from .columns import EXTRA_COLUMNS
-from .posterior_settings import (  # noqa: F401 - re-exported: they were defined here
-    POSTERIOR_DEFAULTS,
-    POSTERIOR_GROUPS,
-    POSTERIOR_KEYWORDS,
-    POSTERIOR_PREFIX,
-    posterior_arguments,
-    posterior_settings,
-)
+from .posterior_settings import posterior_arguments
 
 
 @dataclass(frozen=True)
@@ -74,6 +65,9 @@ class MethodSpec:
         Solve the policy at these fixed radii instead (an ellipsoid's R, a value
         family's critical value c), each a row named ``"<method> @ <radius>"`` with
         no level: the radius frontier of sub-optimality and bound held.
+    union : tuple of str
+        Solve these methods each at level 1 − α/m and keep the largest bound
+        (:func:`~bayes_loco.best_bound_policy`: level 1 − α for the pair).
     """
 
     fit: str
@@ -82,6 +76,7 @@ class MethodSpec:
     sized: bool = False
     family: bool = False
     radii: tuple[float, ...] = ()
+    union: tuple[str, ...] = ()
 
 
 #: Every method by name: the fit it uses, its uncertainty set and the objective of its policy.
@@ -111,6 +106,8 @@ METHODS: dict[str, MethodSpec] = {
     "PRS-relaxed-family-frontier": MethodSpec("prs", "wald", "relaxed", family=True,
                                               radii=(0.5, 1.0, 1.5, 2.0, 2.5, 3.0, 3.5, 4.0, 5.0)),
     "MLE-relaxed-family": MethodSpec("mle", "wald", "relaxed", family=True),
+    "PRS-best-of-exact-and-family": MethodSpec("prs", "wald", "exact",
+                                               union=("PRS-exact-Wald", "PRS-relaxed-family")),
     "Posterior-relaxed-family": MethodSpec("posterior", "quantile", "relaxed", family=True),
 }
 #: The methods a study runs unless it names others: the paper's three and the exact Wald policy.
@@ -378,6 +375,10 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
                              else _truth_columns(uset, truth) if per_scope else base_columns)
             if uset is None:
                 policy = greedy_policy(fit.theta, population, scope=scope)
+            elif spec.union:
+                share = 1 - (1 - level) / len(spec.union)
+                policy = best_bound_policy([_member_policy(m, fits, c2, share, scope, population)
+                                            for m in spec.union])
             else:
                 policy = pessimistic_policy(uset, population, objective=spec.objective, scope=scope)
             rows.append({
@@ -401,6 +402,13 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
                 **{column: EXTRA_COLUMNS[column](policy, uset, population, theta_star) for column in columns},
             })
     return rows
+
+
+def _member_policy(name: str, fits: Fits, c2: float, level: float, scope: str, population: Population):
+    """The policy of method ``name`` at ``level`` on one scope: a member of a union's choice."""
+    spec = METHODS[name]
+    uset = _scope_set(spec, fits, _make_set(spec, fits, c2, level), level, scope, population)
+    return pessimistic_policy(uset, population, objective=spec.objective, scope=scope)
 
 
 def _chart_rank(fit: Fit) -> float:

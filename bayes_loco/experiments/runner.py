@@ -38,7 +38,8 @@ from ..config import get_config
 from ..data import PreferenceData
 from ..problems import Problem
 from ..simulate import CONTEXT_LAWS
-from .methods import METHODS, POSTERIOR_PREFIX, posterior_settings, run_methods
+from .methods import METHODS, run_methods
+from .posterior_settings import POSTERIOR_PREFIX, posterior_settings
 from .problems import PERSONALLLM_FILES, PROBLEM_KEYS, PROBLEM_SETTINGS, build_problem
 from .store import StudyConfigError, append_task, output_folder, output_lock, resume, write_atomic
 from .studies import Study

@@ -74,7 +74,8 @@ SHIFT_POSTERIOR_METHODS = ("MLE-Greedy", "PRS-exact-Wald-values", "Posterior-mea
 # noise_dims of 40, 512 and 4,096 (the last is benchmarks/bench_scale.py --target width's problem),
 # N = 100,000, d_x = 32, r = 4.
 WIDTH_FIXED = {"n": 100_000, "d_x": 32, "rank": 4, "imbalance": 3, "global_states": 0}
-WIDTH_METHODS = ("PRS-Greedy", "PRS-exact-Wald", "PRS-relaxed-family", "PRS-relaxed-family-frontier")
+WIDTH_METHODS = ("PRS-Greedy", "PRS-exact-Wald", "PRS-relaxed-family", "PRS-best-of-exact-and-family",
+                 "PRS-relaxed-family-frontier")
 WIDTH_POSTERIOR_METHODS = ("PRS-Greedy", "PRS-exact-Wald", "PRS-relaxed-family", "Posterior-mean-Greedy",
                            "Posterior-exact-ellipsoid", "Posterior-relaxed-family")
 FAMILY_COLUMNS = ("improvement", "reference_share", "family_covered", "bonferroni", "critical_error",
