@@ -338,10 +338,8 @@ SETTINGS: dict[str, Setting] = {
         "finite maximiser by ~tol/curvature, but a separated fit runs on (‖θ‖ grows like log(1/tol))."),
     "recession_newton_steps": Setting(
         20, "bayes_loco.frequentist._logistic",
-        "The separation test's tighter re-solve by exact Newton stops after this many steps: a finite "
-        "maximiser is reached in one or two (quadratic convergence), a separated fit has moved far past "
-        "``recession_rtol`` by then (§5.1 at q = 10, N = 5,000: θ moved 52 from ‖θ‖ = 176 in 20 steps, "
-        "as far as running on to rounding, 181 steps, moved it)."),
+        "Exact Newton's separation re-solve stops here: a finite maximiser takes one or two steps, a "
+        "separated fit has moved far past ``recession_rtol`` (§5.1, q = 10, N = 5,000: 52 in 20 steps)."),
     "aggregate_share": Setting(
         0.5, "bayes_loco.frequentist.bt",
         "Item-indexed data are aggregated before the fit when the distinct rows are at most this share of "
@@ -373,6 +371,10 @@ SETTINGS: dict[str, Setting] = {
         2 ** 20, "bayes_loco.frequentist.fgd",
         "The bytes of ΔΦ read at once where ΔΦ exceeds ``cache_bytes`` (half the per-core cache here), so "
         "each block stays in cache across the fused products. Larger: fewer passes, more cache misses."),
+    "information_cache_bytes": Setting(
+        2 ** 28, "bayes_loco.results",
+        "A frequentist fit keeps its k × k Wald information for later sets and intervals up to this many "
+        "bytes; above it (LLM width) each call recomputes it rather than hold a second k × k matrix."),
     "max_full_w_bytes": Setting(
         2 * 1024 ** 3, "bayes_loco.frequentist.mle",
         "The d_x·d_φ × d_x·d_φ information matrix of the MLE baselines is refused above this."),
@@ -382,10 +384,8 @@ SETTINGS: dict[str, Setting] = {
         "(item-indexed data always, formed differences under ``exact_newton_flops``); above it Newton-CG."),
     "exact_newton_flops": Setting(
         5 * 10 ** 10, "bayes_loco.frequentist.mle",
-        "Formed differences take Newton's method on the whole Hessian where N·k² (its multiplications per "
-        "step) is at most this: about a second a step on two cores, where Newton-CG's hundreds of "
-        "Hessian-vector products per step on a near-separated fit take minutes. Larger: exact Newton at "
-        "larger N·k²."),
+        "Formed differences take Newton's method on the whole Hessian where N·k² (its multiplications a "
+        "step) is at most this, where Newton-CG's hundreds of products a step take minutes near separation."),
     "dense_laplacian_items": Setting(
         2048, "bayes_loco.indexed",
         "Above this many items the Laplacians are summed as sparse matrices instead of dense A × A "
@@ -422,7 +422,7 @@ SETTINGS: dict[str, Setting] = {
         2 ** 27, "bayes_loco.model",
         "XΘ (N × d_φ) is formed at most this many bytes at a time."),
     "simplex_atol": Setting(
-        1e-06, "bayes_loco.policy",
+        1e-06, "bayes_loco.policy_inputs",
         "Probabilities may miss the simplex by this much (solvers' rounding): below −tol, or rows summing "
         "to 1 ± tol, they are refused."),
     "feature_block_bytes": Setting(

@@ -194,6 +194,20 @@ class WaldFit(Predictive, SummaryHTML):
         likelihood = Likelihood.of(data, "half" if self.nu == 0 else self.ties)
         return resolve_cov_type(likelihood, getattr(self, "cov_type", None))
 
+    def _kept_information(self, cov_type: str | None) -> np.ndarray:
+        """:meth:`_information`, computed once per ``cov_type`` where it is at most
+        ``config["information_cache_bytes"]``, and handed out as a copy (the set factorises it in
+        place). Above that (LLM width) every call computes its own: two k × k matrices would not fit."""
+        kept = self.__dict__.setdefault("_information_kept", {})  # a frozen fit's cache, as cached_property's
+        key = getattr(self, "cov_type", None) if cov_type is None else cov_type
+        if key in kept:
+            return kept[key].copy()
+        information = self._information(cov_type)
+        if information.nbytes > get_config()["information_cache_bytes"]:
+            return information
+        kept[key] = information
+        return information.copy()
+
     def calibrated_set(self, level: float = LEVEL, kind: str | None = None, *,
                        cov_type: str | None = None, population=None) -> EllipsoidSet | ValueFamilySet:
         """Asymptotic Wald set: precision I at the estimate, radius² = χ²_k_eff(level).
@@ -236,10 +250,9 @@ class WaldFit(Predictive, SummaryHTML):
             raise ValueError("kind='family' needs the population whose row x action values it bounds "
                              "(population=...)" if kind == "family" else
                              "population applies to kind='family' only")
-        # The information is this call's own: at LLM width the set factorises it in place (one k × k matrix).
         if cov_type is not None:
             check_option(cov_type, "cov_type", COV_TYPES)
-        wald = EllipsoidSet.wald(self.estimate, self._information(cov_type), level, self.coordinates,
+        wald = EllipsoidSet.wald(self.estimate, self._kept_information(cov_type), level, self.coordinates,
                                  overwrite=True)
         return wald if kind == "wald" else value_family(wald, population, level)
 

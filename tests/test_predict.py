@@ -335,3 +335,28 @@ def test_prediction_repr_and_frame(wald_fits, test_data):
     assert isinstance(pi, Prediction)
     assert repr(pi) == "Prediction(probability, shape=(400,), level=0.9, method='wald delta method')"
     assert pi.to_frame().index.name == "comparison"
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_a_fit_computes_its_information_once_per_covariance(train, test_data, monkeypatch, cached):
+    fit = bl.fit_prs(train, 2)
+    calls = []
+    original = type(fit)._information
+
+    def counted(self, cov_type=None):
+        calls.append(cov_type)
+        return original(self, cov_type)
+
+    monkeypatch.setattr(type(fit), "_information", counted)
+    with bl.config_context(information_cache_bytes=2**28 if cached else 0):
+        first = fit.calibrated_set(LEVEL)
+        second = fit.calibrated_set(0.99)
+        interval = fit.predict_interval(test_data, LEVEL)
+        sandwich = fit.calibrated_set(LEVEL, cov_type="sandwich")
+    # one per covariance when kept, one per call otherwise
+    assert len(calls) == (2 if cached else 4)
+    np.testing.assert_array_equal(first.precision, second.precision)  # the kept copy is not factorised away
+    fresh = bl.fit_prs(train, 2)
+    np.testing.assert_allclose(interval.lower, fresh.predict_interval(test_data, LEVEL).lower, rtol=1e-12)
+    np.testing.assert_allclose(sandwich.precision, fresh.calibrated_set(LEVEL, cov_type="sandwich").precision,
+                               rtol=1e-10, atol=1e-12)
