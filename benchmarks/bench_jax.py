@@ -11,7 +11,7 @@ sampler and retries; the table's statistics are of the run it kept), each of its
 as it starts and ends: the whole default's time, on the device where it ran. The table gives the
 mean leapfrog steps per draw, the smallest bulk and tail ESS and the largest R-hat over Θ and
 θ_rtv (``Posterior.diagnostics``), the divergences, the sampler's own seconds and the whole fit's,
-and per cell the ratio of each JAX path's steps per draw to nutpie's (issue #32's bar: ≤ 1.3).
+and per cell the ratio of each JAX path's steps per draw to nutpie's.
 
 numpyro and nutpie-jax run on JAX's default device (a GPU where JAX sees one); nutpie on the CPU.
 ``--kernel '{"dense_mass": true}'`` passes extra options to numpyro's NUTS kernel, to try

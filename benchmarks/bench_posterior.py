@@ -20,7 +20,7 @@ A CSV of every row goes to ``--out``.
     .venv/bin/python benchmarks/bench_posterior.py --sizes 1000 3000 --kinds diagonal
     .venv/bin/python benchmarks/bench_posterior.py --sizes 100000 --rank 3 --only auto --draws 1000
     .venv/bin/python benchmarks/bench_posterior.py --imbalance 10 --kinds paper --sizes 10000 100000 \
-        --only auto --chains 4 --draws 1000     # issue #32's q = 10 bar
+        --only auto --chains 4 --draws 1000     # the q = 10 cell
 """
 
 from __future__ import annotations

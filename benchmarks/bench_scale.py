@@ -1,4 +1,4 @@
-"""Scale (issue #20): the paper's runtime table, and the frequentist road at LLM-width features.
+"""Scale: the paper's runtime table, and the frequentist road at LLM-width features.
 
 ``--target runtime`` (default). The work the paper times for one replication of its runtime
 table: simulate N = 10,000 comparisons (q = 3, r = 3) and a 200-pair population, fit the MLE and PRS, build

@@ -1,4 +1,4 @@
-"""Held-out prediction without a truth: user-grouped 5-fold CV of PRS, plain BT and the MLE (issue #34).
+"""Held-out prediction without a truth: user-grouped 5-fold CV of PRS, plain BT and the MLE.
 
 Two problems with repeated users: the paper's §5.1 simulation and the PersonalLLM stand-in.
 Both draw a fresh context x for every comparison; here ``--users`` contexts are drawn once and

@@ -253,7 +253,7 @@ def _longest_chain(nodes: list[str], graph: dict[str, set[str]], circles: list[l
 
 
 def report(root: Path = ROOT) -> Report:
-    """The import graph of the package under ``root`` and the layering facts issue #35 asks for."""
+    """The import graph of the package under ``root`` and the layering facts the architecture tests check."""
     paths = sorted(p for p in root.rglob("*.py") if "__pycache__" not in p.parts)
     modules = {module_name(p, root): p for p in paths}
     names = set(modules)

@@ -1,4 +1,4 @@
-"""How strong may global pessimism be? Sub-optimality and the value guarantee against the radius (issue #19).
+"""How strong may global pessimism be? Sub-optimality and the value guarantee against the radius.
 
 On the `shift` study's data (same cells, same task seeds), the exact global policy of PRS's
 Wald set is solved at a grid of radii R, from R = 0 (greedy on PRS's θ̂) through the

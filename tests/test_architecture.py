@@ -1,4 +1,4 @@
-"""The layering rules of issue #35, read from the package's source by ``scripts/import_graph.py``.
+"""The layering rules, read from the package's source by ``scripts/import_graph.py``.
 
 Every import of a bayes_loco module counts, at module level or inside a function. The rules:
 no import circle (counting imports by name: a registry's strings that a module imports); no

@@ -1,4 +1,4 @@
-"""The default posterior's choices (issue #32): its start, its coordinates, its fall-back and its advice.
+"""The default posterior's choices: its start, its coordinates, its fall-back and its advice.
 
 The choices are checked where they are decided (``choose_geometry``, ``default_start``,
 ``_advice``) and end to end on the issue's own case, where the old default (the chart)

@@ -1,4 +1,4 @@
-"""Compile once (issue #32): a second fit of the same shape reuses nutpie's compiled log density.
+"""Compile once: a second fit of the same shape reuses nutpie's compiled log density.
 
 The reused model must draw exactly what a freshly compiled one draws (the data and
 the chart's frame are inputs, not constants baked into the compiled code), and a
@@ -52,7 +52,7 @@ def test_a_second_fit_of_the_same_shape_reuses_the_compiled_model(two_data_sets,
     attrs = [post.tree["posterior"].attrs for post in (first, second)]
     assert [a["compiled_model_reused"] for a in attrs] == [0, 1]
     assert first.settings["nuts"]["backend"] == backend
-    # The reuse only swaps inputs (issue #32's bar: under one second); numba's compilation took seconds.
+    # The reuse only swaps inputs (under one second); numba's compilation took seconds.
     assert attrs[1]["compile_time"] < 1.0
     assert backend == "jax" or attrs[0]["compile_time"] > 1.0
     # The reused model drew exactly what a fresh compilation draws on the second data set...

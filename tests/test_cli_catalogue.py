@@ -1,4 +1,4 @@
-"""The CLI's and the runner's bad-input catalogue (issue #33): one line naming the option, no traceback.
+"""The CLI's and the runner's bad-input catalogue: one line naming the option, no traceback.
 
 Every bad invocation of ``bayes-loco`` exits with the documented code (2: a bad
 argument, argparse's code; 3: an input file or study problem; 4: the output

@@ -1,8 +1,8 @@
-"""Files saved before issue #35's moves load into the moved classes (fixtures in tests/fixtures/format2).
+"""Files saved before the modules moved load into the moved classes (fixtures in tests/fixtures/format2).
 
 ``make_format2.py`` wrote them with the code of commit 984755b: a Posterior when it lived in
 bayes/fit.py, a value-sized set whose ValueRadius lived in sets/value.py, the PersonalLLM problem
-of bayes_loco/personalllm.py, and the ties, weights and CV fields of issue #34. Each file must load
+of bayes_loco/personalllm.py, and the ties, weights and CV fields. Each file must load
 and equal the same object rebuilt by today's code.
 """
 

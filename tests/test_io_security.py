@@ -1,4 +1,4 @@
-"""bayes_loco.load on a file from someone else (issue #33): crafted, damaged and tampered files, bad paths.
+"""bayes_loco.load on a file from someone else: crafted, damaged and tampered files, bad paths.
 
 Every case is refused with one ValueError that names the file and says what is
 wrong, raised inside bayes_loco (``catalogue.refused``); what would read another

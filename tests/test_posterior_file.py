@@ -1,4 +1,4 @@
-"""A posterior file no larger than it needs to be (issue 36): compression, and the predictive groups left out.
+"""A posterior file no larger than it needs to be: compression, and the predictive groups left out.
 
 Oracles: the plain (uncompressed) file of the same posterior, bit-identical
 round trips (``test_io.assert_same``), HDF5's own record of each dataset's

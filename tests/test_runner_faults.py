@@ -1,4 +1,4 @@
-"""The runner under faults (issue #33): it never loses or duplicates a row, and leaves no process behind.
+"""The runner under faults: it never loses or duplicates a row, and leaves no process behind.
 
 Found with the study ``split``: two runners on one folder both wrote every task;
 a task with a missing row counted as done; a torn last line broke every later

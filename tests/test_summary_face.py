@@ -1,4 +1,4 @@
-"""What a reader sees of a fit's summary (issue 36): fixed precision, honest iterations, contrasts, level.
+"""What a reader sees of a fit's summary: fixed precision, honest iterations, contrasts, level.
 
 Oracles: statsmodels' Logit on the contrast design of a plain Bradley–Terry
 problem (each action against the first), ArviZ's own ``az.summary`` at its
