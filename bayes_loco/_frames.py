@@ -136,12 +136,12 @@ def names_or_default(names: Sequence[str] | None, prefix: str, size: int) -> lis
     return list(names) if names is not None else [f"{prefix}{j}" for j in range(size)]
 
 
-def array_arguments(contexts, features_1, features_0, differences) -> tuple[object, object]:
-    """The contexts and Δφ_t of :meth:`PreferenceData.from_arrays`: ``differences``, or f₁ − f₀."""
+def array_differences(contexts, features_1, features_0, differences):
+    """Δφ_t of :meth:`PreferenceData.from_arrays`: ``differences``, or f₁ − f₀ (rows checked against x)."""
     if differences is not None:
         if features_1 is not None or features_0 is not None:
             raise ValueError("give either differences or features_1 and features_0, not both")
-        return contexts, differences
+        return differences
     if features_1 is None or features_0 is None:
         raise ValueError("features_1 and features_0 are both required when differences is not given")
     f1 = as_float_array(features_1, "features_1", 2)
@@ -151,7 +151,7 @@ def array_arguments(contexts, features_1, features_0, differences) -> tuple[obje
     n = np.shape(contexts)[0] if np.ndim(contexts) else 0
     if f1.shape[0] != n:
         raise ValueError(f"contexts has {n} rows, features_1 has {f1.shape[0]}")
-    return contexts, f1 - f0
+    return f1 - f0
 
 
 def item_arguments(item_1, item_0, item_features, n_items, contexts, comparison_features, item_names,

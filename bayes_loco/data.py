@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from scipy import sparse
 
-from ._frames import TIE_VALUES, array_arguments, frame_arguments, item_arguments
+from ._frames import TIE_VALUES, array_differences, frame_arguments, item_arguments
 from ._regroup import aggregate, comparisons_fingerprint, items_on
 from ._validation import as_counts, as_float_array, as_labels, as_names, as_weights, check_int
 from .indexed import check_items
@@ -198,7 +198,7 @@ class PreferenceData:
         """
         if not isinstance(copy, bool):
             raise TypeError(f"copy must be a bool, got {copy!r}")
-        contexts, differences = array_arguments(contexts, features_1, features_0, differences)
+        differences = array_differences(contexts, features_1, features_0, differences)
         return cls(contexts, differences, labels, actions, copy, weights=weights)
 
     @classmethod

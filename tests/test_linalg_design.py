@@ -272,7 +272,7 @@ def test_canonical_signs_undo_lapack_s_choice_of_sign():
     assert linalg.canonical_signs(np.zeros((3, 0))).shape == (3, 0)
 
 
-def test_a_wald_set_s_factor_does_not_depend_on_the_signs_lapack_picks():
+def test_a_wald_set_s_eigenvectors_follow_the_sign_rule():
     rng = np.random.default_rng(1)
     a = rng.normal(size=(30, 5))
     ellipsoid = bl.EllipsoidSet(np.zeros(5), a.T @ a, 2.0, VecCoordinates(1, 5))

@@ -92,6 +92,7 @@ def fit_logistic(forward: Callable[[np.ndarray], np.ndarray],
     hessp, hess = _second_order(forward, adjoint, likelihood, split, ridge, scale, n_params, gram)
 
     def solve(x0, gtol, steps=max_iter):
+        # ``steps`` bounds exact Newton only; trust-ncg's separation re-solve keeps max_iter as before.
         if gram is not None:
             return newton_exact(fun, hess, x0, gtol, steps)
         return minimize(fun, x0, jac=True, hessp=hessp, method="trust-ncg",
