@@ -11,13 +11,16 @@ Two roads, one answer shape:
   intervals are the delta method on the identified coordinates, η̂_t ± z_{(1+level)/2}
   ‖z_t‖_Σ with Σ the covariance of the fit's own Wald set (``fit.calibrated_set``), so
   the interval follows whatever covariance that set uses;
-- a posterior (anything with ``theta_draws``, e.g. :class:`bayes_loco.bayes.Posterior`)
+- a posterior (a :class:`DrawsPredictive`, e.g. :class:`bayes_loco.bayes.Posterior`)
   averages over its draws Θ_j (and, for Davidson's model, ν_j): the posterior mean of
   the probability, not the probability at the posterior mean, and equal-tailed
   posterior quantiles for intervals.
 
 Intervals are pointwise: each holds at ``level`` for its own comparison or action, not
-simultaneously over all of them.
+simultaneously over all of them. A :class:`Prediction` carries the user's names (the items of
+each comparison, the candidate actions) into :meth:`Prediction.to_frame` and
+:meth:`Prediction.to_xarray` (dimensions ``comparison`` or ``row`` × ``action``, the
+interval's ends along ``ci_bound``, as ArviZ labels them).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+import xarray as xr
 from scipy import stats
 
 from ._validation import LEVEL, as_float_array, as_names, check_instance, check_int, check_level
@@ -58,6 +62,11 @@ class Prediction:
         ``"posterior quantiles"`` (posteriors).
     reference : int or None
         Rewards only: the index of the reference action a_ref (its column is 0).
+    action_names : tuple of str or None
+        Rewards only: the user's name of each of the A candidate actions.
+    item_names : tuple of (ndarray of str, ndarray of str) or None
+        Probabilities of item-indexed comparisons only: the names of each comparison's two
+        items (a_t1, a_t0), when the data name their items.
     """
 
     estimate: np.ndarray
@@ -67,6 +76,19 @@ class Prediction:
     quantity: str = "probability"
     method: str = ""
     reference: int | None = None
+    action_names: tuple[str, ...] | None = None
+    item_names: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _item_columns(self) -> dict[str, np.ndarray]:
+        if self.item_names is None:
+            return {}
+        return dict(zip(("item_1", "item_0"), map(np.asarray, self.item_names), strict=True))
+
+    def _action_labels(self, action_names) -> tuple | range:
+        a = self.estimate.shape[1]
+        if action_names is not None:
+            return as_names(action_names, "action_names", a)
+        return range(a) if self.action_names is None else self.action_names
 
     def to_frame(self, action_names=None) -> pd.DataFrame:
         """One row per comparison (``comparison``), or per row and action (``row``, ``action``).
@@ -75,13 +97,15 @@ class Prediction:
         ----------
         action_names : sequence of str, optional
             Rewards only: a name for each of the A actions (e.g. a fit's ``data.item_names``),
-            used in the ``action`` level of the index.
+            used in the ``action`` level of the index; default the prediction's own
+            ``action_names``, else the actions' indices.
 
         Returns
         -------
         pandas.DataFrame
             ``estimate`` (and ``lower``, ``upper`` when a level was asked for), indexed by
-            ``comparison``, or for rewards by (``row``, ``action``): n·A rows.
+            ``comparison`` (with columns ``item_1`` and ``item_0`` when the comparisons'
+            items are named), or for rewards by (``row``, ``action``): n·A rows.
 
         Examples
         --------
@@ -94,13 +118,56 @@ class Prediction:
         if self.lower is not None:
             columns |= {"lower": self.lower, "upper": self.upper}
         if self.estimate.ndim == 1:
-            frame = pd.DataFrame(columns)
+            frame = pd.DataFrame(self._item_columns() | columns)
             frame.index.name = "comparison"
             return frame
-        n, a = self.estimate.shape
-        actions = range(a) if action_names is None else as_names(action_names, "action_names", a)
-        index = pd.MultiIndex.from_product([range(n), actions], names=["row", "action"])
+        n = self.estimate.shape[0]
+        index = pd.MultiIndex.from_product([range(n), self._action_labels(action_names)],
+                                           names=["row", "action"])
         return pd.DataFrame({k: v.ravel() for k, v in columns.items()}, index=index)
+
+    def to_xarray(self, action_names=None) -> xr.Dataset:
+        """The prediction as a labelled xarray Dataset, dimensions named as ArviZ names them.
+
+        Parameters
+        ----------
+        action_names : sequence of str, optional
+            Rewards only: a name for each of the A actions (the ``action`` coordinate);
+            default the prediction's own ``action_names``, else the actions' indices.
+
+        Returns
+        -------
+        xarray.Dataset
+            ``estimate`` over ``comparison`` (probabilities; coordinates ``item_1`` and
+            ``item_0`` when the items are named) or over (``row``, ``action``) (rewards),
+            and, when a level was asked for, ``interval`` with a last dimension ``ci_bound``
+            = (``"lower"``, ``"upper"``). The attributes hold ``quantity``, ``method``,
+            ``level`` and, for rewards, ``reference``.
+
+        Examples
+        --------
+        >>> ds = fit.predict_interval(data, 0.9).to_xarray()
+        >>> dict(ds["interval"].sizes)
+        {'comparison': 300, 'ci_bound': 2}
+        >>> fit.reward(pop, level=0.9).to_xarray(["a", "b", "c", "d"])["estimate"].dims
+        ('row', 'action')
+        """
+        if self.estimate.ndim == 1:
+            dims = ("comparison",)
+            coords = {"comparison": np.arange(self.estimate.shape[0])}
+            coords |= {name: ("comparison", v) for name, v in self._item_columns().items()}
+        else:
+            dims = ("row", "action")
+            coords = {"row": np.arange(self.estimate.shape[0]),
+                      "action": list(self._action_labels(action_names))}
+        variables = {"estimate": (dims, self.estimate)}
+        if self.lower is not None:
+            variables["interval"] = ((*dims, "ci_bound"), np.stack([self.lower, self.upper], axis=-1))
+            coords["ci_bound"] = ["lower", "upper"]
+        attrs = {"quantity": self.quantity, "method": self.method}
+        attrs |= {} if self.level is None else {"level": self.level}
+        attrs |= {} if self.reference is None else {"reference": self.reference}
+        return xr.Dataset(variables, coords=coords, attrs=attrs)
 
     def __repr__(self) -> str:
         level = "" if self.level is None else f", level={self.level:g}"
@@ -110,11 +177,21 @@ class Prediction:
 
 
 def _is_posterior(fit) -> bool:
-    """A fit with draws of Θ (a posterior) predicts by averaging over them."""
-    return hasattr(fit, "theta_draws")
+    """A fit with draws of Θ (a posterior) predicts by averaging over them; anything else at its Θ̂."""
+    return isinstance(fit, DrawsPredictive)
+
+
+def _item_names(data: PreferenceData) -> tuple[np.ndarray, np.ndarray] | None:
+    """The names of each comparison's two items, where the data are item-indexed and name them."""
+    if not data.indexed or data.item_names is None:
+        return None
+    names = np.asarray(data.item_names, dtype=str)
+    return names[data.actions[:, 1]], names[data.actions[:, 0]]  # actions are (a_t0, a_t1)
 
 
 def _check_sizes(fit, d_x: int, d_phi: int, what: str) -> np.ndarray:
+    """Θ̂ of ``fit`` (a fit of either road), refused unless it is d_x × d_φ as ``what`` is."""
+    check_instance(fit, "fit", Predictive)
     theta = np.asarray(fit.theta)
     if theta.shape != (d_x, d_phi):
         raise ValueError(f"{what} has d_x = {d_x}, d_phi = {d_phi}; the fit's Θ is "
@@ -235,7 +312,8 @@ def predict_interval(fit, data: PreferenceData, level: float = LEVEL) -> Predict
     theta = _check_sizes(fit, data.d_x, data.d_phi, "data")
     if _is_posterior(fit):
         mean, lower, upper = _posterior_probabilities(fit, data, level)
-        return Prediction(mean, lower, upper, level, "probability", "posterior quantiles")
+        return Prediction(mean, lower, upper, level, "probability", "posterior quantiles",
+                          item_names=_item_names(data))
     nu = getattr(fit, "nu", None)
     eta = margins(theta, data.contexts, data.delta)
     coordinates = fit.coordinates
@@ -246,7 +324,8 @@ def predict_interval(fit, data: PreferenceData, level: float = LEVEL) -> Predict
     # E[y | η] runs from 0 to 1 as η does (Davidson's too): the limits where η is not identified
     lower = np.where(known, expected_label(eta - np.where(known, half, 0.0), nu), 0.0)
     upper = np.where(known, expected_label(eta + np.where(known, half, 0.0), nu), 1.0)
-    return Prediction(expected_label(eta, nu), lower, upper, level, "probability", "wald delta method")
+    return Prediction(expected_label(eta, nu), lower, upper, level, "probability", "wald delta method",
+                      item_names=_item_names(data))
 
 
 def _reward_inputs(contexts, features, reference) -> tuple[np.ndarray, np.ndarray, int]:
@@ -264,7 +343,8 @@ def _reward_inputs(contexts, features, reference) -> tuple[np.ndarray, np.ndarra
     return contexts, features - features[:, reference: reference + 1], reference
 
 
-def reward(fit, contexts, features=None, level: float | None = None, *, reference: int = 0) -> Prediction:
+def reward(fit, contexts, features=None, level: float | None = None, *, reference: int = 0,
+           action_names=None) -> Prediction:
     """Rewards of candidate actions relative to a reference action: r(x_i, s_i, a) − r(x_i, s_i, a_ref).
 
     r(x, s, a) = xᵀ Θ φ(s, a) is the paper's reward; only differences of rewards are
@@ -285,6 +365,8 @@ def reward(fit, contexts, features=None, level: float | None = None, *, referenc
         frequentist fit, equal-tailed posterior quantiles for a posterior. None: estimates only.
     reference : int
         The index a_ref among the candidates (default the first).
+    action_names : sequence of str, optional
+        A name for each of the A candidate actions, carried into ``to_frame`` and ``to_xarray``.
 
     Returns
     -------
@@ -297,6 +379,7 @@ def reward(fit, contexts, features=None, level: float | None = None, *, referenc
     if level is not None:
         level = check_level(level)
     n, a, d_phi = relative.shape
+    names = None if action_names is None else as_names(action_names, "action_names", a)
     if _is_posterior(fit):
         draws = np.asarray(fit.theta_draws, dtype=float)
         estimate = np.empty((n, a))
@@ -309,10 +392,10 @@ def reward(fit, contexts, features=None, level: float | None = None, *, referenc
             if level is not None:
                 lower[lo:hi], upper[lo:hi] = np.quantile(r, [(1 - level) / 2, (1 + level) / 2], axis=0)
         method = "posterior mean" if level is None else "posterior quantiles"
-        return Prediction(estimate, lower, upper, level, "reward", method, reference)
+        return Prediction(estimate, lower, upper, level, "reward", method, reference, names)
     estimate = np.einsum("ib,iab->ia", contexts @ theta, relative)
     if level is None:
-        return Prediction(estimate, None, None, None, "reward", "plug-in", reference)
+        return Prediction(estimate, None, None, None, "reward", "plug-in", reference, names)
     coordinates = fit.coordinates
 
     def rows_of(lo, hi):
@@ -324,11 +407,15 @@ def reward(fit, contexts, features=None, level: float | None = None, *, referenc
     sd = _wald_widths(fit, rows_of, n * a, level).reshape(n, a)
     half = stats.norm.ppf(0.5 + level / 2) * sd
     return Prediction(estimate, estimate - half, estimate + half, level, "reward", "wald delta method",
-                      reference)
+                      reference, names)
 
 
 class Predictive:
-    """The prediction methods every fit has; each calls this module's function of the same name."""
+    """The prediction methods every fit has; each calls this module's function of the same name.
+
+    A fit predicts at its point estimate ``theta``; a :class:`DrawsPredictive` averages over
+    its ``theta_draws``.
+    """
 
     def predict_proba(self, data: PreferenceData) -> np.ndarray:
         """P(a_t1 preferred), a tie counting half (:func:`bayes_loco.predict.predict_proba`).
@@ -381,7 +468,7 @@ class Predictive:
         return predict_interval(self, data, level)
 
     def reward(self, contexts, features=None, level: float | None = None, *,
-               reference: int = 0) -> Prediction:
+               reference: int = 0, action_names=None) -> Prediction:
         """Rewards relative to the reference action, with intervals (:func:`bayes_loco.predict.reward`).
 
         r(x_i, s_i, a) − r(x_i, s_i, a_ref) with r(x, s, a) = xᵀ Θ φ(s, a).
@@ -396,6 +483,8 @@ class Predictive:
             Pointwise level of the intervals; None: estimates only.
         reference : int
             The index of a_ref among the candidates (its column is 0).
+        action_names : sequence of str, optional
+            A name for each candidate action, carried into ``to_frame`` and ``to_xarray``.
 
         Returns
         -------
@@ -409,4 +498,9 @@ class Predictive:
         >>> bool((fit.reward(pop).estimate[:, 0] == 0).all())       # a_ref's own column
         True
         """
-        return reward(self, contexts, features, level, reference=reference)
+        return reward(self, contexts, features, level, reference=reference, action_names=action_names)
+
+
+class DrawsPredictive(Predictive):
+    """A fit that predicts by averaging over its draws of Θ (``theta_draws``, shape (draws, d_x, d_φ)):
+    posterior means and equal-tailed posterior quantiles (:class:`bayes_loco.bayes.Posterior`)."""

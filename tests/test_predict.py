@@ -337,6 +337,64 @@ def test_prediction_repr_and_frame(wald_fits, test_data):
     assert pi.to_frame().index.name == "comparison"
 
 
+def test_a_fit_of_neither_road_is_refused_by_name(test_data):
+    with pytest.raises(TypeError, match="fit must be"):
+        bl.predict.predict_proba(object(), test_data)
+
+
+def test_only_a_posterior_predicts_from_draws(wald_fits, posterior):
+    assert isinstance(posterior, bl.predict.DrawsPredictive)
+    assert not any(isinstance(fit, bl.predict.DrawsPredictive) for fit in wald_fits.values())
+
+
+@pytest.mark.parametrize("road", ["prs", "posterior"])
+def test_an_interval_as_xarray_holds_the_arrays_under_named_dimensions(wald_fits, posterior, test_data, road):
+    fit = posterior if road == "posterior" else wald_fits[road]
+    pi = fit.predict_interval(test_data, 0.8)
+    ds = pi.to_xarray()
+    assert ds["estimate"].dims == ("comparison",)
+    assert ds["interval"].dims == ("comparison", "ci_bound")
+    assert list(ds["ci_bound"].values) == ["lower", "upper"]
+    np.testing.assert_array_equal(ds["estimate"].values, pi.estimate)
+    np.testing.assert_array_equal(ds["interval"].sel(ci_bound="lower").values, pi.lower)
+    np.testing.assert_array_equal(ds["interval"].sel(ci_bound="upper").values, pi.upper)
+    assert ds.attrs["level"] == 0.8 and ds.attrs["quantity"] == "probability"
+    assert "interval" not in bl.predict.Prediction(pi.estimate).to_xarray()
+
+
+def test_item_names_travel_into_a_prediction():
+    rng = np.random.default_rng(0)
+    item_1, item_0 = rng.integers(0, 4, 400), rng.integers(0, 4, 400)
+    keep = item_1 != item_0
+    item_1, item_0 = item_1[keep], item_0[keep]
+    labels = (rng.random(item_1.size) < 0.5 + 0.1 * (item_1 - item_0)).astype(int)
+    names = ["ant", "bee", "cat", "dog"]
+    data = bl.PreferenceData.from_items(labels, item_1=item_1, item_0=item_0, item_names=names)
+    fit = bl.fit_bradley_terry(data)
+    pi = fit.predict_interval(data, 0.9)
+    frame, ds = pi.to_frame(), pi.to_xarray()
+    np.testing.assert_array_equal(frame["item_1"], np.asarray(names)[item_1])
+    np.testing.assert_array_equal(frame["item_0"], np.asarray(names)[item_0])
+    np.testing.assert_array_equal(ds["item_1"].values, np.asarray(names)[item_1])
+    # a prediction of the stronger item's win: item 3 against item 0 is the likeliest
+    assert ds["estimate"].where((ds["item_1"] == "dog") & (ds["item_0"] == "ant"), drop=True).min() > 0.5
+
+
+def test_action_names_label_a_reward(wald_fits, population):
+    names = ["a", "b", "c", "d", "e", "f"][: population.n_actions]
+    r = wald_fits["prs"].reward(population, level=LEVEL, action_names=names)
+    ds = r.to_xarray()
+    assert ds["estimate"].dims == ("row", "action") and list(ds["action"].values) == names
+    assert ds.attrs["reference"] == 0
+    np.testing.assert_array_equal(ds["interval"].sel(ci_bound="upper").values, r.upper)
+    np.testing.assert_array_equal(ds["estimate"].sel(action=names[1]).values, r.estimate[:, 1])
+    assert list(r.to_frame().index.get_level_values("action")[: len(names)]) == names
+    other = [n.upper() for n in names]
+    assert list(r.to_xarray(other)["action"].values) == other
+    with pytest.raises(ValueError, match="action_names"):
+        wald_fits["prs"].reward(population, action_names=names[:-1])
+
+
 @pytest.mark.parametrize("cached", [True, False])
 def test_a_fit_computes_its_information_once_per_covariance(train, test_data, monkeypatch, cached):
     fit = bl.fit_prs(train, 2)

@@ -30,7 +30,7 @@ from ..data import PreferenceData
 from ..design import information, reached_coordinates
 from ..frequentist.fgd import LowRankResult
 from ..model import fisher_weights, margins
-from ..predict import Predictive
+from ..predict import DrawsPredictive
 from ..results import (
     Diagnostics,
     InRTVCoordinates,
@@ -57,7 +57,7 @@ SUMMARY_COLUMNS = ("estimate", "std_err", "lower", "upper", "ess_bulk", "ess_tai
 
 
 @dataclass(frozen=True, eq=False)
-class Posterior(Predictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
+class Posterior(DrawsPredictive, InRTVCoordinates, SummaryHTML, PosteriorLikelihood):
     """A posterior fit of the factored model and its reduced coordinates.
 
     It follows the :class:`~bayes_loco.results.Fit` protocol in the RTV

@@ -228,7 +228,7 @@ class BradleyTerryFit:
         return self.mle.predict_interval(one_context(data), level)
 
     def reward(self, contexts, features=None, level: float | None = None, *,
-               reference: int = 0) -> Prediction:
+               reference: int = 0, action_names=None) -> Prediction:
         """Rewards θ̂ᵀ(φ(a) − φ(a_ref)) of candidate actions with Wald intervals
         (:func:`bayes_loco.predict.reward`), every row read with x ≡ 1.
 
@@ -242,6 +242,8 @@ class BradleyTerryFit:
             Pointwise level of the Wald intervals; None: estimates only.
         reference : int
             The index of a_ref among the candidates (its column is 0).
+        action_names : sequence of str, optional
+            A name for each candidate action, carried into ``to_frame`` and ``to_xarray``.
 
         Returns
         -------
@@ -254,9 +256,11 @@ class BradleyTerryFit:
         Prediction(reward, shape=(50, 4), level=0.9, reference=0, method='wald delta method')
         """
         if isinstance(contexts, Population):
-            return self.mle.reward(self.population(contexts), level=level, reference=reference)
+            return self.mle.reward(self.population(contexts), level=level, reference=reference,
+                                   action_names=action_names)
         n = np.shape(contexts)[0] if np.ndim(contexts) else 0
-        return self.mle.reward(np.ones((n, 1)), features, level, reference=reference)
+        return self.mle.reward(np.ones((n, 1)), features, level, reference=reference,
+                               action_names=action_names)
 
     def summary(self, level: float = LEVEL) -> Summary:
         """The MLE's summary: θ̂ with its Wald intervals (:meth:`MLEResult.summary`).
