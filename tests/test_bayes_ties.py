@@ -78,7 +78,7 @@ def test_without_ties_and_weights_the_model_is_the_bernoulli_one(tied):
     ones = bl.PreferenceData(tied.contexts, tied.differences, plain.labels, weights=np.ones(tied.n))
     for data in (plain, ones):
         model = bb.build_model(data, RANK, ties="half")
-        assert T.likelihood_kind(data, bb.Prior()) == T.BERNOULLI
+        assert T.likelihood_kind(data, "half") == T.BERNOULLI
         assert {v.name for v in model.data_vars} == {D.DATA_CONTEXTS, D.DATA_DIFFERENCES, D.DATA_LABELS}
     model = bb.build_model(plain, RANK)
     point = _point(model, np.random.default_rng(0))
@@ -113,7 +113,7 @@ def test_half_log_posterior_equals_the_bernoulli_one_on_the_expanded_data(tied):
     """Weight 2 = two copies, a tie of weight 2 = a win and a loss: PyMC's Bernoulli is the reference."""
     model = bb.build_model(tied, RANK, ties="half")
     reference = bb.build_model(expanded(tied), RANK)
-    assert T.likelihood_kind(tied, bb.Prior()) == T.HALF and D.OBSERVED in model.named_vars
+    assert T.likelihood_kind(tied, "half") == T.HALF and D.OBSERVED in model.named_vars
     rng = np.random.default_rng(1)
     for _ in range(3):
         point = _point(model, rng)
@@ -167,23 +167,23 @@ def test_a_compiled_model_is_never_reused_for_another_likelihood(tied):
     davidson = T.tie_prior(bb.Prior(), "davidson")
     keys = {model_key(bb.build_model(plain, RANK), None, half),
             model_key(bb.build_model(tied, RANK), None, half),
-            model_key(bb.build_model(tied, RANK, prior=davidson), None, davidson)}
+            model_key(bb.build_model(tied, RANK, prior=davidson, ties="davidson"), None, davidson)}
     assert len(keys) == 3
 
 
 def test_the_chart_model_carries_the_tie_likelihood():
     """The chart parametrisation (bayes.chart, which calls model.add_likelihood) gets Davidson's ν and weights
-    from the prior group: its y log-likelihood at a point equals the factored model's at the same U, V, ν."""
+    from ``ties``: its y log-likelihood at a point equals the factored model's at the same U, V, ν."""
     data, _ = davidson_data(300, 0.8, seed=6, weights=True)
     prior = T.tie_prior(bb.Prior(), "davidson")
     frame = bb.chart_frame(data, bl.fit_low_rank(data, 2).theta, 2)
-    chart = bb.build_chart_model(data, 2, frame, prior=prior)
+    chart = bb.build_chart_model(data, 2, frame, prior=prior, ties="davidson")
     assert T.NU_SHIFT in {v.name for v in chart.free_RVs}
     assert T.DATA_WEIGHTS in {v.name for v in chart.data_vars}
     point = _point(chart, np.random.default_rng(4))
     u, v = (chart.compile_fn(var, inputs=chart.value_vars, on_unused_input="ignore")(point)
             for var in chart.replace_rvs_by_values([chart[D.LEFT], chart[D.RIGHT]]))
-    factored = bb.build_model(data, 2, prior=prior)
+    factored = bb.build_model(data, 2, prior=prior, ties="davidson")
     at = {D.LEFT: u, D.RIGHT: v, T.NU_SHIFT: point[T.NU_SHIFT]}
     assert chart.compile_logp(vars=[chart[D.OBSERVED]])(point) == pytest.approx(
         factored.compile_logp(vars=[factored[D.OBSERVED]])(at), rel=1e-10)
@@ -198,6 +198,18 @@ def test_the_chart_model_carries_the_tie_likelihood():
 def test_bad_tie_settings_are_refused_naming_them(tied, kwargs, error, match):
     with pytest.raises(error, match=match):
         bb.fit_posterior(tied, RANK, method="map", progressbar=False, **kwargs)
+
+
+@pytest.mark.parametrize("build", ["factored", "chart"])
+def test_the_tie_model_is_ties_never_read_from_the_prior(tied, build):
+    """A prior on ν does not choose Davidson's model: without ``ties="davidson"`` it is refused by name."""
+    prior = T.tie_prior(bb.Prior(), "davidson")
+    frame = bb.chart_frame(tied, bl.fit_low_rank(tied, RANK).theta, RANK)
+    make = ((lambda **kw: bb.build_model(tied, RANK, prior=prior, **kw)) if build == "factored" else
+            (lambda **kw: bb.build_chart_model(tied, RANK, frame, prior=prior, **kw)))
+    with pytest.raises(ValueError, match="ties='half' has no ν"):
+        make()
+    assert T.NU_SHIFT in {v.name for v in make(ties="davidson").free_RVs}
 
 
 # --------------------------------------------------------------------------- fits

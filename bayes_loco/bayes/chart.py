@@ -119,10 +119,12 @@ from .._validation import check_int, check_rank
 from ..config import get_config
 from ..data import PreferenceData
 from ..linalg import range_basis
+from ..model import Ties, check_ties
 from . import dims as D
 from .margins import row_coords, row_layout
 from .model import add_likelihood, model_coords, prior_scales
 from .settings import Prior, settings_group
+from .ties import tie_prior
 from .whitening import weak_whitening
 from .whitening import whitening as chart_whitening
 
@@ -317,7 +319,7 @@ def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scal
                                weak_left_whitening=left)
 
 
-def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, prior=None,
+def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, prior=None, ties: Ties = "half",
                       store_margins: bool = False, context_names=None, feature_names=None,
                       group_rows: bool = False, span_only: bool = False) -> pm.Model:
     """The factored model of :func:`~bayes_loco.bayes.build_model` in (partial) chart coordinates.
@@ -339,6 +341,8 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     prior : Prior, dict or None
         As in :func:`~bayes_loco.bayes.build_model` (the balancing potential
         is rotation invariant and carries over).
+    ties : {"half", "davidson"}
+        The tie model, as in :func:`~bayes_loco.bayes.build_model`.
     store_margins, context_names, feature_names, group_rows
         As in :func:`~bayes_loco.bayes.build_model`.
     span_only : bool
@@ -365,7 +369,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     if frame.rank != rank or frame.left.shape[0] != data.d_x or frame.right.shape[0] != data.d_phi:
         raise ValueError(f"frame is for rank {frame.rank} and (d_x, d_phi) = ({frame.left.shape[0]}, "
                          f"{frame.right.shape[0]}); expected rank {rank} and ({data.d_x}, {data.d_phi})")
-    prior = settings_group(prior, Prior, "prior")
+    prior = tie_prior(settings_group(prior, Prior, "prior"), check_ties(ties))
     if span_only and prior.balance > 0:
         raise ValueError("span_only needs prior.balance = 0: the balancing potential couples U_⊥, V_⊥")
     r, r1, rw = rank, frame.chart_rank, frame.weak_rank
@@ -409,7 +413,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
                            pm.Normal(D.RIGHT_NULL, 0.0, s_v, dims=(D.FEATURE_NULL, D.RANK)))
         u = pm.Deterministic(D.LEFT, u, dims=(D.CONTEXT, D.RANK))
         v = pm.Deterministic(D.RIGHT, v, dims=(D.FEATURE, D.RANK))
-        add_likelihood(data, u, v, prior, store_margins, layout)
+        add_likelihood(data, u, v, prior, ties, store_margins, layout)
     return model
 
 

@@ -207,6 +207,7 @@ class _Run:
 
     data: PreferenceData
     rank: int
+    ties: Ties
     prior: Prior
     basis: RTVBasis
     directions: np.ndarray
@@ -225,13 +226,13 @@ class _Run:
         """The settings record of a fit by ``method`` with its settings group ``group``."""
         return {"rank": self.rank, "method": method, "prior": prior_record(self.prior), "ridge": self.ridge,
                 "random_seed": self.seed, "predictive_draws": self.predictive_draws,
-                method: dataclasses.asdict(group), **tie_record(self.data, self.prior)}
+                method: dataclasses.asdict(group), **tie_record(self.data, self.ties)}
 
     def arrange(self, raw: xr.DataTree, method: str, laplace=None, loss=None) -> xr.DataTree:
         """The tree of :mod:`.layout` from PyMC's; its root attrs are written by :func:`_record`."""
         return arrange(raw, method=method, basis=self.basis, directions=self.directions, data=self.data,
-                       prior=self.prior, predictive_draws=self.predictive_draws, seed=self.seed,
-                       laplace=laplace, loss=loss)
+                       ties=self.ties, prior=self.prior, predictive_draws=self.predictive_draws,
+                       seed=self.seed, laplace=laplace, loss=loss)
 
 
 @dataclass(frozen=True)
@@ -276,8 +277,8 @@ def _resolve(data, rank, method, ties, prior, nuts, map_settings, vi, start, bas
         nuts = resolve_sampler(nuts, data.n)
     start, start_ridge, start_note = _start_fit(data, rank, start, ridge, prior.scale, ties)
     basis = _resolve_basis(basis, start, rank, data)
-    run = _Run(data, rank, prior, basis, identified_directions(basis, data), predictive_draws, random_seed,
-               progressbar, start, start_ridge)
+    run = _Run(data, rank, ties, prior, basis, identified_directions(basis, data), predictive_draws,
+               random_seed, progressbar, start, start_ridge)
     return run, {"nuts": nuts, "map": map_settings, "vi": vi}[method], start_note
 
 
@@ -418,22 +419,22 @@ def _sampled_models(run: _Run, frame, grouped: bool) -> tuple[pm.Model, pm.Model
     """
     prior, rng = run.prior, np.random.default_rng([run.seed, NULL_STREAM])
     if frame is None:
-        model = build_model(run.data, run.rank, prior=prior, group_rows=grouped)
+        model = build_model(run.data, run.rank, prior=prior, ties=run.ties, group_rows=grouped)
         left, left_null, right, right_null = run.spans
         if not exact_null(left_null, right_null, prior):
             return model, model, None
         return model, model, (model, lambda draws: redraw_off_spans(draws, left, right, prior, rng))
-    model = build_chart_model(run.data, run.rank, frame, prior=prior, group_rows=grouped)
+    model = build_chart_model(run.data, run.rank, frame, prior=prior, ties=run.ties, group_rows=grouped)
     if not exact_null(frame.left_null, frame.right_null, prior):
         return model, model, None
-    sampled = model if frame.weak_rank else build_chart_model(run.data, run.rank, frame, prior=prior,
-                                                              group_rows=grouped, span_only=True)
+    sampled = model if frame.weak_rank else build_chart_model(
+        run.data, run.rank, frame, prior=prior, ties=run.ties, group_rows=grouped, span_only=True)
     return model, sampled, (model, lambda draws: draw_null(draws, frame, prior, rng))
 
 
 def _optimise(run: _Run, method: str, group: MAP | VI) -> _Attempt:
     """A MAP (with its Laplace draws) or VI fit from the start's balanced factors, arranged and diagnosed."""
-    model = build_model(run.data, run.rank, prior=run.prior, group_rows=True)
+    model = build_model(run.data, run.rank, prior=run.prior, ties=run.ties, group_rows=True)
     u0, v0 = balanced_factors(run.start.theta, run.rank)
     laplace, loss = None, None
     with quiet_pymc(not run.progressbar):

@@ -141,7 +141,7 @@ def _identified_group(theta: xr.DataArray, basis: RTVBasis, attrs) -> xr.Dataset
 
 
 def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.ndarray, data: PreferenceData,
-            prior, predictive_draws: int, seed: int, root_attrs: dict | None = None,
+            ties: str, prior, predictive_draws: int, seed: int, root_attrs: dict | None = None,
             laplace: xr.DataArray | None = None, loss: np.ndarray | None = None) -> xr.DataTree:
     """The tree of the module docstring from PyMC's (``raw``); ``raw`` is left as it was.
 
@@ -189,8 +189,8 @@ def arrange(raw: xr.DataTree, *, method: str, basis: RTVBasis, directions: np.nd
         if nu_draws is None and nu is not None:  # MAP: ν held at the MAP for every Laplace draw
             nu_draws = xr.full_like(laplace.isel({D.CONTEXT: 0, D.FEATURE: 0}, drop=True),
                                     float(groups[D.POINT_ESTIMATE][D.NU]))
-        groups |= _predictive_groups(groups[D.POSTERIOR][D.THETA], basis, data, prior, predictive_draws,
-                                     seed, raw, nu_draws)
+        groups |= _predictive_groups(groups[D.POSTERIOR][D.THETA], basis, data, ties, prior,
+                                     predictive_draws, seed, raw, nu_draws)
     ordered = {"/": xr.Dataset(attrs=root_attrs or {})}
     ordered |= {name: groups[name] for name in _ORDER if name in groups}
     return xr.DataTree.from_dict(ordered)
@@ -205,13 +205,13 @@ def _davidson_replicates(theta: xr.DataArray, nu: xr.DataArray, data: Preference
     return y, probs[..., 2] + 0.5 * probs[..., 1], probs[..., 1]
 
 
-def _predictive_groups(theta: xr.DataArray, basis, data: PreferenceData, prior, wanted: int,
+def _predictive_groups(theta: xr.DataArray, basis, data: PreferenceData, ties: str, prior, wanted: int,
                        seed: int, raw: xr.DataTree, nu: xr.DataArray | None) -> dict[str, xr.Dataset]:
     rng = np.random.default_rng([seed, 20250101])
     chains, draws = theta.sizes["chain"], theta.sizes["draw"]
     idx = predictive_indices(chains, draws, data.n, wanted)
     thinned = theta.isel(draw=idx)
-    kind = likelihood_kind(data, prior)
+    kind = likelihood_kind(data, ties)
     if kind == DAVIDSON:
         y, p, p_tie = _davidson_replicates(thinned, nu.isel(draw=idx), data, rng.random((*thinned.shape[:2],
                                                                                             data.n)))

@@ -17,6 +17,7 @@ import pytensor.tensor as pt
 
 from .._validation import check_int, check_rank, check_real, rng_from
 from ..data import PreferenceData
+from ..model import Ties, check_ties
 from . import dims as D
 from .margins import RowLayout, add_margins, row_coords, row_layout
 from .settings import Prior, settings_group
@@ -59,7 +60,7 @@ def model_coords(data: PreferenceData, rank: int, *, context_names=None, feature
     return coords
 
 
-def build_model(data: PreferenceData, rank: int, *, prior=None, ties: str | None = None,
+def build_model(data: PreferenceData, rank: int, *, prior=None, ties: Ties = "half",
                 store_margins: bool = False, context_names=None, feature_names=None,
                 group_rows: bool = False) -> pm.Model:
     """PyMC model of the contextual BTL likelihood with a factored rank-r Θ = U Vᵀ.
@@ -106,9 +107,9 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, ties: str | None
           free model is the default.
         - ``nu_scale`` (None): σ_ν of Davidson's prior log ν ~ N(0, σ_ν²); set
           (to 1 unless given) by ``ties="davidson"``.
-    ties : {"half", "davidson"} or None
-        The tie model (:mod:`bayes_loco.bayes.ties`); None: the one ``prior``
-        describes (Davidson's iff it has a ``nu_scale``).
+    ties : {"half", "davidson"}
+        The tie model (:mod:`bayes_loco.bayes.ties`); ``prior.nu_scale`` is only the
+        σ_ν of Davidson's ν, refused with ``"half"``.
     store_margins : bool
         Also keep η (dims ``comparison``) as a Deterministic; off by default as
         it stores N numbers per draw.
@@ -139,6 +140,7 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, ties: str | None
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     rank = check_rank(rank, data.d_x, data.d_phi)
+    ties = check_ties(ties)
     prior = tie_prior(settings_group(prior, Prior, "prior"), ties)
     layout = row_layout(data, rank, group_rows)
     coords = model_coords(data, rank, context_names=context_names, feature_names=feature_names)
@@ -146,7 +148,7 @@ def build_model(data: PreferenceData, rank: int, *, prior=None, ties: str | None
         s_u, s_v = prior_scales(prior)
         u = pm.Normal(D.LEFT, mu=0.0, sigma=s_u, dims=(D.CONTEXT, D.RANK))
         v = pm.Normal(D.RIGHT, mu=0.0, sigma=s_v, dims=(D.FEATURE, D.RANK))
-        add_likelihood(data, u, v, prior, store_margins, layout)
+        add_likelihood(data, u, v, prior, ties, store_margins, layout)
     return model
 
 
@@ -158,19 +160,20 @@ def prior_scales(prior):
     return prior.scale, prior.scale
 
 
-def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool, layout: RowLayout) -> None:
+def add_likelihood(data: PreferenceData, u, v, prior, ties: str, store_margins: bool,
+                   layout: RowLayout) -> None:
     """Inside a model context: the data containers, the balancing potential, Θ = U Vᵀ and y's likelihood.
 
     Shared by the factored model and its chart (:mod:`bayes_loco.bayes.chart`),
     which differ only in how U and V are parametrised. The likelihood is y's
     Bernoulli, or where :func:`~.ties.likelihood_kind` says so the tie model's
-    (:func:`~.ties.add_tie_likelihood`), chosen by ``data`` and ``prior``; the
+    (:func:`~.ties.add_tie_likelihood`), chosen by ``data`` and ``ties``; the
     margins are read as ``layout`` says (:mod:`.margins`).
     """
     if not isinstance(store_margins, bool):
         raise TypeError(f"store_margins must be a bool, got {store_margins!r}")
     eta = add_margins(data, u, v, layout)
-    bernoulli = likelihood_kind(data, prior) == BERNOULLI
+    bernoulli = likelihood_kind(data, ties) == BERNOULLI
     if bernoulli:
         y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=np.int64), dims=D.COMPARISON)
     if prior.balance > 0:
@@ -182,7 +185,7 @@ def add_likelihood(data: PreferenceData, u, v, prior, store_margins: bool, layou
     if bernoulli:
         observe_bernoulli(y, eta)
     else:
-        add_tie_likelihood(data, eta, prior)
+        add_tie_likelihood(data, eta, ties, prior)
 
 
 def balanced_factors(theta: np.ndarray, rank: int) -> tuple[np.ndarray, np.ndarray]:

@@ -152,7 +152,7 @@ class Posterior(DrawsPredictive, InRTVCoordinates, SummaryHTML, PosteriorLikelih
         with ``pm.set_data``.
         """
         nuts = self.settings.get("nuts", {})
-        return _model(self.data, self.rank, self.method, self.settings.get("prior"),
+        return _model(self.data, self.rank, self.method, self.ties, self.settings.get("prior"),
                       nuts.get("parametrization", FACTORED), nuts.get("chart_rank"), self.start)
 
     @property
@@ -510,12 +510,12 @@ class Posterior(DrawsPredictive, InRTVCoordinates, SummaryHTML, PosteriorLikelih
                 f"draws={draws}{extra}, converged={d.converged}, seconds={d.seconds:.1f})")
 
 
-def _model(data, rank, method, prior, parametrization, chart_rank, start) -> pm.Model:
+def _model(data, rank, method, ties, prior, parametrization, chart_rank, start) -> pm.Model:
     if method == "nuts" and parametrization == CHART:
         prior = settings_group(prior, Prior, "prior")
         frame = chart_frame(data, start.theta, rank, prior.scale, chart_rank)
-        return build_chart_model(data, rank, frame, prior=prior, group_rows=True)
-    return build_model(data, rank, prior=prior, group_rows=True)
+        return build_chart_model(data, rank, frame, prior=prior, ties=ties, group_rows=True)
+    return build_model(data, rank, prior=prior, ties=ties, group_rows=True)
 
 
 # What Posterior computes on first use and does not pickle.

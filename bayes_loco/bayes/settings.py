@@ -46,9 +46,9 @@ class Prior:
         c ≥ 0 of the balancing potential −(c/8)‖UᵀU − VᵀV‖²_F (0: free factors).
     nu_scale : float or None
         σ_ν > 0 of the prior of Davidson's tie parameter, log ν ~ N(0, σ_ν²)
-        (:mod:`bayes_loco.bayes.ties`); None for the models without ν. A model
-        with this prior is Davidson's: ``fit_posterior(..., ties="davidson")``
-        sets it to ``config["nu_scale"]`` when it is None.
+        (:mod:`bayes_loco.bayes.ties`); used only with ``ties="davidson"``, which
+        sets it to ``config["nu_scale"]`` when it is None (the model is chosen by
+        ``ties``, never by this prior; with ``ties="half"`` it is refused).
     """
 
     scale: float = 1.0

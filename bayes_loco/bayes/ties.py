@@ -53,16 +53,13 @@ from .settings import Prior
 BERNOULLI = "bernoulli"
 
 
-def tie_prior(prior: Prior, ties: str | None) -> Prior:
+def tie_prior(prior: Prior, ties: str) -> Prior:
     """``prior`` for the tie model ``ties``: Davidson's gets a prior on ν (σ_ν = ``config["nu_scale"]`` if
     unset).
 
-    ``ties`` None keeps the model ``prior`` describes (Davidson's iff it has a
-    ``nu_scale``). Raises ValueError for ``"half"`` with a ``nu_scale``: that model
-    has no ν.
+    ``ties`` is the model; the prior only holds the hyperparameter σ_ν of ν, never the
+    choice. Raises ValueError for ``"half"`` with a ``nu_scale``: that model has no ν.
     """
-    if ties is None:
-        return prior
     check_ties(ties)
     if ties == DAVIDSON:
         return (prior if prior.nu_scale is not None
@@ -73,26 +70,20 @@ def tie_prior(prior: Prior, ties: str | None) -> Prior:
     return prior
 
 
-def tie_model(prior: Prior) -> str:
-    """``"davidson"`` when ``prior`` has a prior on ν, else ``"half"``."""
-    return HALF if prior.nu_scale is None else DAVIDSON
-
-
-def likelihood_kind(data: PreferenceData, prior: Prior) -> str:
+def likelihood_kind(data: PreferenceData, ties: str) -> str:
     """The likelihood the model uses: :data:`BERNOULLI`, ``"half"`` or ``"davidson"``.
 
     ``"half"`` on data without ties and without weights other than 1 is the
     Bernoulli likelihood, and is built as such.
     """
-    model = tie_model(prior)
-    if model == HALF and not data.has_ties and not data.weighted and data.counts is None:
+    if check_ties(ties) == HALF and not data.has_ties and not data.weighted and data.counts is None:
         return BERNOULLI
-    return model
+    return ties
 
 
-def tie_record(data: PreferenceData, prior: Prior) -> dict:
+def tie_record(data: PreferenceData, ties: str) -> dict:
     """``{"ties": model}`` for a fit's settings, or {} for the plain Bernoulli model (recorded as before)."""
-    kind = likelihood_kind(data, prior)
+    kind = likelihood_kind(data, ties)
     return {} if kind == BERNOULLI else {"ties": kind}
 
 
@@ -140,18 +131,19 @@ def _davidson_logp(value, eta, weights, log_nu):
     return weights * ((value - 0.5) * eta + pt.eq(value, 0.5) * log_nu - normaliser)
 
 
-def add_tie_likelihood(data: PreferenceData, eta, prior: Prior) -> None:
+def add_tie_likelihood(data: PreferenceData, eta, ties: str, prior: Prior) -> None:
     """Inside a model context: the observed ``y`` of the "half" or Davidson likelihood, with its containers.
 
     ``y`` is a CustomDist whose log density is the weighted term of the module
     docstring, observed at the float labels (container ``labels``), so PyMC's
     ``observed_data`` and ``pm.compute_log_likelihood`` see it. It cannot be
     forward-sampled (the "half" quasi-likelihood is no distribution); the tree's
-    predictive groups are drawn by :mod:`.layout`.
+    predictive groups are drawn by :mod:`.layout`. Davidson's ν has the prior
+    log ν ~ N(0, ``prior.nu_scale``²).
     """
     y = pm.Data(D.DATA_LABELS, np.asarray(data.labels, dtype=float), dims=D.COMPARISON)
     weights = pm.Data(DATA_WEIGHTS, data.loss_weights, dims=D.COMPARISON)  # counts × sampling weights
-    if tie_model(prior) == HALF:
+    if ties == HALF:
         pm.CustomDist(D.OBSERVED, eta, weights, logp=_half_logp, observed=y, dims=D.COMPARISON)
         return
     start = pm.Data(DATA_NU_START, log_nu_start(data))
