@@ -1,4 +1,5 @@
-"""The ``bayes-loco`` command line: run studies, compare methods, redraw figures.
+"""The ``bayes-loco`` command line: run studies, compare methods, redraw figures, and the shift
+study's radius frontier and the held-out study.
 
 Its help is plain text, with one line per study in ``run --help``. Exit codes: 0
 success; 2 a bad argument (one line naming the option, as argparse does); 3 a study
@@ -23,11 +24,17 @@ import pandas as pd
 from ._version import __version__
 from .config import get_config
 from .datasets.personalllm import write_standin
-from .experiments import METHODS, STUDIES, run_study, summarise
+from .experiments import METHODS, STUDIES, frontier, heldout, run_study, summarise
 from .experiments.figures import STUDY_FIGURES, plot_calibration, plot_results
 from .experiments.problems import PERSONALLLM_FILES
 from .experiments.runner import SettingError, check_overrides, select_cells
-from .experiments.store import OutputBusyError, OutputFolderError, StudyConfigError, read_results
+from .experiments.store import (
+    OutputBusyError,
+    OutputFolderError,
+    StudyConfigError,
+    output_folder,
+    read_results,
+)
 from .experiments.studies import Study
 
 EXIT_USAGE = 2
@@ -278,6 +285,24 @@ def _cmd_compare(args) -> int:
     return 0
 
 
+def _cmd_frontier(args) -> int:
+    out = output_folder(Path(args.out))
+    table = frontier.run(args.reps, args.seed, out, progress=(lambda line: None) if args.quiet else print)
+    print(frontier.ratios(table).round(2).to_string())
+    print(f"wrote {out / 'shift-frontier.csv'} and {out / 'shift-frontier.png'}")
+    return 0
+
+
+def _cmd_heldout(args) -> int:
+    out = Path(args.out)
+    output_folder(out.parent)
+    table = heldout.run(args.n, args.users, args.folds, args.seed, out,
+                        progress=(lambda line: None) if args.quiet else print)
+    print(heldout.markdown(table))
+    print(f"wrote {out.with_suffix('.csv')} and {out.with_suffix('.md')}")
+    return 0
+
+
 class InputFileError(Exception):
     """A file given to a command is missing or is not what the command reads (exit code 3)."""
 
@@ -354,6 +379,29 @@ def _method_list() -> str:
     return f"methods (default: {' '.join(list(METHODS)[:4])}):\n{names}"
 
 
+def _add_study_commands(sub) -> None:
+    """The two studies of their own shape: ``frontier`` and ``heldout``."""
+    front = sub.add_parser("frontier", help="the shift study's global policy against the Wald set's radius",
+                           description=frontier.__doc__.split("\n\n")[0] + ".",
+                           formatter_class=argparse.RawDescriptionHelpFormatter)
+    front.add_argument("--reps", type=_positive_int, default=20, help="seeds per cell")
+    front.add_argument("--seed", type=_seed, default=0, help="base seed (the shift study's task seeds)")
+    front.add_argument("--out", default="shift-frontier", help="folder for the CSV and the figure")
+    front.add_argument("--quiet", action="store_true", help="no line per seed")
+    front.set_defaults(func=_cmd_frontier)
+
+    held = sub.add_parser("heldout", help="held-out log-loss of BT, the MLE and PRS on unseen users",
+                          description=heldout.__doc__.split("\n\n")[0] + ".",
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+    held.add_argument("--n", type=_positive_int, default=3000, help="comparisons per problem")
+    held.add_argument("--users", type=_positive_int, default=300, help="users (contexts) per problem")
+    held.add_argument("--folds", type=_positive_int, default=5, help="folds (grouped by user)")
+    held.add_argument("--seed", type=_seed, default=0, help="seed of the problems, users and folds")
+    held.add_argument("--out", default="heldout", help="write OUT.csv (per fold) and OUT.md (the table)")
+    held.add_argument("--quiet", action="store_true", help="no line per method")
+    held.set_defaults(func=_cmd_heldout)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="bayes-loco", description=DESCRIPTION, epilog=EPILOG,
                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -402,6 +450,8 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("--format", choices=["table", "json"], default="table", help="print a table or JSON")
     common(compare, "results_compare")
     compare.set_defaults(func=_cmd_compare)
+
+    _add_study_commands(sub)
 
     plot = sub.add_parser("plot", help="redraw a study's figures from its CSV (or several, combined)",
                           description="Redraw a study's figures from the CSV that run wrote, next to it. "

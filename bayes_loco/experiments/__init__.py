@@ -13,6 +13,9 @@
   (mending a torn last line), :func:`summarise`,
   :func:`plot_results` and :func:`plot_calibration` (:mod:`.figures`, with the coverage
   :func:`calibration` it draws) report it.
+- Two studies of their own shape: :mod:`.frontier` (the shift study's global policy at
+  fixed radii, ``bayes-loco frontier``) and :mod:`.heldout` (user-grouped cross-validation
+  without a truth, ``bayes-loco heldout``).
 """
 
 from .figures import calibration, plot_calibration, plot_results, summarise

@@ -3,7 +3,8 @@
 It is the contextual model with a single context x ≡ 1 (d_x = 1): Θ is one row θ (d_φ),
 and P(a₁ ≻ a₂) = σ(θᵀ(φ(a₁) − φ(a₂))) whoever the user is. With one-hot features θ holds
 the items' strengths, identified up to a common shift. It is the baseline against which
-personalisation is judged on held-out users (notebook 06, ``scripts/heldout_study.py``).
+personalisation is judged on held-out users (notebook 06, and ``bayes-loco heldout``:
+:mod:`bayes_loco.experiments.heldout`).
 
 On item-indexed data (:meth:`~bayes_loco.PreferenceData.from_items`, ``from_frame`` with
 ``item_columns``, the readers) identical comparisons are first aggregated to counts

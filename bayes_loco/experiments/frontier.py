@@ -6,67 +6,91 @@ single-policy radii z₀.₉ = 1.28 and z₀.₉₅ = 1.64 to the value-sized ra
 ``bl.sets.size_for_values`` (every policy's value bounded at once with probability 0.9). For
 each it records the global sub-optimality and whether the chosen policy's true value (relative
 to the reference action) cleared the pessimistic value it reported; MLE-Greedy is the yardstick
-of the issue's bars (at most 0.5× in the covered regime, at most 1.25× elsewhere).
+of the figure's reference lines (0.5× and 1.25× its sub-optimality).
 
-    .venv/bin/python scripts/shift_frontier.py --reps 20 --out docs/data/shift-frontier
+    bayes-loco frontier --reps 20 --out docs/data/shift-frontier
 
-Writes ``shift-frontier.csv`` (one row per regime × q × seed × radius; resumable) and
-``shift-frontier.png``; prints the ratios to MLE-Greedy. About 10 s per task on one core.
+Writes ``shift-frontier.csv`` (one row per regime × q × seed × radius; a rerun skips the tasks
+already there) and ``shift-frontier.png``; prints the ratios to MLE-Greedy. About 10 s per task
+on one core.
 """
 
 from __future__ import annotations
 
-import argparse
 import warnings
 from pathlib import Path
-
-import matplotlib
-
-matplotlib.use("Agg")  # a script's own choice; bayes_loco.plots never selects a backend
 
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 from matplotlib.ticker import FormatStrFormatter, NullFormatter
 
-import bayes_loco as bl
-from bayes_loco.experiments import STUDIES, Fits, task_inputs
+from ..evaluate import relative_value, suboptimality
+from ..policy import greedy_policy, pessimistic_policy
+from ..sets import size_for_values
+from .methods import Fits
+from .runner import task_inputs
+from .studies import STUDIES
+
+__all__ = ["ratios", "run"]
 
 RADII = (0.25, 0.5, 0.75, 1.0, 1.2816, 1.6449, 2.0, 3.0)
 IMBALANCES = (1, 3, 10)
 
 
-def task(cell: int, settings: dict, rep: int, seed: int) -> list[dict]:
+def _task(cell: int, settings: dict, rep: int, seed: int) -> list[dict]:
     """The rows of one shift-study task: greedy baselines, then the exact policy at every radius."""
     inputs = task_inputs("shift", cell, settings, rep, seed)
     s, truth, population = inputs.settings, inputs.truth, inputs.populations["global"]
     fits = Fits(inputs.data, rank=int(s["rank"]), ridge=float(s["ridge"]))
     wald = fits["prs"].calibrated_set(float(s["level"]), "wald")
     base = {"regime": s["regime"], "imbalance": s["imbalance"], "rep": rep}
-    greedy = {name: bl.greedy_policy(fits[fit].theta, population, scope="global")
+    greedy = {name: greedy_policy(fits[fit].theta, population, scope="global")
               for name, fit in (("MLE-Greedy", "mle"), ("PRS-Greedy", "prs"))}
     rows = [base | {"method": name, "radius": 0.0, "value_covered": np.nan,
-                    "suboptimality": bl.suboptimality(policy, truth, population)}
+                    "suboptimality": suboptimality(policy, truth, population)}
             for name, policy in greedy.items()]
-    sized = bl.sets.size_for_values(wald, population, scope="global")
+    sized = size_for_values(wald, population, scope="global")
     for radius, method in [(r, "exact") for r in RADII] + [(sized.radius, "exact-values")]:
-        policy = bl.pessimistic_policy(wald.with_radius(radius), population, objective="exact",
-                                       scope="global")
-        covered = bl.relative_value(policy, truth, population) >= policy.pessimistic_value - 1e-12
+        policy = pessimistic_policy(wald.with_radius(radius), population, objective="exact",
+                                    scope="global")
+        covered = relative_value(policy, truth, population) >= policy.pessimistic_value - 1e-12
         rows.append(base | {"method": method, "radius": radius, "value_covered": float(covered),
-                            "suboptimality": bl.suboptimality(policy, truth, population)})
+                            "suboptimality": suboptimality(policy, truth, population)})
     return rows
 
 
 def ratios(table: pd.DataFrame) -> pd.DataFrame:
-    """Mean global sub-optimality per regime, q and method (radius), divided by MLE-Greedy's."""
+    """Mean global sub-optimality per regime, q and method (radius), divided by MLE-Greedy's.
+
+    Parameters
+    ----------
+    table : pandas.DataFrame
+        The rows of :func:`run`.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Indexed by (regime, imbalance); a column per method, the exact policy's named by its
+        radius (two decimals); MLE-Greedy's column is 1.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from bayes_loco.experiments import frontier
+    >>> rows = pd.DataFrame({"regime": "covered", "imbalance": 10, "rep": 0,
+    ...                      "method": ["MLE-Greedy", "PRS-Greedy", "exact"], "radius": [0.0, 0.0, 2.0],
+    ...                      "suboptimality": [0.2, 0.4, 0.05]})
+    >>> frontier.ratios(rows).round(2).to_dict("records")
+    [{'2.0': 0.25, 'MLE-Greedy': 1.0, 'PRS-Greedy': 2.0}]
+    """
     table = table.assign(column=np.where(table["method"] == "exact", table["radius"].round(2).astype(str),
                                          table["method"]))
     means = table.pivot_table(index=["regime", "imbalance"], columns="column", values="suboptimality")
     return means.div(means["MLE-Greedy"], axis=0)
 
 
-def figure(table: pd.DataFrame, path: Path) -> None:
+def _figure(table: pd.DataFrame, path: Path) -> None:
     """Top: sub-optimality / MLE-Greedy's against R; bottom: how often the chosen policy's bound held."""
     regimes = list(dict.fromkeys(table["regime"]))
     fig, axes = plt.subplots(2, len(regimes), figsize=(4.2 * len(regimes), 6.4), sharex=True, squeeze=False)
@@ -105,32 +129,52 @@ def figure(table: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="shift-frontier")
-    args = parser.parse_args()
-    out = Path(args.out)
+def run(reps: int, seed: int, out: Path, imbalances=IMBALANCES, regimes=None, progress=print) -> pd.DataFrame:
+    """Run (or finish) the frontier: the shift study's cells with q in ``imbalances``, ``reps`` seeds each.
+
+    Parameters
+    ----------
+    reps : int
+        Seeds per cell (the shift study's task seeds for the same ``seed``).
+    seed : int
+        The base seed.
+    out : Path
+        Folder for ``shift-frontier.csv`` (appended task by task; tasks already there are skipped)
+        and ``shift-frontier.png``.
+    imbalances : sequence of float
+        The q of the shift study's cells to run (default 1, 3 and 10).
+    regimes : sequence of str, optional
+        The regimes of the cells to run (default all three: paper, covered, uncovered).
+    progress : callable
+        Called with a line after each seed.
+
+    Returns
+    -------
+    pandas.DataFrame
+        Every row of the CSV: regime, imbalance, rep, method (``MLE-Greedy``, ``PRS-Greedy``,
+        ``exact`` at each radius, ``exact-values``), radius, value_covered, suboptimality.
+
+    Examples
+    --------
+    >>> from bayes_loco.experiments import frontier
+    >>> table = frontier.run(1, 0, Path("frontier"), imbalances=(10,))   # doctest: +SKIP
+    seed 1 of 1 done
+    """
     out.mkdir(parents=True, exist_ok=True)
     csv = out / "shift-frontier.csv"
     done = pd.read_csv(csv) if csv.exists() else pd.DataFrame(columns=["regime", "imbalance", "rep"])
     finished = set(zip(done["regime"], done["imbalance"].astype(float), done["rep"].astype(int), strict=True))
-    cells = [(i, cell) for i, cell in enumerate(STUDIES["shift"].cells) if cell["imbalance"] in IMBALANCES]
-    for rep in range(args.reps):
+    cells = [(i, cell) for i, cell in enumerate(STUDIES["shift"].cells) if cell["imbalance"] in imbalances
+             and (regimes is None or cell["regime"] in regimes)]
+    for rep in range(reps):
         for index, cell in cells:
             if (cell["regime"], float(cell["imbalance"]), rep) in finished:
                 continue
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                rows = pd.DataFrame(task(index, STUDIES["shift"].fixed | cell, rep, args.seed))
+                rows = pd.DataFrame(_task(index, STUDIES["shift"].fixed | cell, rep, seed))
             rows.to_csv(csv, mode="a", header=not csv.exists(), index=False)
-        print(f"seed {rep + 1} of {args.reps} done", flush=True)
+        progress(f"seed {rep + 1} of {reps} done")
     table = pd.read_csv(csv)
-    print(ratios(table).round(2).to_string())
-    figure(table, out / "shift-frontier.png")
-    print(f"wrote {csv} and {out / 'shift-frontier.png'}")
-
-
-if __name__ == "__main__":
-    main()
+    _figure(table, out / "shift-frontier.png")
+    return table
