@@ -42,7 +42,7 @@ def _fit(issue_data, monkeypatch, first: geometry.Geometry, script, user: bb.NUT
     monkeypatch.setattr(fit_module, "_nuts_attempt", sample)
     monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: first)
     start = bl.fit_low_rank(issue_data, 2)
-    run = fit_module._Run(issue_data, 2, bb.Prior(), None, None, 0, 0, False, start, 0.0)
+    run = fit_module._Run(issue_data, 2, "half", bb.Prior(), None, None, 0, 0, False, start, 0.0)
     kept, record = fit_module._nuts(run, user, "")
     return ran, kept, record
 
@@ -118,3 +118,75 @@ def test_the_default_fit_records_its_plan_and_prints_it(bayes_nuts):
         assert chosen[field] == settings["nuts"][field], field
     text = str(bayes_nuts.summary())
     assert f"Attempt {kept + 1} (kept): {chosen['parametrization']}" in text
+
+
+# ------------------------------------------------------------------------------- the user's own plan
+
+
+def _users_fit(issue_data, monkeypatch, script, user: bb.NUTS):
+    """``_nuts`` with the user's ``nuts.plan`` and a stand-in sampler whose runs have ``script``'s
+    (divergences, R-hat) in turn; the coordinates are the real ``choose_geometry``'s."""
+    ran = []
+
+    def sample(run, geom, nuts, watch=None):
+        assert watch is None and not geom.automatic  # no watch and no fall-back: the plan is the user's
+        settings = plan.attempt(geom, nuts).settings(nuts)
+        ran.append(settings)
+        div, rhat = script[len(ran) - 1]
+        return fit_module._Attempt(xr.DataTree(), _diagnostics(div, rhat), None, settings,
+                                   ("nutpie", 4, settings.draws, ""), {})
+
+    monkeypatch.setattr(fit_module, "_nuts_attempt", sample)
+    start = bl.fit_low_rank(issue_data, 2)
+    run = fit_module._Run(issue_data, 2, "half", bb.Prior(), None, None, 0, 0, False, start, 0.0)
+    kept, record = fit_module._nuts(run, user, "")
+    return ran, kept, record
+
+
+USERS_PLAN = ({"parametrization": "factored", "target_accept": 0.8, "draws": 100},
+              {"parametrization": "factored", "target_accept": 0.95},
+              {"parametrization": "chart", "chart_rank": 1, "tune": 500})
+
+
+def test_a_users_plan_runs_in_order_until_a_run_passes(issue_data, monkeypatch):
+    user = bb.NUTS(draws=300, plan=USERS_PLAN)
+    before = copy.deepcopy(user)
+    ran, kept, record = _users_fit(issue_data, monkeypatch, [(2, 1.001), (0, 1.002), (0, 1.0)], user)
+    _assert_plan_is_the_record(ran, kept, record)
+    attempts = record["plan"]["attempts"]
+    assert [(a["parametrization"], a["target_accept"], a["draws"], a["when"]) for a in attempts] == [
+        ("factored", 0.8, 100, plan.FIRST), ("factored", 0.95, 300, plan.DIVERGED)]  # the chart never ran
+    assert record["plan"]["kept"] == 1 and "user's own plan" in record["geometry"]["reason"]
+    assert user == before
+
+
+def test_a_users_plan_that_never_passes_runs_whole_and_keeps_the_best(issue_data, monkeypatch):
+    user = bb.NUTS(plan=USERS_PLAN)
+    ran, kept, record = _users_fit(issue_data, monkeypatch, [(3, 1.2), (0, 1.05), (1, 1.001)], user)
+    _assert_plan_is_the_record(ran, kept, record)
+    attempts = record["plan"]["attempts"]
+    assert [(a["parametrization"], a["chart_rank"], a["tune"]) for a in attempts] == [
+        ("factored", None, 1000), ("factored", None, 1000), ("chart", 1, 500)]
+    assert [a["when"] for a in attempts] == [plan.FIRST, plan.DIVERGED, plan.RHAT]
+    assert record["plan"]["kept"] == 1  # no divergence beats R-hat closer to 1
+
+
+@pytest.mark.parametrize(("value", "error", "match"), [
+    ([], ValueError, "nuts.plan is empty"),
+    ({"parametrization": "chart"}, TypeError, "nuts.plan must be a list of dicts"),
+    (["chart"], TypeError, r"nuts.plan\[0\] must be a dict"),
+    ([{}, {"sampler": "pymc"}], ValueError, r"nuts.plan\[1\] has no setting 'sampler'"),
+    ([{"target_accept": 1.5}], ValueError, r"nuts.plan\[0\]: nuts.target_accept"),
+    ([{"parametrization": "factored", "chart_rank": 2}], ValueError, r"nuts.plan\[0\]: nuts.chart_rank"),
+])
+def test_a_bad_plan_is_refused_naming_its_entry(value, error, match):
+    with pytest.raises(error, match=match):
+        bb.NUTS(plan=value)
+
+
+def test_an_entry_takes_the_rest_from_the_settings():
+    user = bb.NUTS(draws=500, chart_rank=2, parametrization="chart", plan=[{"parametrization": "factored"}])
+    assert user.plan == ({"parametrization": "factored"},)
+    made = user.attempt(user.plan[0])
+    assert (made.parametrization, made.chart_rank, made.draws, made.plan) == ("factored", None, 500, None)
+    assert (user.parametrization, user.chart_rank) == ("chart", 2)

@@ -68,7 +68,7 @@ from .laplace import find_map, laplace_theta
 from .layout import arrange, root_attrs
 from .model import balanced_factors, build_model
 from .nullspace import NULL_STREAM, draw_null, exact_null, redraw_off_spans
-from .plan import DEEP_WARMUP, SHORT_ESS, attempt, plan_record, trouble
+from .plan import DEEP_WARMUP, FIRST, SHORT_ESS, attempt, plan_record, trouble
 from .posterior import Posterior
 from .samplers import (
     Completion,
@@ -315,7 +315,10 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     """NUTS in the coordinates :func:`~.geometry.choose_geometry` picks, and its fall-back (:mod:`.geometry`).
 
     Returns the attempt kept and the record of what ran and why (``geometry``, and ``advice``).
+    A user's own plan (``nuts.plan``) runs instead of the automatic one (:func:`_users_plan`).
     """
+    if nuts.plan is not None:
+        return _users_plan(run, nuts, start_note)
     geometry = choose_geometry(run.data, run.rank, run.start.theta, run.prior.scale, nuts.parametrization,
                                nuts.chart_rank)
     # Built once, its reason ("; r₁ of r components determined") completed if the watch stops the run.
@@ -342,6 +345,32 @@ def _nuts(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
     while troubled(runs[-1].diagnostics, nuts.rhat_max) and (following := next(pending, None)) is not None:
         planned.append(attempt(following, nuts, trouble(runs[-1].diagnostics, nuts.rhat_max)))
         runs.append(_nuts_attempt(run, following, nuts))
+    return _keep(nuts, geometry, planned, runs, start_note, stopped)
+
+
+def _users_plan(run: _Run, nuts: NUTS, start_note: str) -> tuple[_Attempt, dict]:
+    """The user's plan: each entry of ``nuts.plan`` in turn, in the coordinates it names, until one run
+    neither diverges nor misses R-hat; no automatic fall-back. Kept and recorded as :func:`_nuts` does."""
+    planned, runs, geometry = [], [], None
+    for entry in nuts.plan:
+        settings = nuts.attempt(entry)
+        # An "auto" entry takes the coordinates the data determine, but no fall-back: the plan is the user's.
+        geometry = dataclasses.replace(choose_geometry(run.data, run.rank, run.start.theta, run.prior.scale,
+                                                       settings.parametrization, settings.chart_rank),
+                                       automatic=False)
+        when = FIRST if not runs else trouble(runs[-1].diagnostics, nuts.rhat_max)
+        planned.append(attempt(geometry, settings, when))
+        runs.append(_nuts_attempt(run, geometry, settings))
+        if not troubled(runs[-1].diagnostics, nuts.rhat_max):
+            break
+    return _keep(nuts, dataclasses.replace(geometry, reason="nuts.plan: the user's own plan"), planned, runs,
+                 start_note, {})
+
+
+def _keep(nuts: NUTS, geometry: Geometry, planned: list, runs: list[_Attempt], start_note: str,
+          stopped: dict) -> tuple[_Attempt, dict]:
+    """The best of ``runs`` (:func:`~.diagnostics.ranking`), re-advised where others ran after it, and the
+    record of the plan (``planned``, one attempt per run) and of the geometry."""
     facts = [(a.group, a.diagnostics, np.nan if a.tree is None else leapfrog_steps(a.tree)) for a in runs]
     ended = [i for i, done in enumerate(runs) if done.tree is not None]  # the last run always is
     best = max(ended, key=lambda i: ranking(facts[i][1], nuts.rhat_max, facts[i][2], nuts.ess_min))

@@ -165,6 +165,16 @@ class NUTS:
         (nutpie, N = 10,000, one other job running: 437 s with the library's
         two threads, 43 s with one). PyMC's sampler gives each chain's process
         one thread itself.
+    plan : sequence of dict or None
+        Your own plan instead of the automatic one: the NUTS runs to make, in order, until
+        one neither diverges nor misses ``rhat_max``; each a dict of some of
+        ``parametrization``, ``chart_rank``, ``target_accept``, ``draws`` and ``tune``
+        (the rest from these settings), e.g. ``[{"parametrization": "chart"},
+        {"parametrization": "factored", "target_accept": 0.95}]``. No automatic fall-back
+        follows it; the best run is kept as in the automatic plan, and
+        ``post.settings["plan"]`` records each. None (default): the automatic plan of
+        :mod:`bayes_loco.bayes.geometry` (its thresholds are settings of
+        :func:`bayes_loco.set_config`).
     """
 
     draws: int = 1000
@@ -180,6 +190,7 @@ class NUTS:
     chart_rank: int | None = None
     blas_threads: int | None = 1
     backend: str | None = None
+    plan: tuple[dict, ...] | None = None
 
     def __post_init__(self):
         _set(self, "draws", check_int(self.draws, "nuts.draws", 1))
@@ -207,6 +218,60 @@ class NUTS:
             if self.sampler not in (None, "nutpie"):
                 raise ValueError(f"nuts.backend is nutpie's; got backend={self.backend!r} with "
                                  f"sampler={self.sampler!r}")
+        if self.plan is not None:
+            _set(self, "plan", _checked_plan(self))
+
+    def attempt(self, entry: dict) -> NUTS:
+        """These settings with one entry of a plan (its coordinates, target and length) in place.
+
+        Parameters
+        ----------
+        entry : dict
+            Some of ``parametrization``, ``chart_rank``, ``target_accept``, ``draws``, ``tune``.
+
+        Returns
+        -------
+        NUTS
+            A new settings object without a plan; ``self`` is unchanged.
+
+        Examples
+        --------
+        >>> ran = bl.bayes.NUTS(draws=500).attempt({"parametrization": "factored", "target_accept": 0.95})
+        >>> ran.parametrization, ran.target_accept, ran.draws, ran.plan
+        ('factored', 0.95, 500, None)
+        """
+        fields = {"plan": None, **entry}
+        if fields.get("parametrization") == FACTORED:
+            fields.setdefault("chart_rank", None)  # the factored model has no chart rank
+        return dataclasses.replace(self, **fields)
+
+
+#: What one entry of ``NUTS.plan`` may set.
+PLAN_FIELDS = ("parametrization", "chart_rank", "target_accept", "draws", "tune")
+
+
+def _checked_plan(nuts: NUTS) -> tuple[dict, ...]:
+    """``nuts.plan`` as a tuple of dicts, each checked as the settings it makes, or an error naming it."""
+    plan = nuts.plan
+    if isinstance(plan, (str, bytes, dict)) or not hasattr(plan, "__iter__"):
+        raise TypeError(f"nuts.plan must be a list of dicts, got {type(plan).__name__}")
+    plan = tuple(plan)
+    if not plan:
+        raise ValueError("nuts.plan is empty: give at least one attempt, or None for the automatic plan")
+    checked = []
+    for i, entry in enumerate(plan):
+        if not isinstance(entry, dict):
+            raise TypeError(f"nuts.plan[{i}] must be a dict, got {type(entry).__name__}")
+        unknown = sorted(set(entry) - set(PLAN_FIELDS))
+        if unknown:
+            raise ValueError(f"nuts.plan[{i}] has no setting {unknown[0]!r}; an attempt sets some of "
+                             f"{', '.join(PLAN_FIELDS)}")
+        try:
+            made = nuts.attempt(entry)
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"nuts.plan[{i}]: {exc}") from None
+        checked.append({field: getattr(made, field) for field in PLAN_FIELDS if field in entry})
+    return tuple(checked)
 
 
 @dataclass(frozen=True)
