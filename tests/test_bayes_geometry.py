@@ -776,7 +776,7 @@ def test_the_fit_asks_about_the_latest_run_and_keeps_the_retry(issue_data, monke
     chart = geometry.Geometry(chart_frame(issue_data, start.theta, 1), "charted", True)
     monkeypatch.setattr(fit_module, "_nuts_attempt", attempt)
     monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: chart)
-    run = fit_module._Run(issue_data, 2, bb.Prior(), None, None, 0, 0, False, start, 0.0)
+    run = fit_module._Run(issue_data, 2, "half", bb.Prior(), None, None, 0, 0, False, start, 0.0)
     kept, record = fit_module._nuts(run, bb.NUTS(), "")
     assert ran == [("chart", None), ("factored", None), ("factored", 0.95)]
     assert kept.group.target_accept == 0.95 and kept.diagnostics.divergences == 0
@@ -828,7 +828,7 @@ def test_the_kept_run_is_not_advised_a_setting_its_fall_back_ran(issue_data, mon
     monkeypatch.setattr(fit_module, "_nuts_attempt", attempt)
     monkeypatch.setattr(fit_module, "nuts_diagnostics", diagnose)
     monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: chart)
-    run = fit_module._Run(issue_data, 2, bb.Prior(), None, None, 0, 0, False, start, 0.0)
+    run = fit_module._Run(issue_data, 2, "half", bb.Prior(), None, None, 0, 0, False, start, 0.0)
     kept, record = fit_module._nuts(run, bb.NUTS(), "")
     assert ran == [("chart", 0.9), ("chart", 0.95), ("factored", 0.9), ("factored", 0.95), ("factored", 0.99)]
     assert (kept.group.parametrization, kept.group.target_accept) == ("chart", 0.9)
@@ -968,7 +968,7 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
         return fit_module._Attempt(xr.DataTree(), _diagnostics(), None, group, ("nutpie", 4, 1000, ""), {})
 
     monkeypatch.setattr(fit_module, "_nuts_attempt", attempt)
-    run = fit_module._Run(issue_data, 2, bb.Prior(), None, None, 0, 0, False, start, 0.0)
+    run = fit_module._Run(issue_data, 2, "half", bb.Prior(), None, None, 0, 0, False, start, 0.0)
 
     def fit(declined, sampler="nutpie"):
         ran.clear()

@@ -19,7 +19,7 @@ def one_cell(tmp_path_factory):
 def test_the_frontier_solves_every_radius_and_both_yardsticks(one_cell):
     out, table = one_cell
     assert set(table["method"]) == {"MLE-Greedy", "PRS-Greedy", "exact", "exact-values"}
-    assert sorted(table.loc[table["method"] == "exact", "radius"]) == sorted(frontier.RADII)
+    assert sorted(table.loc[table["method"] == "exact", "radius"]) == sorted(frontier.GRID["radii"])
     assert (table["suboptimality"] >= -1e-12).all()
     sized = table.loc[table["method"] == "exact-values", "radius"].item()
     assert sized > 0

@@ -34,8 +34,9 @@ from .studies import STUDIES
 
 __all__ = ["ratios", "run"]
 
-RADII = (0.25, 0.5, 0.75, 1.0, 1.2816, 1.6449, 2.0, 3.0)
-IMBALANCES = (1, 3, 10)
+#: The study's grid, as :data:`~bayes_loco.experiments.STUDIES` holds the others': the radii R of the exact
+#: policy (z₀.₉ = 1.2816 and z₀.₉₅ = 1.6449 among them) and the shift study's q it runs on by default.
+GRID = {"radii": (0.25, 0.5, 0.75, 1.0, 1.2816, 1.6449, 2.0, 3.0), "imbalances": (1, 3, 10)}
 
 
 def _task(cell: int, settings: dict, rep: int, seed: int) -> list[dict]:
@@ -51,7 +52,7 @@ def _task(cell: int, settings: dict, rep: int, seed: int) -> list[dict]:
                     "suboptimality": suboptimality(policy, truth, population)}
             for name, policy in greedy.items()]
     sized = size_for_values(wald, population, scope="global")
-    for radius, method in [(r, "exact") for r in RADII] + [(sized.radius, "exact-values")]:
+    for radius, method in [(r, "exact") for r in GRID["radii"]] + [(sized.radius, "exact-values")]:
         policy = pessimistic_policy(wald.with_radius(radius), population, objective="exact",
                                     scope="global")
         covered = relative_value(policy, truth, population) >= policy.pessimistic_value - 1e-12
@@ -129,7 +130,8 @@ def _figure(table: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
-def run(reps: int, seed: int, out: Path, imbalances=IMBALANCES, regimes=None, progress=print) -> pd.DataFrame:
+def run(reps: int, seed: int, out: Path, imbalances=GRID["imbalances"], regimes=None,
+        progress=print) -> pd.DataFrame:
     """Run (or finish) the frontier: the shift study's cells with q in ``imbalances``, ``reps`` seeds each.
 
     Parameters
