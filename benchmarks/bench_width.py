@@ -127,7 +127,8 @@ def main():
     parser.add_argument("--n", type=int, default=100_000)
     parser.add_argument("--d-phi", type=int, default=4096)
     parser.add_argument("--units", type=int, default=2000)
-    parser.add_argument("--draws", type=int, default=bl.sets.family.DEFAULT_DRAWS)
+    parser.add_argument("--draws", type=int, default=10_000,
+                        help="Monte Carlo draws of max |t| (value_family's default)")
     args = parser.parse_args()
     with warnings.catch_warnings():
         warnings.simplefilter("default")
