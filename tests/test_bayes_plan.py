@@ -26,13 +26,17 @@ def _diagnostics(divergences: int, rhat: float) -> bl.Diagnostics:
                           divergences=divergences, max_rhat=rhat, min_ess_bulk=900.0, min_ess_tail=900.0)
 
 
-def _fit(issue_data, monkeypatch, first: geometry.Geometry, script, user: bb.NUTS):
+def _fit(issue_data, monkeypatch, first: geometry.Geometry | None, script, user: bb.NUTS):
     """``_nuts`` with a stand-in sampler whose runs have the ``script``'s (divergences, R-hat) in turn;
-    returns (what each run was given, the attempt kept, the record)."""
+    returns (what each run was given, the attempt kept, the record). ``first``: the coordinates
+    ``choose_geometry`` gives every call; None keeps the real ``choose_geometry`` (a user's plan)."""
     ran = []
 
     def sample(run, geom, nuts, watch=None):
-        assert nuts is user  # every run is handed the user's own settings, untouched
+        if user.plan is None:
+            assert nuts is user  # every run is handed the user's own settings, untouched
+        else:
+            assert watch is None and not geom.automatic  # no watch and no fall-back: the plan is the user's
         settings = plan.attempt(geom, nuts).settings(nuts)
         ran.append(settings)
         div, rhat = script[len(ran) - 1]
@@ -40,7 +44,8 @@ def _fit(issue_data, monkeypatch, first: geometry.Geometry, script, user: bb.NUT
                                    ("nutpie", 4, settings.draws, ""), {})
 
     monkeypatch.setattr(fit_module, "_nuts_attempt", sample)
-    monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: first)
+    if first is not None:
+        monkeypatch.setattr(fit_module, "choose_geometry", lambda *args: first)
     start = bl.fit_low_rank(issue_data, 2)
     run = fit_module._Run(issue_data, 2, "half", bb.Prior(), None, None, 0, 0, False, start, 0.0)
     kept, record = fit_module._nuts(run, user, "")
@@ -123,26 +128,6 @@ def test_the_default_fit_records_its_plan_and_prints_it(bayes_nuts):
 # ------------------------------------------------------------------------------- the user's own plan
 
 
-def _users_fit(issue_data, monkeypatch, script, user: bb.NUTS):
-    """``_nuts`` with the user's ``nuts.plan`` and a stand-in sampler whose runs have ``script``'s
-    (divergences, R-hat) in turn; the coordinates are the real ``choose_geometry``'s."""
-    ran = []
-
-    def sample(run, geom, nuts, watch=None):
-        assert watch is None and not geom.automatic  # no watch and no fall-back: the plan is the user's
-        settings = plan.attempt(geom, nuts).settings(nuts)
-        ran.append(settings)
-        div, rhat = script[len(ran) - 1]
-        return fit_module._Attempt(xr.DataTree(), _diagnostics(div, rhat), None, settings,
-                                   ("nutpie", 4, settings.draws, ""), {})
-
-    monkeypatch.setattr(fit_module, "_nuts_attempt", sample)
-    start = bl.fit_low_rank(issue_data, 2)
-    run = fit_module._Run(issue_data, 2, "half", bb.Prior(), None, None, 0, 0, False, start, 0.0)
-    kept, record = fit_module._nuts(run, user, "")
-    return ran, kept, record
-
-
 USERS_PLAN = ({"parametrization": "factored", "target_accept": 0.8, "draws": 100},
               {"parametrization": "factored", "target_accept": 0.95},
               {"parametrization": "chart", "chart_rank": 1, "tune": 500})
@@ -151,7 +136,7 @@ USERS_PLAN = ({"parametrization": "factored", "target_accept": 0.8, "draws": 100
 def test_a_users_plan_runs_in_order_until_a_run_passes(issue_data, monkeypatch):
     user = bb.NUTS(draws=300, plan=USERS_PLAN)
     before = copy.deepcopy(user)
-    ran, kept, record = _users_fit(issue_data, monkeypatch, [(2, 1.001), (0, 1.002), (0, 1.0)], user)
+    ran, kept, record = _fit(issue_data, monkeypatch, None, [(2, 1.001), (0, 1.002), (0, 1.0)], user)
     _assert_plan_is_the_record(ran, kept, record)
     attempts = record["plan"]["attempts"]
     assert [(a["parametrization"], a["target_accept"], a["draws"], a["when"]) for a in attempts] == [
@@ -162,7 +147,7 @@ def test_a_users_plan_runs_in_order_until_a_run_passes(issue_data, monkeypatch):
 
 def test_a_users_plan_that_never_passes_runs_whole_and_keeps_the_best(issue_data, monkeypatch):
     user = bb.NUTS(plan=USERS_PLAN)
-    ran, kept, record = _users_fit(issue_data, monkeypatch, [(3, 1.2), (0, 1.05), (1, 1.001)], user)
+    ran, kept, record = _fit(issue_data, monkeypatch, None, [(3, 1.2), (0, 1.05), (1, 1.001)], user)
     _assert_plan_is_the_record(ran, kept, record)
     attempts = record["plan"]["attempts"]
     assert [(a["parametrization"], a["chart_rank"], a["tune"]) for a in attempts] == [
