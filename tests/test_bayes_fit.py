@@ -585,7 +585,7 @@ def test_settings_groups_accept_instances_dicts_and_none():
     assert type(bb.Prior(scale=2).scale) is float
     assert (bb.Prior().scale, bb.Prior().hyper, bb.Prior().balance) == (1.0, False, 0.0)
     assert dataclasses.astuple(bb.NUTS()) == (1000, 1000, 4, None, None, 0.9, 0.01, 1.01, 400.0, "auto", None,
-                                              1, None)
+                                              1, None, None)
     assert dataclasses.astuple(bb.VI()) == ("advi", 30000, 0.01, 1000)
     assert dataclasses.astuple(bb.MAP()) == (1000,)
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -802,7 +802,7 @@ def test_settings_are_recorded_typed_and_json_able(nuts):
     assert settings["nuts"] == {"draws": 300, "tune": 300, "chains": 2, "cores": 1, "sampler": "pymc",
                                 "target_accept": 0.9, "init_jitter": 0.01, "rhat_max": 1.01, "ess_min": 400.0,
                                 "parametrization": "chart", "chart_rank": 1, "blas_threads": 1,
-                                "backend": None}
+                                "backend": None, "plan": None}
     assert settings["prior"] == {"scale": 1.0, "hyper": False, "balance": 0.0}
     assert json.loads(json.dumps(settings)) == settings
     assert type(settings["rank"]) is int and type(settings["random_seed"]) is int
