@@ -5,8 +5,9 @@ Bayesian road (``bayes_loco.bayes``, PyMC) and the common pessimistic policy
 solver that every uncertainty set feeds.
 """
 
-from . import datasets, simulate
+from . import certify, datasets, simulate
 from ._version import __version__ as __version__
+from .certify import PolicyCertificate, certify_policies, split_policy
 from .config import config_context, get_config, set_config
 from .coordinates import Coordinates, RTVBasis, VecCoordinates, rtv_basis
 from .crossval import CrossValidation, cross_validate, fold_indices
@@ -109,6 +110,7 @@ __all__ = [
     "MLEResult",
     "PRSResult",
     "Policy",
+    "PolicyCertificate",
     "PolicyStatus",
     "Population",
     "Prediction",
@@ -129,6 +131,8 @@ __all__ = [
     "best_bound_policy",
     "brier",
     "calibration_curve",
+    "certify",
+    "certify_policies",
     "config_context",
     "cross_validate",
     "datasets",
@@ -156,6 +160,7 @@ __all__ = [
     "set_config",
     "simulate",
     "spectral_start",
+    "split_policy",
     "suboptimality",
     "value_family",
     "wald_set",

@@ -192,7 +192,7 @@ def _say_warnings(results: pd.DataFrame) -> None:
     """The distinct warnings the run's tasks recorded (the results' ``warnings`` column), on stderr."""
     if "warnings" not in results:
         return
-    notes = results.drop_duplicates(["cell", "rep"])["warnings"].fillna("").astype(str)
+    notes = results.drop_duplicates(["cell", "rep"])["warnings"].astype(object).fillna("").astype(str)
     counts = notes[notes != ""].value_counts()
     for note, count in counts.head(get_config()["shown_warnings"]).items():
         print(f"warning ({count} of {notes.size} tasks): {note}", file=sys.stderr)

@@ -171,7 +171,7 @@ def test_posterior_summary_at_arviz_default_level_is_arviz_summary(small):
 
 def test_compare_policies_shows_its_key_columns_and_keeps_every_column(small):
     from bayes_loco.experiments import COLUMNS, compare_policies
-    from bayes_loco.experiments.methods import SHOWN_COLUMNS, PolicyTable
+    from bayes_loco.experiments.columns import SHOWN_COLUMNS, PolicyTable
 
     problem = simulate.paper_problem(d_s=4, d_a=4, d_x=4, rank=1, seed=0)
     data, prs = small

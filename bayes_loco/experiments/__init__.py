@@ -18,9 +18,9 @@
   without a truth, ``bayes-loco heldout``).
 """
 
+from .columns import COLUMNS
 from .figures import calibration, plot_calibration, plot_results, summarise
 from .methods import (
-    COLUMNS,
     COMPARE_METHODS,
     DEFAULT_METHODS,
     FITTERS,

@@ -13,8 +13,6 @@ kind: teach the fit's ``calibrated_set`` the kind and add a method that names it
 
 from __future__ import annotations
 
-import html
-import textwrap
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ import pandas as pd
 
 from .._checks import checks_data
 from .._validation import LEVEL, check_level, check_option, check_real
+from ..certify import certify_policies, gain_candidates
 from ..config import get_config
 from ..data import PreferenceData
 from ..design import mean_candidate_features
@@ -33,7 +32,7 @@ from ..policy import best_bound_policy, greedy_policy, pessimistic_policy
 from ..population import SCOPES, Population
 from ..results import Fit
 from ..sets import EllipsoidSet, ValueFamilySet, size_for_values, value_family
-from .columns import EXTRA_COLUMNS
+from .columns import COMPARE_COLUMNS, EXTRA_COLUMNS, PolicyTable
 from .posterior_settings import posterior_arguments
 
 
@@ -52,7 +51,10 @@ class MethodSpec:
         Otherwise a kind of ``fit.calibrated_set(level, kind)``: "wald" for the
         frequentist fits; "credible" (the credible ellipsoid), "sandwich",
         "draws" (hull of draws), "quantile" or "cvar" for a posterior.
-    objective : {"greedy", "relaxed", "exact"}
+    objective : {"greedy", "relaxed", "exact", "certified"}
+        "certified": candidates chosen on the fit's first N₀ comparisons (the greedy policy of its
+        low-rank fit, and that policy kept on its rows of largest estimated gain), their values bounded
+        simultaneously by the set fitted on the rest (:func:`~bayes_loco.certify_policies`).
     sized : bool
         Resize the (ellipsoid) set for each scope to guard only the values of
         that scope's policies on its population
@@ -109,6 +111,7 @@ METHODS: dict[str, MethodSpec] = {
     "PRS-best-of-exact-and-family": MethodSpec("prs", "wald", "exact",
                                                union=("PRS-exact-Wald", "PRS-relaxed-family")),
     "Posterior-relaxed-family": MethodSpec("posterior", "quantile", "relaxed", family=True),
+    "PRS-split-certified": MethodSpec("prs_split", "wald", "certified"),
 }
 #: The methods a study runs unless it names others: the paper's three and the exact Wald policy.
 DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
@@ -117,52 +120,6 @@ COMPARE_METHODS = ("PRS", "PRS-exact-Gram", "PRS-exact-Wald", "PRS-relaxed-Wald"
                    "Posterior-mean-Greedy", "Posterior-exact-ellipsoid", "Posterior-relaxed-ellipsoid",
                    "Posterior-exact-sandwich", "Posterior-exact-draws", "Posterior-relaxed-draws",
                    "Posterior-relaxed-quantile", "Posterior-exact-cvar")
-
-
-#: The columns of every row of a study's results, in order.
-COLUMNS = ["method", "fit", "set_kind", "level", "objective", "scope", "suboptimality", "pessimistic_value",
-           "relative_gap", "covered", "value_covered", "truth_distance", "radius", "k_eff", "c_star",
-           "theta_error", "fit_seconds", "policy_seconds", "selected_rank", "max_rhat", "divergences",
-           "chart_rank"]
-
-
-# compare_policies' table: what a reader compares first (the policy's sub-optimality and pessimistic
-# value, whether the set covered θ* and the value), then the rest of COLUMNS in their order.
-SHOWN_COLUMNS = ("method", "suboptimality", "pessimistic_value", "covered", "value_covered")
-COMPARE_COLUMNS = [*SHOWN_COLUMNS, *(c for c in COLUMNS if c not in SHOWN_COLUMNS)]
-
-
-class PolicyTable(pd.DataFrame):
-    """:func:`compare_policies`' table: a pandas DataFrame that displays its key columns.
-
-    Every column is there (``table.columns``, ``table["radius"]``,
-    ``table.to_string()``, ``table.to_csv()``, ``pd.DataFrame(table)``); printed,
-    or rendered in a notebook, it shows :data:`SHOWN_COLUMNS` and names the
-    others, so that its 22 columns neither wrap nor hide sub-optimality. What is
-    derived from it (a selection, ``set_index``, …) is a plain DataFrame.
-    """
-
-    @property
-    def _constructor(self):
-        return pd.DataFrame
-
-    def _shown(self) -> pd.DataFrame:
-        return pd.DataFrame(self)[[c for c in SHOWN_COLUMNS if c in self.columns]]
-
-    def _others(self) -> str:
-        others = [c for c in self.columns if c not in SHOWN_COLUMNS]
-        return (f"{len(others)} more columns (table[name], table.to_string()): {', '.join(others)}"
-                if others else "")
-
-    def __repr__(self) -> str:
-        others = self._others()
-        # Wrapped to pandas' own width, as the table above it is.
-        width = pd.get_option("display.width") or 80
-        return repr(self._shown()) + (f"\n{textwrap.fill(f'[{others}]', width)}" if others else "")
-
-    def _repr_html_(self) -> str:
-        others = self._others()
-        return self._shown()._repr_html_() + (f"<p>{html.escape(others)}</p>" if others else "")
 
 
 # ------------------------------------------------------------------------------------------ fits
@@ -195,6 +152,12 @@ def _fit_prs(fits: Fits) -> Fit:
     return fit_prs(fits.data, fits.rank, ridge=fits.ridge, low_rank=low_rank)
 
 
+def _fit_prs_split(fits: Fits) -> Fit:
+    # The certified policy's fit: PRS split at the study's N₀, or in half where the study does not split.
+    n_initial = fits.data.n // 2 if fits.n_initial is None else fits.n_initial
+    return fit_prs(fits.data, fits.rank, n_initial=n_initial, ridge=fits.ridge)
+
+
 def _fit_low_rank(fits: Fits) -> Fit:
     # PRS's own low-rank fit (on the first N₀ comparisons when PRS splits the data).
     return fits["prs"].low_rank
@@ -218,11 +181,13 @@ def _fit_posterior(fits: Fits) -> Fit:
     return fit_posterior(fits.data, fits.rank, **(arguments | posterior_arguments(fits.posterior)))
 
 
-#: The fitters by a method's ``fit`` (``"mle"``, ``"prs"``, ``"low_rank"``, ``"gic"``, ``"posterior"``): each
+#: The fitters by a method's ``fit`` (``"mle"``, ``"prs"``, ``"prs_split"``, ``"low_rank"``, ``"gic"``,
+#: ``"posterior"``): each
 #: fits a task's data once, and the methods that share a fit share it.
 FITTERS: dict[str, Fitter] = {
     "mle": Fitter(_fit_mle, at_rank=False),
     "prs": Fitter(_fit_prs),
+    "prs_split": Fitter(_fit_prs_split),
     "low_rank": Fitter(_fit_low_rank),
     "gic": Fitter(_fit_gic, at_rank=False, selects_rank=True),
     "posterior": Fitter(_fit_posterior),
@@ -375,6 +340,11 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
                              else _truth_columns(uset, truth) if per_scope else base_columns)
             if uset is None:
                 policy = greedy_policy(fit.theta, population, scope=scope)
+            elif spec.objective == "certified":
+                candidates = gain_candidates(fit.low_rank.theta, population, scope=scope)
+                certificate = certify_policies(uset, candidates, population, level)
+                policy = certificate.policy
+                truth_columns = {**truth_columns, "radius": certificate.critical}
             elif spec.union:
                 share = 1 - (1 - level) / len(spec.union)
                 policy = best_bound_policy([_member_policy(m, fits, c2, share, scope, population)
