@@ -359,6 +359,13 @@ def test_width_methods_rows_carry_the_family_columns():
     assert union["level"] == LEVEL and union["value_covered"] in (0.0, 1.0)
     better = max(exact["pessimistic_value"], family["pessimistic_value"])
     assert 0 <= union["pessimistic_value"] <= better + 1e-9
+    # The certified policy: its own split fit, four candidates' one-sided c between one candidate's
+    # Φ⁻¹(0.9) and Bonferroni's Φ⁻¹(1 − 0.1/4); its bound is 0 when it deploys the reference action.
+    certified = rows["PRS-split-certified"]
+    assert certified["fit"] == "prs_split" and certified["objective"] == "certified"
+    assert stats.norm.ppf(LEVEL) < certified["radius"] <= stats.norm.isf((1 - LEVEL) / 4) + 1e-12
+    assert certified["level"] == LEVEL and certified["value_covered"] in (0.0, 1.0)
+    assert certified["pessimistic_value"] >= 0
 
 
 def test_prs_at_reward_model_width_fits_no_mle(monkeypatch):
@@ -411,8 +418,9 @@ def test_plot_width_draws_the_study_and_its_frontier(tmp_path):
     top_left, top_right, bottom_left, bottom_right = fig.axes
     assert len(bottom_left.lines) == 2 + 2 + 1  # a curve and a star per width, and the 0.5 line
     assert [t.get_text() for t in top_left.get_legend().get_texts()] == [
-        "greedy, PRS's estimate", "exact, Wald 90%", "relaxed, value family 90%", "best of both at 95% each"]
-    assert len(top_right.lines) == 4  # the exact, family and best-of-both ratios and the 0.5 line
+        "greedy, PRS's estimate", "exact, Wald 90%", "relaxed, value family 90%", "best of both at 95% each",
+        "certified on a split, 90%"]
+    assert len(top_right.lines) == 5  # the exact, family, best-of-both and certified ratios and the 0.5 line
     # d_φ = d_a − 1 + d_s + noise_dims = 3 + 3 + 1 and 3 + 3 + 3
     labels = [t.get_text() for t in bottom_right.get_legend().get_texts()]
     assert labels == ["d_φ = 7 (1 seeds)", "d_φ = 9 (1 seeds)"]

@@ -326,7 +326,8 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
 # The width study's methods as drawn: (method, label, colour).
 WIDTH_CURVES = (("PRS-Greedy", "greedy, PRS's estimate", "C0"), ("PRS-exact-Wald", "exact, Wald 90%", "C1"),
                 ("PRS-relaxed-family", "relaxed, value family 90%", "C2"),
-                ("PRS-best-of-exact-and-family", "best of both at 95% each", "C3"))
+                ("PRS-best-of-exact-and-family", "best of both at 95% each", "C3"),
+                ("PRS-split-certified", "certified on a split, 90%", "C4"))
 FRONTIER_PREFIX = "PRS-relaxed-family-frontier @ "
 
 
@@ -367,7 +368,8 @@ def plot_width(results: pd.DataFrame, *, d_a: int = 10, d_s: int = 20, title: st
     """The ``width`` study: pessimism against d_φ (top) and the value family's radius frontier (bottom).
 
     Top left: sub-optimality (mean ± s.e. over seeds) of the greedy policy of PRS's estimate, the
-    exact policy of the 90% Wald set and the relaxed policy of the 90% value family. Top right: each
+    exact policy of the 90% Wald set, the relaxed policy of the 90% value family, the better bound of
+    both and the policy certified on a split (:func:`~bayes_loco.split_policy`). Top right: each
     pessimistic policy's true improvement over the reference action divided by the greedy policy's
     (means over seeds; the dashed line at 0.5). Bottom: the relaxed policy at fixed critical values
     c, one curve per d_φ: the same ratio (left) and the share of seeds in which the chosen policy's
@@ -416,6 +418,8 @@ def plot_width(results: pd.DataFrame, *, d_a: int = 10, d_s: int = 20, title: st
 
 #: A study's own figure (:attr:`~bayes_loco.experiments.Study.figure`), drawn beside the standard ones.
 STUDY_FIGURES = {"width": plot_width}
+
+
 def summarise(results: pd.DataFrame, by: Iterable[str]) -> pd.DataFrame:
     """Mean, standard error and replication count of sub-optimality, and coverage, per group.
 
