@@ -962,6 +962,7 @@ def mixed(problem):
     """Two PyMC chains × (600 + 1000) from the frequentist start: long enough that ArviZ raises no alarm.
 
     "auto" runs the partial chart here, where PyMC's NUTS needs target_accept 0.95 (1 divergence at 0.9).
+    About 38 s: only the slow test that needs a well-mixed posterior uses it.
     """
     _, data, low_rank = problem
     with warnings.catch_warnings():
@@ -971,7 +972,11 @@ def mixed(problem):
                                       "target_accept": 0.95})
 
 
+@pytest.mark.slow
 def test_arviz_defaults_raise_no_alarm_on_a_well_mixed_posterior(mixed, capsys):
+    """A slow test (its fit takes about 38 s). In the default run notebook 02 asserts that ``az.diagnose``
+    finds nothing on its NUTS posterior (tests/test_notebooks.py), and
+    test_arviz_summary_shows_the_identified_quantities reads the default tree's summary."""
     tree = mixed.tree
     assert mixed.diagnostics.converged
     has_errors, found = az.diagnose(tree, return_diagnostics=True)
@@ -979,33 +984,41 @@ def test_arviz_defaults_raise_no_alarm_on_a_well_mixed_posterior(mixed, capsys):
     assert has_errors is False, report
     assert found["rhat"]["bad_params"] == [] and found["ess"]["bad_params"] == []
     assert found["divergent"]["n_divergent"] == 0 and "no problems detected" in report
+    _summary_shows_the_identified_quantities(mixed)
+
+
+def test_arviz_summary_shows_the_identified_quantities(nuts):
+    _summary_shows_the_identified_quantities(nuts)
+
+
+def _summary_shows_the_identified_quantities(post):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        summary = az.summary(tree)
+        summary = az.summary(post.tree)
     # Only the identified quantities, every cell a number.
-    data = mixed.data
-    assert len(summary) == data.d_x * data.d_phi + mixed.k
+    data = post.data
+    assert len(summary) == data.d_x * data.d_phi + post.k
     assert {name.split("[")[0] for name in summary.index} == {D.THETA, D.THETA_RTV}
     assert not summary.isna().any().any()
 
 
 @pytest.mark.parametrize("plot", ["plot_prior_posterior", "plot_ppc_pava", "plot_ppc_dist"])
-def test_arviz_plots_run_on_the_default_tree(mixed, plot):
+def test_arviz_plots_run_on_the_default_tree(nuts, plot):
     import matplotlib.pyplot as plt
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         if plot == "plot_ppc_dist":  # it advises plot_ppc_pava for binary outcomes, and nothing else
             warnings.filterwarnings("ignore", r"Variables y in .* look (binary|discrete)", UserWarning)
-        pc = getattr(az, plot)(mixed.tree, backend="matplotlib")
+        pc = getattr(az, plot)(nuts.tree, backend="matplotlib")
     try:
         assert pc.viz is not None
     finally:
         plt.close("all")
 
 
-def test_posterior_predictive_is_bernoulli_of_the_preference_probabilities(mixed):
-    tree, data = mixed.tree, mixed.data
+def test_posterior_predictive_is_bernoulli_of_the_preference_probabilities(nuts):
+    tree, data = nuts.tree, nuts.data
     y_rep = tree["posterior_predictive"][D.OBSERVED]
     p = tree["preference_probability"][D.PROBABILITY]
     assert y_rep.dims == p.dims == ("chain", "draw", D.COMPARISON)
@@ -1034,13 +1047,13 @@ def test_predictive_draws_are_capped():
     assert idx[0] == 0 and idx[-1] == 299 and (np.diff(idx) > 0).all()
 
 
-def test_prior_group_holds_draws_of_the_factor_prior(mixed):
-    prior = mixed.tree["prior"]
+def test_prior_group_holds_draws_of_the_factor_prior(nuts):
+    prior = nuts.tree["prior"]
     assert set(prior.data_vars) == {D.THETA, D.THETA_RTV}
     assert prior.sizes["chain"] == 1 and prior.sizes["draw"] == 500
-    np.testing.assert_array_equal(prior[D.RTV_COORD].values, mixed.tree["posterior"][D.RTV_COORD].values)
+    np.testing.assert_array_equal(prior[D.RTV_COORD].values, nuts.tree["posterior"][D.RTV_COORD].values)
     theta = prior[D.THETA].values[0]
-    np.testing.assert_allclose(prior[D.THETA_RTV].values[0], mixed.basis.to_coordinates(theta), atol=1e-12)
+    np.testing.assert_allclose(prior[D.THETA_RTV].values[0], nuts.basis.to_coordinates(theta), atol=1e-12)
     # Entries of U Vᵀ with N(0, 1) factors: mean 0, variance r.
     assert abs(theta.mean()) < 0.1 and theta.var() == pytest.approx(RANK, rel=0.15)
 

@@ -122,12 +122,20 @@ def test_the_factored_models_components_off_the_spans_are_redrawn_and_the_rest_k
         assert abs(np.mean(off[:, 1:] * off[:, :-1])) < 4 / np.sqrt(off[:, 1:].size)
 
 
+# The partial chart's nutpie compilation takes 30-50 s: its statistical run is a slow test. In the default
+# run test_a_partial_charts_draws_off_the_spans_are_replaced_by_their_own_stream checks its fit's U_⊥, V_⊥
+# exactly, from a short PyMC run.
 @pytest.mark.parametrize("coordinates", [{"parametrization": "chart"},
-                                         {"parametrization": "chart", "chart_rank": 1, "rank": 2},
+                                         pytest.param({"parametrization": "chart", "chart_rank": 1,
+                                                       "rank": 2}, marks=pytest.mark.slow),
                                          {"parametrization": "factored"}],
                          ids=["chart", "partial", "factored"])
 def test_a_fit_draws_u_and_v_off_the_spans_independently(short_span, coordinates):
-    """U_⊥, V_⊥ left out of NUTS (the full chart) or its draws of them replaced (partial chart, factored)."""
+    """U_⊥, V_⊥ left out of NUTS (the full chart) or its draws of them replaced (partial chart, factored).
+
+    The partial chart's case is slow: in the default run,
+    test_a_partial_charts_draws_off_the_spans_are_replaced_by_their_own_stream makes its exact checks.
+    """
     data, frame = short_span
     nuts = {"draws": 400, "tune": 400, "chains": 2} | coordinates
     rank = nuts.pop("rank", 1)
@@ -144,12 +152,16 @@ def test_a_fit_draws_u_and_v_off_the_spans_independently(short_span, coordinates
         # Independent draws: lag-1 autocorrelation 0 within sampling error. NUTS's own were antithetic.
         lag1 = np.mean(draws[:, 1:] * draws[:, :-1]) / draws.var()
         assert abs(lag1) < 4 / np.sqrt(draws[:, 1:].size), lag1
+    _off_spans_come_from_their_stream(post, frame, coordinates["parametrization"], seed=2)
+
+
+def _off_spans_come_from_their_stream(post, frame, parametrization, seed):
     # Whatever NUTS drew of them, U_⊥ = P⊥ᵀ U and V_⊥ come from their own seeded stream, U_⊥'s first: drawn
     # as they are (a chart's U_null, V_null), or as the part off the span of a Gaussian U, V (factored).
-    stream = np.random.default_rng([2, nullspace.NULL_STREAM])
+    stream = np.random.default_rng([seed, nullspace.NULL_STREAM])
     for factor, null in (("U", frame.left_null), ("V", frame.right_null)):
         stored = post.tree["factors"][factor].to_numpy()
-        if coordinates["parametrization"] == "chart":
+        if parametrization == "chart":
             expected = stream.standard_normal((*stored.shape[:2], null.shape[1], stored.shape[3]))
         else:
             expected = np.einsum("ji,cdjk->cdik", null, stream.standard_normal(stored.shape))
@@ -158,3 +170,20 @@ def test_a_fit_draws_u_and_v_off_the_spans_independently(short_span, coordinates
     u, v = (post.tree["factors"][name].to_numpy() for name in ("U", "V"))
     theta = np.einsum("cdik,cdjk->cdij", u, v)
     np.testing.assert_allclose(post.tree["posterior"]["theta"].to_numpy(), theta, atol=1e-10)
+
+
+def test_a_partial_charts_draws_off_the_spans_are_replaced_by_their_own_stream(short_span):
+    """The partial chart (r₁ = 1 of rank 2) samples U_⊥, V_⊥ with the spans; the fit replaces NUTS's draws.
+
+    A short PyMC run (no nutpie compilation): the replacement is exact whatever NUTS drew, so the check
+    needs no long chains. The statistical run in nutpie's partial chart is the slow case of
+    test_a_fit_draws_u_and_v_off_the_spans_independently.
+    """
+    data, frame = short_span
+    nuts = {"draws": 30, "tune": 30, "chains": 2, "cores": 1, "sampler": "pymc", "parametrization": "chart",
+            "chart_rank": 1}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", bl.SamplerWarning)
+        post = bb.fit_posterior(data, 2, progressbar=False, random_seed=3, predictive_draws=0, nuts=nuts)
+    assert post.settings["nuts"]["chart_rank"] == 1 and post.model[D.RIGHT_NULL] in post.model.free_RVs
+    _off_spans_come_from_their_stream(post, frame, "chart", seed=3)

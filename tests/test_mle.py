@@ -115,9 +115,14 @@ def test_penalty_set(mle, reference):
         mle.penalty_set(-1.0)
 
 
+@pytest.mark.slow
 def test_wald_set_coverage_and_calibration(random_problem_factory):
     """Over 300 seeded replications the 90% Wald set covers Θ* at a binomially consistent rate,
-    and the Wald statistic (θ̂ − θ*)ᵀ I (θ̂ − θ*) has the χ²₂₀ mean."""
+    and the Wald statistic (θ̂ − θ*)ᵀ I (θ̂ − θ*) has the χ²₂₀ mean.
+
+    300 fits take about 20 s: a slow test. In the default run test_calibrated_set_is_the_wald_set pins
+    the set this draws from (centre, statsmodels' information, the χ²₂₀ radius at three levels).
+    """
     reps, level, d = 300, 0.9, 20
     stat = np.empty(reps)
     covered = 0

@@ -7,8 +7,8 @@ cell fails its notebook's test with the cell's source and the error. The noteboo
 ``assert`` cells are the checks: each asserts the conclusions its prose draws.
 
 The kernel gets one BLAS thread: on a shared two-core machine OpenBLAS's spinning threads
-made the notebooks ten times slower whenever another process was busy. The six together
-took 383 s in the default run on two cores (notebooks/README.md has each; ``pytest
+made the notebooks ten times slower whenever another process was busy. The seven together
+take about 385 s in the default run on two cores (notebooks/README.md has each; ``pytest
 tests/test_notebooks.py --durations=0`` shows them).
 """
 

@@ -29,7 +29,10 @@ def _wide(n: int, seed: int = 0, d_phi: int = 2000):
 
 
 def test_the_posterior_penalty_set_takes_its_gram_from_design_information(monkeypatch):
-    data, basis = _wide(300)
+    # k = 400 above a gram_panel of 256: W is summed on the Kronecker path, as at LLM width, with a
+    # k × k matrix factorised in a second or two (at d_φ = 2,000, k = 4,000, half a minute).
+    bl.set_config(gram_panel=256)
+    data, basis = _wide(300, d_phi=200)
     calls = []
 
     def spy(coordinates, d, weights=None):

@@ -188,8 +188,13 @@ def _coverage(fit, problem, test):
     return np.mean((pi.lower <= truth) & (truth <= pi.upper))
 
 
+@pytest.mark.slow
 def test_wald_intervals_cover_the_true_probability_at_about_ninety_percent():
     """90% intervals of the MLE and of PRS cover P*(y_t = 1) in 85–95% of held-out comparisons.
+
+    Sixteen fits at N = 5,000 take about 16 s: a slow test. In the default run
+    test_wald_interval_is_the_delta_method_on_the_pseudo_inverse_information pins the intervals
+    this checks (the delta method on both fits' information).
 
     §5.1's problem (d_x = 20, d_φ = 29, Θ*_ii = 2, r = 3), 8 seeds, each a fit on N = 5,000
     and 2,000 held-out comparisons. The comparisons of one fit share its error θ̂ − θ*, so the
