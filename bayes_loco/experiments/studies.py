@@ -78,6 +78,10 @@ WIDTH_METHODS = ("PRS-Greedy", "PRS-exact-Wald", "PRS-relaxed-family", "PRS-best
                  "PRS-relaxed-family-frontier", "PRS-split-certified")
 WIDTH_POSTERIOR_METHODS = ("PRS-Greedy", "PRS-exact-Wald", "PRS-relaxed-family", "Posterior-mean-Greedy",
                            "Posterior-exact-ellipsoid", "Posterior-relaxed-family")
+# The coverage studies' generator: a fresh rank-2 Θ* per seed (theta_kind='random'), d_x = 10, d_φ = 14,
+# 100 rows x 9 actions.
+COVERAGE_FIXED = {"theta_kind": "random", "d_x": 10, "d_s": 5, "rank": 2, "imbalance": 1, "population": 100,
+                  "global_states": 0}
 FAMILY_COLUMNS = ("improvement", "reference_share", "family_covered", "bonferroni", "critical_error",
                   "members")
 
@@ -85,6 +89,12 @@ FAMILY_COLUMNS = ("improvement", "reference_share", "family_covered", "bonferron
 def _regimes(imbalances) -> tuple[dict, ...]:
     return tuple({"regime": regime, **settings, "imbalance": q}
                  for regime, settings in REGIMES.items() for q in imbalances)
+
+
+def _coverage_study(name: str, methods: tuple[str, ...], description: str) -> Study:
+    """A study of 300 seeds on the coverage generator (:data:`COVERAGE_FIXED`) at N = 2,000 and 20,000."""
+    return Study(name, _grid(n=[2000, 20000]), methods=methods, reps=300, fixed=COVERAGE_FIXED,
+                 columns=FAMILY_COLUMNS, description=description)
 
 
 #: Every study ``bayes-loco run`` knows, by name (``bayes-loco run --help`` lists them).
@@ -163,22 +173,13 @@ STUDIES: dict[str, Study] = {
     # Coverage of the 90% value family's simultaneous intervals, of the true values (family_covered) and
     # of θ*_rtv's (covered), from PRS's Wald set and from the MLE's: a fresh rank-2 Θ* per seed
     # (theta_kind='random'), d_x = 10, d_φ = 14, N = 2,000 and 20,000, 100 rows x 9 actions.
-    "family-coverage": Study(
-        "family-coverage", _grid(n=[2000, 20000]), methods=("PRS-relaxed-family", "MLE-relaxed-family"),
-        reps=300,
-        fixed={"theta_kind": "random", "d_x": 10, "d_s": 5, "rank": 2, "imbalance": 1, "population": 100,
-               "global_states": 0},
-        columns=FAMILY_COLUMNS,
-        description="coverage of the value family's intervals, a fresh theta* per seed"),
+    "family-coverage": _coverage_study("family-coverage", ("PRS-relaxed-family", "MLE-relaxed-family"),
+                                       "coverage of the value family's intervals, a fresh theta* per seed"),
     # Whether the split-certified policy's bound holds (value_covered: every seed's deployed policy) on
     # the family-coverage generator, with the greedy policy of the whole data's PRS fit beside it.
-    "certified-coverage": Study(
-        "certified-coverage", _grid(n=[2000, 20000]), methods=("PRS-Greedy", "PRS-split-certified"),
-        reps=300,
-        fixed={"theta_kind": "random", "d_x": 10, "d_s": 5, "rank": 2, "imbalance": 1, "population": 100,
-               "global_states": 0},
-        columns=FAMILY_COLUMNS,
-        description="how often the split-certified policy's bound holds, a fresh theta* per seed"),
+    "certified-coverage": _coverage_study("certified-coverage", ("PRS-Greedy", "PRS-split-certified"),
+                                          "how often the split-certified policy's bound holds, a fresh "
+                                          "theta* per seed"),
     "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
                    panel="noise_dims", description="appendix: pure-noise feature dimensions"),
 }
