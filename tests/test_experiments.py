@@ -584,6 +584,9 @@ def test_plot_results_on_a_study_frame_draws_one_curve_per_method():
     assert [ax.get_title() for ax in fig.axes] == ["imbalance = 1", "imbalance = 3"]
     for ax in fig.axes:
         assert ax.get_xscale() == "log" and ax.get_xlabel() == "n"
+        # the grid's own values label the log axis, with no minor labels between them
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["1000", "3000", "10000"]
+        assert not ax.get_xticks(minor=True).size
         assert len(ax.containers) == 2
         np.testing.assert_allclose(np.asarray(ax.containers[1].lines[0].get_ydata(), float), [0.2, 0.6, 2.0])
     assert legend_texts(fig.axes[-1]) == ["PRS", "W"]

@@ -185,6 +185,10 @@ def plot_results(results: pd.DataFrame, *, x: str = "n", panel: str | None = "im
             grid = part[x].dropna().to_numpy(dtype=float)
             if grid.min() > 0 and grid.max() >= 10 * grid.min():  # N, C₂: grids spanning a decade or more
                 ax.set_xscale("log")
+                # The grid's own values as the ticks: a log axis's minor labels crowd (3×10³ over 4×10³).
+                ticks = np.unique(grid)
+                ax.set_xticks(ticks, [_format_value(t) for t in ticks])
+                ax.set_xticks([], minor=True)
         ax.set_title("" if value is None else f"{panel} = {_format_value(value)}")
         ax.grid(alpha=0.3)
     _from_zero(axes[0])  # once every panel is drawn: a shared axis fixed earlier would clip the later panels
