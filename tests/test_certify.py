@@ -9,6 +9,8 @@ policies' values, and the split road end to end on a simulated problem.
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -198,7 +200,9 @@ def test_the_split_road_certifies_most_of_greedys_improvement():
     problem = bl.simulate.paper_problem(d_x=6, d_s=5, rank=2, seed=5)
     data = problem.sample(20_000, seed=5)
     population = problem.population(100, seed=6)
-    cert = bl.split_policy(data, 2, population)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", bl.DataWarning)  # k / N = 36 / 10,000: no warning
+        cert = bl.split_policy(data, 2, population)
     assert cert.candidates[0].population == population.fingerprint
     gain = bl.relative_value(cert.policy, problem, population)
     greedy = bl.relative_value(bl.greedy_policy(bl.fit_prs(data, 2, ridge=1.0).theta, population), problem,
@@ -207,6 +211,19 @@ def test_the_split_road_certifies_most_of_greedys_improvement():
     assert gain >= 0.8 * greedy
     with pytest.raises(ValueError, match="n_initial"):
         bl.split_policy(data, 2, population, n_initial=data.n)
+
+
+def test_a_certificate_from_many_coordinates_per_comparison_warns():
+    # k = 36 coordinates on 300 estimation comparisons (0.12 > 0.05): the reduced MLE's Gaussian
+    # approximation is not to be trusted there, and the user is told so, naming the ratio.
+    problem = bl.simulate.paper_problem(d_x=6, d_s=5, rank=2, seed=5)
+    data = problem.sample(600, seed=5)
+    population = problem.population(50, seed=6)
+    with pytest.warns(bl.DataWarning, match=r"36 coordinates for 300 comparisons \(k / N = 0.12"):
+        bl.split_policy(data, 2, population)
+    with bl.config_context(certify_dimension_ratio=0.2), warnings.catch_warnings():
+        warnings.simplefilter("error", bl.DataWarning)
+        bl.split_policy(data, 2, population)
 
 
 @pytest.mark.slow
