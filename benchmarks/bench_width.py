@@ -18,8 +18,14 @@ whether the reported bound held), with the greedy policy of PRS's estimate as th
 the family's coverage of the true values and of θ*_rtv's, and its radius frontier (the relaxed
 policy at fixed critical values c).
 
+With ``--certified`` it runs the split road instead (:func:`bayes_loco.split_policy`'s steps, each
+timed: PRS with the first half for FGD and the second for the reduced MLE, that MLE's 90% Wald set,
+the four candidates' certificate) on the same data and population, and scores each candidate's bound
+against its true value and against the value of the truth in the fit's reduced coordinates.
+
     .venv/bin/python benchmarks/bench_width.py                  # about 15 minutes, 9 GB
     .venv/bin/python benchmarks/bench_width.py --n 20000 --d-phi 1024   # a smaller run
+    .venv/bin/python benchmarks/bench_width.py --certified      # about 80 minutes of one core
 """
 
 from __future__ import annotations
@@ -96,6 +102,32 @@ def run(n: int, d_phi: int, units: int, draws: int) -> None:
           population)
 
 
+def run_certified(n: int, d_phi: int, units: int) -> None:
+    """The split road: candidates from the first half's FGD fit, their bounds from the second half."""
+    print(machine(), flush=True)
+    problem = bl.simulate.paper_problem(d_x=32, d_s=20, noise_dims=d_phi - 29, rank=4, imbalance=3)
+    log: dict[str, tuple[float, float]] = {}
+    data = stage("data (not timed)", lambda: problem.sample(n, seed=1), log)
+    population = problem.population(units, seed=2)
+    fit = stage("split PRS", lambda: bl.fit_prs(data, 4, ridge=1.0, n_initial=n // 2), log)
+    wald = stage("Wald set", lambda: fit.calibrated_set(0.9), log)
+    candidates = bl.certify.gain_candidates(fit.low_rank.theta, population)
+    cert = stage("certificate", lambda: bl.certify_policies(wald, candidates, population, 0.9), log)
+    print(f"split road: {sum(v[0] for k, v in log.items() if k != 'data (not timed)'):.0f} s, peak "
+          f"{max(v[1] for v in log.values()):.1f} GiB; k / N of the certifying fit "
+          f"{fit.k / fit.estimation_data.n:.3f}; {cert!r}")
+    in_fit = bl.certify.policy_moments(fit.coordinates, candidates, population) @ fit.basis.to_coordinates(
+        problem.theta)
+    print(f"{'candidate':>10} {'true':>8} {'θ*_rtv':>8} {'estimate':>9} {'se':>7} {'bound':>8} {'held':>5}")
+    for j, candidate in enumerate(candidates):
+        true = bl.relative_value(candidate, problem, population)
+        print(f"{j:>10} {true:8.4f} {in_fit[j]:8.4f} {cert.estimate[j]:9.4f} {cert.scale[j]:7.4f} "
+              f"{cert.lower[j]:8.4f} {bool(true >= cert.lower[j])!s:>5}")
+    deployed = bl.relative_value(cert.policy, problem, population)
+    print(f"deployed: improvement {deployed:.4f}, bound {cert.policy.pessimistic_value:.4f}, held "
+          f"{bool(deployed >= cert.policy.pessimistic_value)}")
+
+
 def score(problem, prs, wald, family, policies: dict, population) -> None:
     """Sub-optimality, improvement over the reference, bound held; the family's coverage and frontier."""
     rewards = problem.rewards(population)
@@ -129,10 +161,15 @@ def main():
     parser.add_argument("--units", type=int, default=2000)
     parser.add_argument("--draws", type=int, default=10_000,
                         help="Monte Carlo draws of max |t| (value_family's default)")
+    parser.add_argument("--certified", action="store_true",
+                        help="run the split road (split_policy's steps) instead of the two others")
     args = parser.parse_args()
     with warnings.catch_warnings():
         warnings.simplefilter("default")
-        run(args.n, args.d_phi, args.units, args.draws)
+        if args.certified:
+            run_certified(args.n, args.d_phi, args.units)
+        else:
+            run(args.n, args.d_phi, args.units, args.draws)
 
 
 if __name__ == "__main__":
