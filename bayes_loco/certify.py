@@ -54,6 +54,9 @@ from .population import Population
 from .sets import EllipsoidSet, QuantileSet
 from .sets.family import candidate_blocks, quantile_interval
 
+__all__ = ["PolicyCertificate", "certify_policies", "check_dimension", "gain_candidates", "min_rank",
+           "policy_moments", "split_policy"]
+
 #: How a certificate's critical value was found: simulated one-sided max-t, Bonferroni's bound, or
 #: the posterior draws' one-sided simultaneous rank.
 CERTIFY_METHODS = ("max-t", "bonferroni", "min-rank")
@@ -166,6 +169,18 @@ def min_rank(values: np.ndarray, level: float) -> int:
     draws at or above every column's r-th smallest value at once (the lower half of
     :func:`~bayes_loco.sets.max_rank`'s construction).
 
+    Parameters
+    ----------
+    values : ndarray of shape (J, m)
+        J draws of m functionals.
+    level : float
+        In (0, 1).
+
+    Returns
+    -------
+    int
+        r, between 1 and J.
+
     Examples
     --------
     >>> values = np.random.default_rng(0).standard_normal((1000, 3))
@@ -248,37 +263,13 @@ def certify_policies(uncertainty_set: EllipsoidSet | QuantileSet, policies: Sequ
     coordinates = uncertainty_set.coordinates
     moments = policy_moments(coordinates, policies, population, reference_action)
     if isinstance(uncertainty_set, QuantileSet):
-        values = uncertainty_set.draws @ moments.T  # (draws, J)
-        r = min_rank(values, level)
-        lower = np.partition(values, r - 1, axis=0)[r - 1]
-        estimate, scale = values.mean(axis=0), values.std(axis=0, ddof=1)
-        critical = float(stats.norm.isf(r / values.shape[0]))
+        estimate, scale, lower, critical = _draws_bounds(uncertainty_set.draws @ moments.T, level)
         method = "min-rank"
         meaning = ("posterior: every candidate's value is at least its lower bound at once with posterior "
                    "probability ≥ level, given data the candidates were not chosen from")
     else:
-        if uncertainty_set.kind == "gram":
-            raise ValueError("uncertainty_set: the paper's Gram set (kind 'gram') has W = Σ z zᵀ, not the "
-                             "inverse covariance of the estimate; use fit.calibrated_set(level)")
-        check_option(method, "method", ("max-t", "bonferroni"))
-        draws = check_int(draws, "draws", 100)
-        whitened, inside = uncertainty_set.whitened(moments)
-        if not inside.all():
-            raise ValueError(f"policies: the values of candidates {np.flatnonzero(~inside).tolist()} are not "
-                             "identified by the set (their moments leave range(W))")
-        scale = np.linalg.norm(whitened, axis=1)
-        estimate = moments @ uncertainty_set.center
-        critical = float(stats.norm.isf((1 - level) / len(policies)))  # Bonferroni, one-sided
-        if method == "max-t" and len(policies) > 1:
-            # t = (t_1 … t_J) ~ N(0, R) with R the candidates' correlations: drawn in J dimensions, not
-            # in the set's k_eff (at reward-model width 100,000 draws of ε would take 13 GB).
-            g = whitened / np.where(scale > 0, scale, 1.0)[:, None]
-            vals, vecs = np.linalg.eigh(g @ g.T)
-            root = vecs * np.sqrt(np.clip(vals, 0.0, None))
-            t = rng_from(seed).standard_normal((draws, len(policies))) @ root.T
-            simulated, _, _ = quantile_interval(t.max(axis=1), level)
-            critical = min(critical, simulated)
-        lower = estimate - critical * scale
+        estimate, scale, lower, critical = _ellipsoid_bounds(uncertainty_set, moments, level, method, draws,
+                                                             seed)
         meaning = ("asymptotic: every candidate's value is at least its lower bound at once with probability "
                    "≥ level under the Gaussian approximation of θ̂, for candidates chosen without the "
                    "comparisons θ̂ was fitted on")
@@ -286,6 +277,39 @@ def certify_policies(uncertainty_set: EllipsoidSet | QuantileSet, policies: Sequ
     chosen = best if lower[best] > 0 else None
     return PolicyCertificate(policies, estimate, scale, lower, critical, method, float(level), meaning,
                              chosen, population, reference_action)
+
+
+def _draws_bounds(values: np.ndarray, level: float):
+    """(estimate, scale, lower, critical) of J functionals' draws (draws, J): the one-sided rank band."""
+    r = min_rank(values, level)
+    lower = np.partition(values, r - 1, axis=0)[r - 1]
+    return values.mean(axis=0), values.std(axis=0, ddof=1), lower, float(stats.norm.isf(r / values.shape[0]))
+
+
+def _ellipsoid_bounds(ellipsoid: EllipsoidSet, moments: np.ndarray, level: float, method: str, draws: int,
+                      seed):
+    """(estimate, scale, lower, critical) of the moments' values from an ellipsoid's centre and W."""
+    if ellipsoid.kind == "gram":
+        raise ValueError("uncertainty_set: the paper's Gram set (kind 'gram') has W = Σ z zᵀ, not the "
+                         "inverse covariance of the estimate; use fit.calibrated_set(level)")
+    check_option(method, "method", CERTIFY_METHODS[:2])  # min-rank is the draws' own
+    draws = check_int(draws, "draws", 100)
+    whitened, inside = ellipsoid._whitened(moments)
+    if not inside.all():
+        raise ValueError(f"policies: the values of candidates {np.flatnonzero(~inside).tolist()} are not "
+                         "identified by the set (their moments leave range(W))")
+    scale = np.linalg.norm(whitened, axis=1)
+    critical = float(stats.norm.isf((1 - level) / len(moments)))  # Bonferroni, one-sided
+    if method == "max-t" and len(moments) > 1:
+        # t = (t_1 … t_J) ~ N(0, R) with R the candidates' correlations: drawn in J dimensions, not
+        # in the set's k_eff (at reward-model width 100,000 draws of ε would take 13 GB).
+        g = whitened / np.where(scale > 0, scale, 1.0)[:, None]
+        vals, vecs = np.linalg.eigh(g @ g.T)
+        root = vecs * np.sqrt(np.clip(vals, 0.0, None))
+        t = rng_from(seed).standard_normal((draws, len(moments))) @ root.T
+        critical = min(critical, quantile_interval(t.max(axis=1), level)[0])
+    estimate = moments @ ellipsoid.center
+    return estimate, scale, estimate - critical * scale, critical
 
 
 def gain_candidates(theta: np.ndarray, population: Population,
@@ -344,6 +368,16 @@ def check_dimension(fit: PRSResult) -> float:
     There a logistic MLE's estimates are inflated away from 0 and its Wald standard errors are too
     small (Sur & Candès 2019), so the lower bounds sit above the true values: at a reward model's
     width (k = 16,496 on 50,000 comparisons) every candidate's bound failed.
+
+    Parameters
+    ----------
+    fit : PRSResult
+        The fit whose Wald set certifies (``fit.k`` coordinates, ``fit.estimation_data`` its comparisons).
+
+    Returns
+    -------
+    float
+        k / N of the reduced MLE.
 
     Examples
     --------

@@ -61,8 +61,7 @@ SETTINGS: dict[str, Setting] = {
         "slower."),
     "compress_min_bytes": Setting(
         4096, "bayes_loco._iowrite",
-        "Arrays smaller than this are written plain: a chunked, compressed array costs more than it "
-        "saves."),
+        "Arrays smaller than this are written plain: a chunked, compressed array costs more than it saves."),
     "ellipse_points": Setting(
         361, "bayes_loco._projection",
         "Points on each projected ellipse."),
@@ -115,11 +114,8 @@ SETTINGS: dict[str, Setting] = {
         "LLM width). Larger: fewer, larger products and more memory."),
     "certify_dimension_ratio": Setting(
         0.05, "bayes_loco.certify",
-        "A certificate whose set was fitted with more than this many coordinates per comparison (k / N of "
-        "the reduced MLE) warns: there the logistic MLE's estimates are inflated and its Wald standard "
-        "errors too small. At d_φ = 4,096 (k = 16,496 on 50,000 comparisons, 0.33) the candidates' "
-        "estimated values were 2.5-3.1x their true values and every bound failed; at 0.044 (d_φ = 14, "
-        "N = 2,000 split in half) the bound held in 300 of 300 seeds (docs/results/width.md)."),
+        "A certificate whose fit has more coordinates per comparison (k / N₂) warns: the MLE's values are "
+        "inflated there (k / N₂ = 0.33 at d_φ = 4,096: 2.5-3.1x, every bound failed: results/width.md)."),
     "mc_confidence": Setting(
         0.95, "bayes_loco.sets.family",
         "The confidence of the Monte Carlo interval of a simulated critical value (``critical_low`` .. "
@@ -286,8 +282,7 @@ SETTINGS: dict[str, Setting] = {
         "The warm-up draws (first, last) whose mean tree depth a watched run is judged by, and the "
         "seconds between two reads of its trace: the first wait, then 1.5 times longer each time up to "
         "the last. A read converts the trace so far (75-350 ms on the 2-core machine, beside the chains), "
-        "so a warm-up of deep trees (a minute to its draw 150) is read some twenty times, not two "
-        "hundred."),
+        "so a warm-up of deep trees (a minute to its draw 150) is read some twenty times, not two hundred."),
     "watch_poll": Setting(
         (0.25, 4.0), "bayes_loco.bayes.watch",
         "The seconds between two reads of a watched run's trace: the first wait, then 1.5 times longer "
@@ -395,8 +390,7 @@ SETTINGS: dict[str, Setting] = {
         "step) is at most this, where Newton-CG's hundreds of products a step take minutes near separation."),
     "dense_laplacian_items": Setting(
         2048, "bayes_loco.indexed",
-        "Above this many items the Laplacians are summed as sparse matrices instead of dense A × A "
-        "arrays."),
+        "Above this many items the Laplacians are summed as sparse matrices instead of dense A × A arrays."),
     "dense_pair_keys": Setting(
         2 ** 24, "bayes_loco.indexed",
         "Distinct compared pairs are found by a count over all A² pair keys up to this many keys, else by "

@@ -25,9 +25,9 @@ from numpydoc.docscrape import FunctionDoc
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference"
-MODULES = ("bayes_loco", "bayes_loco.bayes", "bayes_loco.sets", "bayes_loco.plots", "bayes_loco.datasets",
-           "bayes_loco.experiments", "bayes_loco.experiments.frontier", "bayes_loco.experiments.heldout",
-           "bayes_loco.simulate")
+MODULES = ("bayes_loco", "bayes_loco.certify", "bayes_loco.bayes", "bayes_loco.sets", "bayes_loco.plots",
+           "bayes_loco.datasets", "bayes_loco.experiments", "bayes_loco.experiments.frontier",
+           "bayes_loco.experiments.heldout", "bayes_loco.simulate")
 # The classes a fit, a set, a policy, a reader or a study returns to the user.
 RESULT_CLASSES = (
     "bayes_loco.PreferenceData", "bayes_loco.Population", "bayes_loco.Dataset", "bayes_loco.MLEResult",

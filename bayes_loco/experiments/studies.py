@@ -178,8 +178,7 @@ STUDIES: dict[str, Study] = {
     # Whether the split-certified policy's bound holds (value_covered: every seed's deployed policy) on
     # the family-coverage generator, with the greedy policy of the whole data's PRS fit beside it.
     "certified-coverage": _coverage_study("certified-coverage", ("PRS-Greedy", "PRS-split-certified"),
-                                          "how often the split-certified policy's bound holds, a fresh "
-                                          "theta* per seed"),
+                                          "how often the certified policy's bound holds, fresh theta*"),
     "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
                    panel="noise_dims", description="appendix: pure-noise feature dimensions"),
 }

@@ -362,28 +362,10 @@ class EllipsoidSet:
         outside = total - np.einsum("...i,...i->...", zq, zq)
         return np.linalg.norm(zq / np.sqrt(vals), axis=-1), in_range(total, outside)
 
-    def whitened(self, z: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Lᵀz (…, k_eff), so that z₁ᵀW⁺z₂ = (Lᵀz₁)ᵀ(Lᵀz₂) in range(W), and whether z lies there.
-
-        With the pivoted Cholesky factor these are triangular solves (L is never formed).
-
-        Parameters
-        ----------
-        z : ndarray of shape (..., k)
-        out : ndarray of shape (..., k_eff), optional
-            Receives Lᵀz.
-
-        Returns
-        -------
-        (ndarray of shape (..., k_eff), ndarray of bool of shape (...))
-            Lᵀz, and whether each z lies in range(W).
-
-        Examples
-        --------
-        >>> s = bl.EllipsoidSet([0, 0], np.diag([4.0, 1]), 1, bl.VecCoordinates(1, 2))
-        >>> w, inside = s.whitened(np.eye(2))
-        >>> np.linalg.norm(w, axis=1), inside
-        (array([0.5, 1. ]), array([ True,  True]))
+    def _whitened(self, z: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Lᵀz (…, k_eff), so that z₁ᵀW⁺z₂ = (Lᵀz₁)ᵀ(Lᵀz₂) in range(W), and whether z lies there: for z
+        of shape (..., k), arrays of shape (..., k_eff) and (...). ``out`` receives Lᵀz when given. With
+        the pivoted Cholesky factor these are triangular solves (L is never formed).
         """
         if self._cholesky is not None:
             return self._cholesky.whitened(z, out)
@@ -399,7 +381,7 @@ class EllipsoidSet:
                 shape = (problem.weights.shape[0], z.shape[1])
                 g = np.empty((*shape, self.effective_dim))
                 c, norms, valid = np.empty(shape), np.empty(shape), np.empty(shape, dtype=bool)
-            _, valid[lo:hi] = self.whitened(z, g[lo:hi])
+            _, valid[lo:hi] = self._whitened(z, g[lo:hi])
             c[lo:hi] = np.where(valid[lo:hi], z @ self.center, -np.inf)
             norms[lo:hi] = row_norms(z)
         g *= self.radius
