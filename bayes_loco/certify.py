@@ -171,10 +171,10 @@ def min_rank(values: np.ndarray, level: float) -> int:
 
     Parameters
     ----------
-    values : ndarray of shape (J, m)
-        J draws of m functionals.
+    values : ndarray, shape (J, m)
+        Rows are draws, columns the candidates' values.
     level : float
-        In (0, 1).
+        The share of draws left above every bound at once, in (0, 1).
 
     Returns
     -------
