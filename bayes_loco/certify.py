@@ -52,10 +52,10 @@ from .model import rewards
 from .policy import Policy, greedy_policy
 from .population import Population
 from .sets import EllipsoidSet, QuantileSet
-from .sets.family import candidate_blocks, quantile_interval
+from .sets.family import candidate_blocks, draw_ranks, quantile_interval
 
-__all__ = ["PolicyCertificate", "certify_policies", "check_dimension", "gain_candidates", "min_rank",
-           "policy_moments", "split_policy"]
+__all__ = ["PolicyCertificate", "certify_policies", "certify_split", "check_dimension", "gain_candidates",
+           "min_rank", "policy_moments", "split_policy"]
 
 #: How a certificate's critical value was found: simulated one-sided max-t, Bonferroni's bound, or
 #: the posterior draws' one-sided simultaneous rank.
@@ -188,11 +188,8 @@ def min_rank(values: np.ndarray, level: float) -> int:
     >>> bool((values >= np.sort(values, axis=0)[r - 1]).all(axis=1).mean() >= 0.9)
     True
     """
-    values = np.asarray(values, dtype=float)
-    j = values.shape[0]
-    ranks = np.empty(values.shape, dtype=np.int64)
-    np.put_along_axis(ranks, np.argsort(values, axis=0, kind="stable"), np.arange(1, j + 1)[:, None], axis=0)
-    return int(np.sort(ranks.min(axis=1))[math.floor((1 - level) * j + 1e-9)])
+    ranks = draw_ranks(values)
+    return int(np.sort(ranks.min(axis=1))[math.floor((1 - level) * ranks.shape[0] + 1e-9)])
 
 
 def certify_policies(uncertainty_set: EllipsoidSet | QuantileSet, policies: Sequence[Policy],
@@ -446,6 +443,48 @@ def split_policy(data: PreferenceData, rank: int, population: Population, level:
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     n_initial = data.n // 2 if n_initial is None else check_int(n_initial, "n_initial", 1, data.n - 1)
     fit = fit_prs(data, rank, n_initial=n_initial, ridge=ridge)
+    return certify_split(fit, population, level, quantiles=quantiles, scope=scope)
+
+
+def certify_split(fit: PRSResult, population: Population, level: float = LEVEL, *,
+                  quantiles: Sequence[float] = (0.0, 0.25, 0.5, 0.75), scope: str = "personalised",
+                  uncertainty_set: EllipsoidSet | None = None) -> PolicyCertificate:
+    """The certificate of a PRS fit with a split: :func:`split_policy` after its fit.
+
+    Warns where the certifying part has too many coordinates per comparison (:func:`check_dimension`),
+    reads the candidates from the first part's Θ̂ (:func:`gain_candidates` of ``fit.low_rank.theta``)
+    and bounds them with the second part's Wald set (:func:`certify_policies`).
+
+    Parameters
+    ----------
+    fit : PRSResult
+        PRS fitted with ``n_initial`` below N, so that its two parts are disjoint.
+    population : Population
+    level : float
+        α of the simultaneous bounds.
+    quantiles : sequence of float
+        The candidates (:func:`gain_candidates`).
+    scope : {"personalised", "global"}
+    uncertainty_set : EllipsoidSet or None
+        ``fit.calibrated_set(level)`` when already built (at a reward model's width it takes minutes);
+        None builds it.
+
+    Returns
+    -------
+    PolicyCertificate
+
+    Examples
+    --------
+    >>> cert = bl.certify.certify_split(bl.fit_prs(data, 2, ridge=1.0, n_initial=150), pop, 0.9)
+    >>> bool(np.array_equal(cert.lower, bl.split_policy(data, 2, pop, 0.9).lower))   # split_policy's steps
+    True
+    """
+    if not isinstance(fit, PRSResult):
+        raise TypeError(f"fit must be a PRSResult (bl.fit_prs), got {type(fit).__name__}")
+    if fit.n_initial is None:
+        raise ValueError("fit: certify_split needs a PRS fit with a split (fit_prs(…, n_initial=N₀)), "
+                         "so that the candidates are chosen on comparisons the bounds never use")
     check_dimension(fit)
     candidates = gain_candidates(fit.low_rank.theta, population, quantiles, scope=scope)
-    return certify_policies(fit.calibrated_set(level), candidates, population, level)
+    uncertainty_set = fit.calibrated_set(level) if uncertainty_set is None else uncertainty_set
+    return certify_policies(uncertainty_set, candidates, population, level)

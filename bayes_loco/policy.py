@@ -278,7 +278,8 @@ def greedy_policy(theta: np.ndarray, population: Population, *, scope: str = "pe
     Returns
     -------
     Policy
-        Deterministic (ties split evenly), with no pessimistic value (NaN) and no level.
+        Deterministic (a tie goes to the action of lowest index), with no pessimistic value (NaN) and no
+        level.
 
     Examples
     --------

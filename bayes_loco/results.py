@@ -84,7 +84,7 @@ class Diagnostics:
         no criterion: for VI it only says the iterations ran (judge the fit by its
         loss, ``tree.attrs["final_loss"]``, and against NUTS).
     n_iter : int or None
-        Iterations (optimisers) or draws per chain (samplers).
+        Iterations (optimisers and VI) or draws per chain (samplers).
     status : FitStatus
     message : str
         The optimiser's or sampler's own account.

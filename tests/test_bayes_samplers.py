@@ -44,17 +44,20 @@ needs_jax = pytest.mark.skipif(importlib.util.find_spec("jax") is None, reason="
     pytest.param("factored", "jax", 1, marks=needs_jax), pytest.param("chart", "jax", 1, marks=needs_jax),
     pytest.param("chart", "jax", 2, marks=needs_jax)])
 def test_a_second_fit_of_the_same_shape_reuses_the_compiled_model(two_data_sets, parametrization, backend,
-                                                                  rank):
+                                                                  rank, monkeypatch):
     first_data, second_data, longer = two_data_sets
     samplers.clear_cache()
+    compilations = []
+    compile_model = samplers.nutpie.compile_pymc_model
+    monkeypatch.setattr(samplers.nutpie, "compile_pymc_model",
+                        lambda *args, **kwargs: compilations.append(1) or compile_model(*args, **kwargs))
     first = _fit(first_data, parametrization, backend, rank=rank)
     second = _fit(second_data, parametrization, backend, rank=rank)
     attrs = [post.tree["posterior"].attrs for post in (first, second)]
     assert [a["compiled_model_reused"] for a in attrs] == [0, 1]
     assert first.settings["nuts"]["backend"] == backend
-    # The reuse only swaps inputs (under one second); numba's compilation took seconds.
-    assert attrs[1]["compile_time"] < 1.0
-    assert backend == "jax" or attrs[0]["compile_time"] > 1.0
+    # The reuse only swaps inputs: nutpie compiled once for the two fits.
+    assert len(compilations) == 1 and np.isfinite(attrs[1]["compile_time"])
     # The reused model drew exactly what a fresh compilation draws on the second data set...
     samplers.clear_cache()
     fresh = _fit(second_data, parametrization, backend, rank=rank)

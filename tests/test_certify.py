@@ -226,6 +226,28 @@ def test_a_certificate_from_many_coordinates_per_comparison_warns():
         bl.split_policy(data, 2, population)
 
 
+def test_certify_split_is_split_policys_certificate_and_needs_a_split():
+    problem = bl.simulate.paper_problem(d_x=4, d_s=3, rank=2, seed=1)
+    data = problem.sample(2_000, seed=1)
+    population = problem.population(60, seed=2)
+    fit = bl.fit_prs(data, 2, ridge=1.0, n_initial=1_000)
+    cert = bl.certify.certify_split(fit, population, LEVEL)
+    np.testing.assert_array_equal(cert.lower, bl.split_policy(data, 2, population, LEVEL).lower)
+    # A set passed in is the one used; the bounds read its θ̂ and W, and their level is the argument's.
+    wald_set = fit.calibrated_set(0.99)
+    same = bl.certify.certify_split(fit, population, LEVEL, uncertainty_set=wald_set)
+    np.testing.assert_allclose(same.lower, cert.lower, rtol=1e-12)
+    moved = bl.EllipsoidSet(wald_set.center + 0.1, wald_set.precision, wald_set.radius, wald_set.coordinates,
+                            kind="wald", level=LEVEL)
+    shifted = bl.certify.certify_split(fit, population, LEVEL, uncertainty_set=moved)
+    moments = policy_moments(wald_set.coordinates, cert.candidates, population)
+    np.testing.assert_allclose(shifted.lower - cert.lower, moments.sum(axis=1) * 0.1, rtol=1e-9, atol=1e-12)
+    with pytest.raises(ValueError, match="with a split"):
+        bl.certify.certify_split(bl.fit_prs(data, 2, ridge=1.0), population, LEVEL)
+    with pytest.raises(TypeError, match="fit must be a PRSResult"):
+        bl.certify.certify_split(fit.low_rank, population, LEVEL)
+
+
 @pytest.mark.slow
 def test_the_certified_coverage_study_holds_its_bound_at_its_level(tmp_path):
     """300 seeds of the certified-coverage study at N = 20,000 (a fresh rank-2 Θ* per seed): the deployed

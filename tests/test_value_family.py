@@ -289,6 +289,16 @@ def test_max_rank_is_the_largest_order_with_level_of_the_draws_inside():
     assert max_rank(bent, LEVEL) == r
 
 
+def test_draw_ranks_are_each_columns_order_and_break_ties_by_draw():
+    values = np.random.default_rng(2).standard_normal((50, 3))
+    ranks = bl.sets.draw_ranks(values)
+    # Each column's ranks are a permutation of 1 … J that sorts it.
+    assert (np.sort(ranks, axis=0) == np.arange(1, 51)[:, None]).all()
+    for column in range(3):
+        assert (np.diff(values[np.argsort(ranks[:, column]), column]) >= 0).all()
+    assert bl.sets.draw_ranks(np.zeros((3, 1))).ravel().tolist() == [1, 2, 3]
+
+
 def test_max_rank_of_independent_columns_is_sidaks_tail():
     """m = 10 independent columns of J = 4000 draws: each band's tail r/J ≈ (1 − α^{1/m})/2 = 0.0052,
     within 4 binomial standard errors of the simultaneous share."""

@@ -219,7 +219,7 @@ def map_diagnostics(tree, seconds: float) -> Diagnostics:
 def vi_diagnostics(vi: VI, final_loss: float, seconds: float) -> Diagnostics:
     """A VI fit's account: its iterations and final loss (no convergence test of its own)."""
     message = f"{vi.iterations} iterations of {vi.method}, final loss {final_loss:.6g}"
-    return Diagnostics(f"vi-{vi.method}", True, vi.draws, FitStatus.CONVERGED, message, seconds=seconds)
+    return Diagnostics(f"vi-{vi.method}", True, vi.iterations, FitStatus.CONVERGED, message, seconds=seconds)
 
 
 def note_loose(diagnostics: Diagnostics, frame) -> Diagnostics:

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .._checks import checks_data
 from .._validation import LEVEL, check_level, check_option, check_real
-from ..certify import certify_policies, check_dimension, gain_candidates
+from ..certify import certify_split
 from ..config import get_config
 from ..data import PreferenceData
 from ..design import mean_candidate_features
@@ -341,9 +341,7 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
             if uset is None:
                 policy = greedy_policy(fit.theta, population, scope=scope)
             elif spec.objective == "certified":
-                check_dimension(fit)
-                candidates = gain_candidates(fit.low_rank.theta, population, scope=scope)
-                certificate = certify_policies(uset, candidates, population, level)
+                certificate = certify_split(fit, population, level, scope=scope, uncertainty_set=uset)
                 policy = certificate.policy
                 truth_columns = {**truth_columns, "radius": certificate.critical}
             elif spec.union:

@@ -33,7 +33,7 @@ from .base import (
     ValueRadius,
 )
 from .ellipsoid import EllipsoidSet, penalty_ellipsoid, wald_set
-from .family import ValueFamilySet, bonferroni_critical, draws_family, max_rank, value_family
+from .family import ValueFamilySet, bonferroni_critical, draw_ranks, draws_family, max_rank, value_family
 from .hull import DrawsSet
 from .quantile import QuantileSet
 from .value import size_for_values, value_directions, value_radius
@@ -41,5 +41,5 @@ from .value import size_for_values, value_directions, value_radius
 __all__ = ["BlockwiseSet", "Certificate", "ConvexSet", "DrawsSet", "EllipsoidSet",
            "ExactProblem", "ExactSolution", "FamilySet", "FeatureBlocks", "NashSet", "PolicyStatus",
            "QuantileSet", "UncertaintySet", "ValueFamilySet", "ValueRadius", "bonferroni_critical",
-           "draws_family", "max_rank", "penalty_ellipsoid", "size_for_values", "value_directions",
-           "value_family", "value_radius", "wald_set"]
+           "draw_ranks", "draws_family", "max_rank", "penalty_ellipsoid", "size_for_values",
+           "value_directions", "value_family", "value_radius", "wald_set"]

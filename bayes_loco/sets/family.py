@@ -485,12 +485,38 @@ def max_rank(values: np.ndarray, level: float) -> int:
     >>> bool(inside.mean() >= 0.9)   # at least 90% of the draws inside all five bands at once
     True
     """
+    ranks = draw_ranks(values)
+    j = ranks.shape[0]
+    extremeness = np.minimum(ranks, j + 1 - ranks).min(axis=1)
+    return int(np.sort(extremeness)[math.floor((1 - level) * j + 1e-9)])
+
+
+def draw_ranks(values: np.ndarray) -> np.ndarray:
+    """Each draw's rank within its column, 1 for the smallest (ties by order of draws).
+
+    The simultaneous bands from draws (:func:`max_rank`, :func:`bayes_loco.certify.min_rank`) are
+    read from these ranks.
+
+    Parameters
+    ----------
+    values : ndarray of shape (J, m)
+        J draws of m functionals.
+
+    Returns
+    -------
+    ndarray of int, shape (J, m)
+        Ranks 1 … J of each column.
+
+    Examples
+    --------
+    >>> bl.sets.draw_ranks(np.array([[0.3, 2.0], [0.1, 1.0], [0.2, 1.0]])).tolist()
+    [[3, 3], [1, 1], [2, 2]]
+    """
     values = np.asarray(values, dtype=float)
     j = values.shape[0]
     ranks = np.empty(values.shape, dtype=np.int64)
     np.put_along_axis(ranks, np.argsort(values, axis=0, kind="stable"), np.arange(1, j + 1)[:, None], axis=0)
-    extremeness = np.minimum(ranks, j + 1 - ranks).min(axis=1)
-    return int(np.sort(extremeness)[math.floor((1 - level) * j + 1e-9)])
+    return ranks
 
 
 def draws_family(draws: np.ndarray, coordinates: Coordinates, population: Population, level: float = LEVEL, *,
