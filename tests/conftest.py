@@ -150,6 +150,20 @@ def bayes_nuts(bayes_problem):
                                                 "chart_rank": 1}, random_seed=3)
 
 
+# ------------------------------------------------------------------------------- the suite's order
+
+#: The modules of the longest tests (notebooks, the site's build, cold compilations, fallback chains,
+#: killed runners), collected first: with ``pytest -n 2`` (work stealing, pyproject.toml) the workers then
+#: end on short tests together, instead of one waiting on a notebook that started last.
+LONG_FIRST = ("test_notebooks.py", "test_docs.py", "test_reproducible.py", "test_bayes_geometry.py",
+              "test_runner_faults.py", "test_bayes_samplers.py", "test_guide_code.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    first = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: first.get(item.path.name, len(LONG_FIRST)))
+
+
 # ---------------------------------------------------------------------------- a sampler's luck
 
 def pytest_addoption(parser):
