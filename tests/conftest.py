@@ -6,12 +6,14 @@ scoped so that test_fgd.py and test_prs.py share them.
 
 from __future__ import annotations
 
+import os
 import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
 from scipy.special import expit
+from threadpoolctl import threadpool_limits
 
 import bayes_loco as bl
 from bayes_loco import simulate
@@ -148,6 +150,14 @@ def bayes_nuts(bayes_problem):
     return bayes_short_fit(bayes_problem, nuts={"draws": 300, "tune": 300, "chains": 2, "cores": 1,
                                                 "sampler": "pymc", "parametrization": "chart",
                                                 "chart_rank": 1}, random_seed=3)
+
+
+# One BLAS thread in each test process and the processes it starts: with two workers on two cores,
+# OpenBLAS's spinning threads competed with the other worker's (the suite took 5% longer). The variables
+# reach the libraries loaded later and the subprocesses; the libraries already loaded are limited here.
+for _name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_name, "1")
+threadpool_limits(int(os.environ["OPENBLAS_NUM_THREADS"]))
 
 
 # ------------------------------------------------------------------------------- the suite's order

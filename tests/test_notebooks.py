@@ -92,8 +92,8 @@ def test_notebook_runs_in_quick_mode(path, tmp_path, monkeypatch):
     nb = nbformat.read(path, as_version=4)
     workdir = tmp_path / "run"
     workdir.mkdir()
-    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3",
-                                     km=_kernel_manager(tmp_path),
+    km = _kernel_manager(tmp_path)
+    client = nbclient.NotebookClient(nb, timeout=CELL_TIMEOUT, kernel_name="python3", km=km,
                                      resources={"metadata": {"path": str(workdir)}})
     start = time.perf_counter()
     try:
@@ -102,5 +102,10 @@ def test_notebook_runs_in_quick_mode(path, tmp_path, monkeypatch):
         pytest.fail(f"{path.name}: a cell failed in QUICK mode\n{error}", pytrace=False)
     except nbclient.exceptions.CellTimeoutError as error:
         pytest.fail(f"{path.name}: a cell ran over {CELL_TIMEOUT} s in QUICK mode\n{error}", pytrace=False)
+    finally:
+        # nbclient leaves the kernel of a manager it was given running: without this every notebook's
+        # kernel, with its fits in memory, lived until the test process ended.
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
     seconds = time.perf_counter() - start
     print(f"{path.name}: {seconds:.0f} s in QUICK mode")
