@@ -30,6 +30,13 @@ candidates independent of the second part (they read only the first), and the re
 subspace (fixed by the first part) holding the candidates' values: the bound is on m(π)ᵀθ in the
 first part's RTV coordinates, and the part of Θ* outside that subspace is not in it
 (docs/explanation/value-family.md, "Certifying a chosen policy").
+
+At a reward model's width the reduced model has r(d_x + d_φ) − r² coordinates, a third of the
+comparisons at d_φ = 4,096, and its values come out inflated. :func:`certify_row_space` bounds the
+same candidates in the first part's row space instead: Θ = A V̂ᵀ with V̂ the right singular vectors of
+the first part's Θ̂, A (d_x × r) fitted on the rest, d_x·r coordinates whatever d_φ
+(``split_policy(..., model="row-space")``). Its bounds are on the values of the best fit of that
+form, which are the true values when the rows of Θ* lie in span V̂.
 """
 
 from __future__ import annotations
@@ -47,15 +54,15 @@ from .config import get_config
 from .data import PreferenceData
 from .evaluate import check_policy
 from .exceptions import DataWarning
-from .frequentist import PRSResult, fit_prs
+from .frequentist import LowRankResult, PRSResult, fit_low_rank, fit_mle, fit_prs
 from .model import rewards
 from .policy import Policy, greedy_policy
 from .population import Population
 from .sets import EllipsoidSet, QuantileSet
 from .sets.family import candidate_blocks, draw_ranks, quantile_interval
 
-__all__ = ["PolicyCertificate", "certify_policies", "certify_split", "check_dimension", "gain_candidates",
-           "min_rank", "policy_moments", "split_policy"]
+__all__ = ["PolicyCertificate", "certify_policies", "certify_row_space", "certify_split", "check_dimension",
+           "gain_candidates", "min_rank", "policy_moments", "split_policy"]
 
 #: How a certificate's critical value was found: simulated one-sided max-t, Bonferroni's bound, or
 #: the posterior draws' one-sided simultaneous rank.
@@ -391,15 +398,16 @@ def check_dimension(fit: PRSResult) -> float:
         warnings.warn(f"the certifying fit has {fit.k} coordinates for {fit.estimation_data.n} comparisons "
                       f"(k / N = {ratio:.3g} > {limit:g}): there the reduced MLE's values are inflated and "
                       "its standard errors too small, so the bounds can exceed the true values (at a "
-                      "reward model's width every bound failed). Certify with more comparisons, a lower "
-                      "rank or fewer features", DataWarning, stacklevel=3)
+                      "reward model's width every bound failed). Certify in the first part's row space "
+                      "(split_policy(..., model='row-space')), or with more comparisons, a lower rank or "
+                      "fewer features", DataWarning, stacklevel=3)
     return ratio
 
 
 def split_policy(data: PreferenceData, rank: int, population: Population, level: float = LEVEL, *,
                  n_initial: int | None = None, ridge: float = 1.0,
                  quantiles: Sequence[float] = (0.0, 0.25, 0.5, 0.75),
-                 scope: str = "personalised") -> PolicyCertificate:
+                 scope: str = "personalised", model: str = "reduced") -> PolicyCertificate:
     """Choose candidate policies on the first N₀ comparisons and certify their values on the rest.
 
     PRS with a split (:func:`~bayes_loco.fit_prs`: the low-rank fit on the first ``n_initial``
@@ -426,6 +434,10 @@ def split_policy(data: PreferenceData, rank: int, population: Population, level:
     quantiles : sequence of float
         The candidates (:func:`gain_candidates`).
     scope : {"personalised", "global"}
+    model : {"reduced", "row-space"}
+        What the rest certifies in: PRS's reduced model (r(d_x + d_φ) − r² coordinates,
+        :func:`certify_split`), or the first part's row space (d_x·r coordinates, no reduced MLE:
+        :func:`certify_row_space`, for d_φ large against the comparisons).
 
     Returns
     -------
@@ -441,9 +453,76 @@ def split_policy(data: PreferenceData, rank: int, population: Population, level:
     """
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    check_option(model, "model", ("reduced", "row-space"))
     n_initial = data.n // 2 if n_initial is None else check_int(n_initial, "n_initial", 1, data.n - 1)
+    if model == "row-space":
+        first, rest = data.split(n_initial)
+        return certify_row_space(fit_low_rank(first, rank, ridge=ridge), rest, population, level,
+                                 quantiles=quantiles, scope=scope, ridge=ridge)
     fit = fit_prs(data, rank, n_initial=n_initial, ridge=ridge)
     return certify_split(fit, population, level, quantiles=quantiles, scope=scope)
+
+
+def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population: Population,
+                      level: float = LEVEL, *, quantiles: Sequence[float] = (0.0, 0.25, 0.5, 0.75),
+                      scope: str = "personalised", ridge: float = 1.0) -> PolicyCertificate:
+    """Certify a low-rank fit's gain candidates in its own row space, on comparisons it was not fitted on.
+
+    With V̂ (d_φ × r) the right singular vectors of Θ̂ = ``low_rank.theta``, the model Θ = A V̂ᵀ has
+    d_x·r coordinates A, whatever d_φ: the logistic MLE of A on ``data`` (features x_t and V̂ᵀΔφ_t,
+    :func:`~bayes_loco.fit_mle`) and its Wald set bound the candidates' values (:func:`certify_policies`).
+    The candidates are :func:`gain_candidates` of Θ̂, which lies in the model (Θ̂ = Θ̂V̂V̂ᵀ).
+
+    The bounds are on the values under the model's best fit A†V̂ᵀ: they are the true values when the
+    rows of Θ* lie in span V̂, and otherwise miss the part of Θ* outside it (docs/explanation/
+    value-family.md, "Certifying a chosen policy", where the coverage is measured).
+
+    Parameters
+    ----------
+    low_rank : LowRankResult
+        The fit that chooses, on comparisons other than ``data``'s.
+    data : PreferenceData
+        The comparisons that certify.
+    population : Population
+    level : float
+        α of the simultaneous bounds.
+    quantiles : sequence of float
+        The candidates (:func:`gain_candidates`).
+    scope : {"personalised", "global"}
+    ridge : float
+        λ of the MLE of A.
+
+    Returns
+    -------
+    PolicyCertificate
+        On ``population``; its ``level_meaning`` names the model.
+
+    Examples
+    --------
+    >>> first, rest = data.split(150)
+    >>> cert = bl.certify.certify_row_space(bl.fit_low_rank(first, 2, ridge=1.0), rest, pop, 0.9)
+    >>> len(cert.candidates), cert.method
+    (4, 'max-t')
+    """
+    if not isinstance(low_rank, LowRankResult):
+        raise TypeError(f"low_rank must be a LowRankResult (bl.fit_low_rank), got {type(low_rank).__name__}")
+    if not isinstance(data, PreferenceData):
+        raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
+    if data.d_x != low_rank.theta.shape[0] or data.d_phi != low_rank.theta.shape[1]:
+        raise ValueError(f"data: d_x × d_φ = {data.d_x} × {data.d_phi}, the fit's Θ̂ is "
+                         f"{low_rank.theta.shape[0]} × {low_rank.theta.shape[1]}")
+    candidates = gain_candidates(low_rank.theta, population, quantiles, scope=scope)
+    _, singular, vt = np.linalg.svd(low_rank.theta, full_matrices=False)
+    basis = vt[: max(int((singular > singular[0] * 1e-10).sum()), 1)].T
+    narrow = data.delta.times(basis) if data.indexed else data.differences @ basis
+    narrow_data = PreferenceData(data.contexts, narrow, data.labels, weights=data.weights, counts=data.counts)
+    fit = fit_mle(narrow_data, ridge=ridge)
+    in_space = Population(population.contexts, population.features @ basis, population.states)
+    cert = certify_policies(fit.calibrated_set(level), [replace(c, population=in_space.fingerprint)
+                                                        for c in candidates], in_space, level)
+    meaning = (f"{cert.level_meaning}; the values are those of the best fit Θ = A V̂ᵀ in the choosing fit's "
+               f"row space (r = {basis.shape[1]}), the true values when the rows of Θ* lie in it")
+    return replace(cert, candidates=candidates, population=population, level_meaning=meaning)
 
 
 def certify_split(fit: PRSResult, population: Population, level: float = LEVEL, *,

@@ -248,6 +248,64 @@ def test_certify_split_is_split_policys_certificate_and_needs_a_split():
         bl.certify.certify_split(fit.low_rank, population, LEVEL)
 
 
+def wide_problem(seed: int):
+    """A reduced model with many coordinates per comparison: d_φ = 214 (200 noise dimensions), rank 2."""
+    return bl.simulate.paper_problem(d_x=10, d_s=5, rank=2, imbalance=1, noise_dims=200, theta_kind="random",
+                                     seed=seed)
+
+
+def test_the_row_space_certificate_is_the_mle_of_a_in_the_first_fits_row_space():
+    problem = wide_problem(1)
+    first, rest = problem.sample(3_000, seed=1).split(1_500)
+    population = problem.population(80, seed=2)
+    low = bl.fit_low_rank(first, 2, ridge=1.0)
+    cert = bl.certify.certify_row_space(low, rest, population, LEVEL)
+    # By hand: V̂ from Θ̂'s SVD, the MLE of A on (x, V̂ᵀΔφ), the candidates' values A·(V̂ᵀ z) bounded.
+    basis = np.linalg.svd(low.theta)[2][:2].T
+    small = bl.fit_mle(bl.PreferenceData(rest.contexts, rest.differences @ basis, rest.labels), ridge=1.0)
+    narrow = bl.Population(population.contexts, population.features @ basis, population.states)
+    moments = policy_moments(VecCoordinates(10, 2), cert.candidates, narrow)  # in A's coordinates
+    np.testing.assert_allclose(cert.estimate, moments @ small.theta.ravel(), rtol=1e-8)
+    np.testing.assert_allclose(cert.scale, small.calibrated_set(LEVEL).dual_norm(moments), rtol=1e-8)
+    np.testing.assert_allclose(cert.lower, cert.estimate - cert.critical * cert.scale)
+    # The candidates are the first fit's, on the user's population: the deployed policy is evaluated there.
+    expected = gain_candidates(low.theta, population)
+    assert all(np.array_equal(a.probabilities, b.probabilities) for a, b in zip(cert.candidates, expected,
+                                                                               strict=True))
+    assert cert.population is population and "row space (r = 2)" in cert.level_meaning
+    assert np.isfinite(bl.relative_value(cert.policy, problem, population))
+    # split_policy's row-space road is these two steps.
+    road = bl.split_policy(problem.sample(3_000, seed=1), 2, population, LEVEL, model="row-space")
+    np.testing.assert_allclose(road.lower, cert.lower, rtol=1e-10)
+    with pytest.raises(ValueError, match="model"):
+        bl.split_policy(first, 2, population, model="full")
+    with pytest.raises(TypeError, match="low_rank must be a LowRankResult"):
+        bl.certify.certify_row_space(bl.fit_mle(first, ridge=1.0), rest, population)
+    with pytest.raises(ValueError, match="d_x × d_φ"):
+        bl.certify.certify_row_space(low, bl.simulate.paper_problem(d_x=4, d_s=3, rank=2).sample(50, seed=3),
+                                     population)
+
+
+def test_the_certified_wide_coverage_study_records_both_certificates(tmp_path):
+    study = bl.experiments.STUDIES["certified-wide-coverage"]
+    results = bl.experiments.run_study(study, tmp_path, reps=1, progress=False, workers=1)
+    rows = results[results["method"] != "PRS-Greedy"]
+    assert set(rows["method"]) == {"PRS-split-certified", "PRS-split-certified-row-space"}
+    assert (rows["level"] == LEVEL).all() and rows["value_covered"].isin([0.0, 1.0]).all()
+    assert (rows["radius"] >= stats.norm.ppf(LEVEL) - 1e-9).all()  # c of J ≥ 1 one-sided candidates
+
+
+@pytest.mark.slow
+def test_the_row_space_certificate_holds_at_a_reward_models_k_over_n(tmp_path):
+    """100 seeds where the reduced model has k / N₂ = 0.30 (certified-wide-coverage): the row-space
+    certificate's bound holds in at least 0.9 of the seeds, less 3 binomial standard errors (0.09)."""
+    study = bl.experiments.STUDIES["certified-wide-coverage"]
+    results = bl.experiments.run_study(study, tmp_path, progress=False)
+    row_space = results[results["method"] == "PRS-split-certified-row-space"]
+    assert len(row_space) == 100
+    assert row_space["value_covered"].mean() >= LEVEL - 3 * np.sqrt(LEVEL * (1 - LEVEL) / 100)
+
+
 @pytest.mark.slow
 def test_the_certified_coverage_study_holds_its_bound_at_its_level(tmp_path):
     """300 seeds of the certified-coverage study at N = 20,000 (a fresh rank-2 Θ* per seed): the deployed

@@ -22,7 +22,7 @@ import pandas as pd
 
 from .._checks import checks_data
 from .._validation import LEVEL, check_level, check_option, check_real
-from ..certify import certify_split
+from ..certify import certify_row_space, certify_split
 from ..config import get_config
 from ..data import PreferenceData
 from ..design import mean_candidate_features
@@ -51,10 +51,12 @@ class MethodSpec:
         Otherwise a kind of ``fit.calibrated_set(level, kind)``: "wald" for the
         frequentist fits; "credible" (the credible ellipsoid), "sandwich",
         "draws" (hull of draws), "quantile" or "cvar" for a posterior.
-    objective : {"greedy", "relaxed", "exact", "certified"}
+    objective : {"greedy", "relaxed", "exact", "certified", "certified-row-space"}
         "certified": candidates chosen on the fit's first N₀ comparisons (the greedy policy of its
         low-rank fit, and that policy kept on its rows of largest estimated gain), their values bounded
-        simultaneously by the set fitted on the rest (:func:`~bayes_loco.certify_policies`).
+        simultaneously by the set fitted on the rest (:func:`~bayes_loco.certify_policies`);
+        "certified-row-space": bounded instead in the first part's row space
+        (:func:`~bayes_loco.certify.certify_row_space`).
     sized : bool
         Resize the (ellipsoid) set for each scope to guard only the values of
         that scope's policies on its population
@@ -112,6 +114,7 @@ METHODS: dict[str, MethodSpec] = {
                                                union=("PRS-exact-Wald", "PRS-relaxed-family")),
     "Posterior-relaxed-family": MethodSpec("posterior", "quantile", "relaxed", family=True),
     "PRS-split-certified": MethodSpec("prs_split", "wald", "certified"),
+    "PRS-split-certified-row-space": MethodSpec("prs_split", None, "certified-row-space"),
 }
 #: The methods a study runs unless it names others: the paper's three and the exact Wald policy.
 DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
@@ -293,12 +296,13 @@ def _value_columns(policy, uset, population: Population, theta_star) -> dict:
     """Whether the policy's true value (relative to the reference action) is at least its pessimistic value,
     and C* = ‖m(π*)‖_W⁻¹ of the optimal policy π* in an ellipsoid's metric (the paper's concentrability)."""
     out = {"value_covered": np.nan, "c_star": np.nan}
-    if theta_star is None or uset is None:
+    if theta_star is None or np.isnan(policy.pessimistic_value):  # greedy policies state no bound
         return out
     true_value = relative_value(policy, theta_star, population)
     out["value_covered"] = float(true_value >= policy.pessimistic_value - 1e-12)
-    size = 8.0 * population.n * population.n_actions * uset.coordinates.dim
-    if isinstance(uset, EllipsoidSet) and size <= get_config()["c_star_max_bytes"]:
+    if not isinstance(uset, EllipsoidSet):
+        return out
+    if 8.0 * population.n * population.n_actions * uset.coordinates.dim <= get_config()["c_star_max_bytes"]:
         units = population.units(policy.scope)
         z = mean_candidate_features(uset, population, units, policy.reference_action)
         best = units.mean(truth_rewards(theta_star, population)).argmax(axis=1)
@@ -338,7 +342,12 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
             # A fixed radius's row records the radius, not coverage: the frontier asks for the bound.
             truth_columns = (_truth_columns(uset, None) if uset is not scope_set
                              else _truth_columns(uset, truth) if per_scope else base_columns)
-            if uset is None:
+            if spec.objective == "certified-row-space":  # no set of the fit's: the rest fits its own
+                certificate = certify_row_space(fit.low_rank, fit.estimation_data, population, level,
+                                                scope=scope, ridge=fits.ridge)
+                policy = certificate.policy
+                truth_columns = {**truth_columns, "radius": certificate.critical}
+            elif uset is None:
                 policy = greedy_policy(fit.theta, population, scope=scope)
             elif spec.objective == "certified":
                 certificate = certify_split(fit, population, level, scope=scope, uncertainty_set=uset)
@@ -352,7 +361,8 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
                 policy = pessimistic_policy(uset, population, objective=spec.objective, scope=scope)
             rows.append({
                 "method": label, "fit": spec.fit, "set_kind": "none" if uset is None else uset.kind,
-                "level": np.nan if uset is None or uset.level is None else uset.level,
+                "level": (level if spec.objective == "certified-row-space"
+                          else np.nan if uset is None or uset.level is None else uset.level),
                 "objective": spec.objective, "scope": scope,
                 "suboptimality": (np.nan if theta_star is None
                                   else suboptimality(policy, theta_star, population)),

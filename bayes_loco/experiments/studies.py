@@ -179,6 +179,12 @@ STUDIES: dict[str, Study] = {
     # the family-coverage generator, with the greedy policy of the whole data's PRS fit beside it.
     "certified-coverage": _coverage_study("certified-coverage", ("PRS-Greedy", "PRS-split-certified"),
                                           "how often the certified policy's bound holds, fresh theta*"),
+    # The same where the reduced model has a reward model's coordinates per comparison: 200 noise
+    # dimensions (d_φ = 214, k = 444 on N₂ = 1,500, k / N₂ = 0.30 as at d_φ = 4,096), both certificates.
+    "certified-wide-coverage": Study(
+        "certified-wide-coverage", _grid(n=[3000]), reps=100, fixed={**COVERAGE_FIXED, "noise_dims": 200},
+        methods=("PRS-Greedy", "PRS-split-certified", "PRS-split-certified-row-space"),
+        columns=FAMILY_COLUMNS, description="certified bounds at a reward model's k / N (0.3), fresh theta*"),
     "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
                    panel="noise_dims", description="appendix: pure-noise feature dimensions"),
 }
