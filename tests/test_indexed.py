@@ -279,3 +279,17 @@ def test_rewards_are_tabled_by_item_name():
     assert list(table.index.get_level_values("action")[:ITEMS]) == names
     best = table.groupby(level="action")["estimate"].mean().idxmax()
     assert best == names[int(np.argmax(fit.utilities))]
+
+
+def test_the_row_space_certificate_reads_indexed_data_as_the_dense_one():
+    indexed, dense = _pair(n=1600, seed=3, contexts=2)
+    low = bl.fit_low_rank(dense.subset(np.arange(800)), 1, ridge=1.0)
+    rng = np.random.default_rng(4)
+    population = bl.Population(rng.standard_normal((30, indexed.d_x)),
+                               np.broadcast_to(np.eye(indexed.d_phi), (30, indexed.d_phi, indexed.d_phi)),
+                               np.arange(30))
+    rest = np.arange(800, 1600)
+    a = bl.certify.certify_row_space(low, indexed.subset(rest), population)
+    b = bl.certify.certify_row_space(low, dense.subset(rest), population)
+    assert indexed.subset(rest).indexed
+    np.testing.assert_allclose(a.lower, b.lower, rtol=1e-8, atol=1e-10)
