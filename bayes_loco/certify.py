@@ -484,6 +484,7 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
     data : PreferenceData
         The comparisons that certify.
     population : Population
+        The rows the candidates act on; the certificate is on it, not on its row-space copy.
     level : float
         α of the simultaneous bounds.
     quantiles : sequence of float
