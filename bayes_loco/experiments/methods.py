@@ -342,17 +342,15 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
             # A fixed radius's row records the radius, not coverage: the frontier asks for the bound.
             truth_columns = (_truth_columns(uset, None) if uset is not scope_set
                              else _truth_columns(uset, truth) if per_scope else base_columns)
-            if spec.objective == "certified-row-space":  # no set of the fit's: the rest fits its own
-                certificate = certify_row_space(fit.low_rank, fit.estimation_data, population, level,
-                                                scope=scope, ridge=fits.ridge)
+            if spec.objective.startswith("certified"):
+                certificate = (certify_split(fit, population, level, scope=scope, uncertainty_set=uset)
+                               if spec.objective == "certified" else  # the rest fits its own model
+                               certify_row_space(fit.low_rank, fit.estimation_data, population, level,
+                                                 scope=scope, ridge=fits.ridge))
                 policy = certificate.policy
                 truth_columns = {**truth_columns, "radius": certificate.critical}
             elif uset is None:
                 policy = greedy_policy(fit.theta, population, scope=scope)
-            elif spec.objective == "certified":
-                certificate = certify_split(fit, population, level, scope=scope, uncertainty_set=uset)
-                policy = certificate.policy
-                truth_columns = {**truth_columns, "radius": certificate.critical}
             elif spec.union:
                 share = 1 - (1 - level) / len(spec.union)
                 policy = best_bound_policy([_member_policy(m, fits, c2, share, scope, population)
