@@ -298,7 +298,7 @@ def _ellipsoid_bounds(ellipsoid: EllipsoidSet, moments: np.ndarray, level: float
                          "inverse covariance of the estimate; use fit.calibrated_set(level)")
     check_option(method, "method", CERTIFY_METHODS[:2])  # min-rank is the draws' own
     draws = check_int(draws, "draws", 100)
-    whitened, inside = ellipsoid._whitened(moments)
+    whitened, inside = ellipsoid.whitened(moments)
     if not inside.all():
         raise ValueError(f"policies: the values of candidates {np.flatnonzero(~inside).tolist()} are not "
                          "identified by the set (their moments leave range(W))")

@@ -208,9 +208,19 @@ def test_cholesky_path_gives_the_eigh_set(monkeypatch, rank):
     np.testing.assert_allclose(chol_set.factor @ chol_set.factor.T, linalg.pinvh(w), rtol=1e-8, atol=1e-10)
     assert chol_set.factor.shape == (12, rank)
     assert chol_set.identified(z).all()
+    # whitened: (Lᵀz₁)ᵀ(Lᵀz₂) = z₁ᵀW⁺z₂ on both paths, written into ``out`` when given
+    flat = z.reshape(-1, 12)
+    for eset in (eigh_set, chol_set):
+        white, inside = eset.whitened(flat)
+        assert white.shape == (21, rank) and inside.all()
+        np.testing.assert_allclose(white @ white.T, flat @ linalg.pinvh(w) @ flat.T, rtol=1e-7, atol=1e-9)
+        out = np.empty((21, rank))
+        eset.whitened(flat, out)
+        np.testing.assert_allclose(out, white)
     if rank < 12:  # a small component along null(W) leaves the range for both
         off = z + 1e-3 * np.linalg.norm(z, axis=-1, keepdims=True) * linalg.null_space(b.T)[:, 0]
         assert not chol_set.identified(off).any() and not eigh_set.identified(off).any()
+        assert not chol_set.whitened(off)[1].any() and not eigh_set.whitened(off)[1].any()
     else:
         exact = np.linalg.cond(w)
         assert exact / 12 <= chol_set.condition_number <= 12 * exact

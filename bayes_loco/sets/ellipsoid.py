@@ -15,12 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from .._validation import (
-    as_float_array,
-    check_magnitude,
-    check_memory,
-    check_real,
-)
+from .._validation import as_float_array, check_magnitude, check_memory, check_real
 from ..config import get_config
 from ..coordinates import Coordinates
 from ..linalg import (
@@ -32,13 +27,7 @@ from ..linalg import (
     range_mask,
     row_norms,
 )
-from .base import (
-    ExactProblem,
-    ExactSolution,
-    ValueRadius,
-    check_features,
-    check_set_coordinates,
-)
+from .base import ExactProblem, ExactSolution, ValueRadius, check_features, check_set_coordinates
 from .description import check_description, check_factored, check_symmetric, chi_radius
 
 
@@ -362,10 +351,26 @@ class EllipsoidSet:
         outside = total - np.einsum("...i,...i->...", zq, zq)
         return np.linalg.norm(zq / np.sqrt(vals), axis=-1), in_range(total, outside)
 
-    def _whitened(self, z: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-        """Lᵀz (…, k_eff), so that z₁ᵀW⁺z₂ = (Lᵀz₁)ᵀ(Lᵀz₂) in range(W), and whether z lies there: for z
-        of shape (..., k), arrays of shape (..., k_eff) and (...). ``out`` receives Lᵀz when given. With
-        the pivoted Cholesky factor these are triangular solves (L is never formed).
+    def whitened(self, z: np.ndarray, out: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Lᵀz, W⁺ = L Lᵀ (a Wald set's standard errors and correlations), and whether z is in range(W).
+
+        Parameters
+        ----------
+        z : ndarray of shape (..., k)
+        out : ndarray of shape (..., k_eff), optional
+            Receives Lᵀz.
+
+        Returns
+        -------
+        whitened : ndarray of shape (..., k_eff)
+        inside : ndarray of bool, shape (...)
+
+        Examples
+        --------
+        >>> ellipsoid = bl.EllipsoidSet([0, 0], np.diag([4.0, 1]), 1, bl.VecCoordinates(1, 2))
+        >>> w, inside = ellipsoid.whitened(np.eye(2))
+        >>> np.linalg.norm(w, axis=1), inside
+        (array([0.5, 1. ]), array([ True,  True]))
         """
         if self._cholesky is not None:
             return self._cholesky.whitened(z, out)
@@ -381,7 +386,7 @@ class EllipsoidSet:
                 shape = (problem.weights.shape[0], z.shape[1])
                 g = np.empty((*shape, self.effective_dim))
                 c, norms, valid = np.empty(shape), np.empty(shape), np.empty(shape, dtype=bool)
-            _, valid[lo:hi] = self._whitened(z, g[lo:hi])
+            _, valid[lo:hi] = self.whitened(z, g[lo:hi])
             c[lo:hi] = np.where(valid[lo:hi], z @ self.center, -np.inf)
             norms[lo:hi] = row_norms(z)
         g *= self.radius

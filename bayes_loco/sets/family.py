@@ -424,7 +424,7 @@ def value_family(ellipsoid: EllipsoidSet | QuantileSet, population: Population, 
     estimate, scale, member = np.zeros(shape), np.zeros(shape), np.zeros(shape, dtype=bool)
     maxima = np.zeros(draws, dtype=np.float32)
     for lo, hi, z in candidate_blocks(coordinates, population, reference_action):
-        whitened, inside = ellipsoid._whitened(z)
+        whitened, inside = ellipsoid.whitened(z)
         estimate[lo:hi] = z @ ellipsoid.center
         se = np.linalg.norm(whitened, axis=-1)
         scale[lo:hi] = np.where(inside, se, np.inf)
