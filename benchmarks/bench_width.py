@@ -26,7 +26,7 @@ against its true value and against the value of the truth in the fit's reduced c
     .venv/bin/python benchmarks/bench_width.py                  # about 15 minutes, 9 GB
     .venv/bin/python benchmarks/bench_width.py --n 20000 --d-phi 1024   # a smaller run
     .venv/bin/python benchmarks/bench_width.py --certified      # about 80 minutes of one core
-    .venv/bin/python benchmarks/bench_width.py --row-space --seed 0   # the row-space certificate
+    .venv/bin/python benchmarks/bench_width.py --row-space --seed 0 --max-iter 100   # about 5 minutes
 
 With ``--row-space`` the second half certifies in the first half's row space
 (:func:`bayes_loco.certify.certify_row_space`: 128 coordinates A instead of the reduced model's 16,496).
@@ -158,28 +158,38 @@ def score(problem, prs, wald, family, policies: dict, population) -> None:
           f"true values |r*(a) - r*(a_ref)|: median {np.median(np.abs(relative[members])):.3f}")
 
 
-def run_row_space(n: int, d_phi: int, units: int, seed: int) -> None:
+def run_row_space(n: int, d_phi: int, units: int, seed: int, max_iter: int) -> None:
     """The split road certified in the first half's row space (``split_policy(..., model="row-space")``'s
     steps, each timed): FGD on the first half, then the MLE of A in Θ = A V̂ᵀ on the second and the
-    four candidates' certificate; each candidate's bound scored against its true value."""
+    four candidates' certificate; each candidate's bound scored against its true value, and its
+    estimate split into the part read from Θ*'s feature dimensions and the part read from the pure-noise
+    ones (V̂'s rows there; the truth has none)."""
     print(machine(), flush=True)
     problem = bl.simulate.paper_problem(d_x=32, d_s=20, noise_dims=d_phi - 29, rank=4, imbalance=3, seed=seed)
     log: dict[str, tuple[float, float]] = {}
     data = stage("data (not timed)", lambda: problem.sample(n, seed=1 + 10 * seed), log)
     population = problem.population(units, seed=2 + 10 * seed)
     first, rest = data.split(n // 2)
-    low = stage("FGD on the first half", lambda: bl.fit_low_rank(first, 4, ridge=1.0), log)
+    low = stage("FGD on the first half", lambda: bl.fit_low_rank(first, 4, ridge=1.0, max_iter=max_iter), log)
     cert = stage("row-space certificate",
                  lambda: bl.certify.certify_row_space(low, rest, population, 0.9), log)
     print(f"row-space road: {sum(v[0] for k, v in log.items() if k != 'data (not timed)'):.0f} s, peak "
-          f"{max(v[1] for v in log.values()):.1f} GiB; {cert!r}")
-    print(f"{'candidate':>10} {'true':>8} {'estimate':>9} {'se':>7} {'bound':>8} {'held':>5}")
+          f"{max(v[1] for v in log.values()):.1f} GiB; FGD iterations {low.diagnostics.n_iter}; {cert!r}")
+    basis = np.linalg.svd(low.theta, full_matrices=False)[2][:4].T
+    a = bl.fit_mle(bl.PreferenceData(rest.contexts, rest.differences @ basis, rest.labels), ridge=1.0).theta
+    signal = basis * (np.arange(d_phi) < d_phi - problem.noise_dims)[:, None]
+    print(f"share of V̂ on Θ*'s {d_phi - problem.noise_dims} feature dimensions: "
+          f"{np.sum(signal ** 2) / basis.shape[1]:.3f}")
+    print(f"{'candidate':>10} {'true':>8} {'estimate':>9} {'= signal':>9} {'+ noise':>8} {'se':>7} "
+          f"{'bound':>8} {'held':>5}")
     for j, candidate in enumerate(cert.candidates):
         true = bl.relative_value(candidate, problem, population)
-        print(f"{j:>10} {true:8.4f} {cert.estimate[j]:9.4f} {cert.scale[j]:7.4f} {cert.lower[j]:8.4f} "
-              f"{bool(true >= cert.lower[j])!s:>5}")
+        on_signal = bl.relative_value(candidate, a @ signal.T, population)
+        on_noise = bl.relative_value(candidate, a @ (basis - signal).T, population)
+        print(f"{j:>10} {true:8.4f} {cert.estimate[j]:9.4f} {on_signal:9.4f} {on_noise:8.4f} "
+              f"{cert.scale[j]:7.4f} {cert.lower[j]:8.4f} {bool(true >= cert.lower[j])!s:>5}")
     deployed = bl.relative_value(cert.policy, problem, population)
-    whole = bl.fit_low_rank(data, 4, ridge=1.0)  # PRS without a split starts, and stays, at this optimum
+    whole = bl.fit_low_rank(data, 4, ridge=1.0, max_iter=max_iter)  # PRS without a split starts here
     greedy = bl.relative_value(bl.greedy_policy(whole.theta, population), problem, population)
     print(f"deployed: improvement {deployed:.4f} ({deployed / greedy:.0%} of the whole data's greedy policy, "
           f"{greedy:.4f}), bound {cert.policy.pessimistic_value:.4f}, held "
@@ -199,11 +209,13 @@ def main():
                         help="run the split road certified in the first half's row space instead")
     parser.add_argument("--seed", type=int, default=0,
                         help="--row-space: the problem's seed (data 1 + 10 seed, population 2 + 10 seed)")
+    parser.add_argument("--max-iter", type=int, default=5000,
+                        help="--row-space: FGD's iterations (fit_low_rank's max_iter; its default 5,000)")
     args = parser.parse_args()
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         if args.row_space:
-            run_row_space(args.n, args.d_phi, args.units, args.seed)
+            run_row_space(args.n, args.d_phi, args.units, args.seed, args.max_iter)
         elif args.certified:
             run_certified(args.n, args.d_phi, args.units)
         else:
