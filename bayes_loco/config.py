@@ -62,9 +62,7 @@ SETTINGS: dict[str, Setting] = {
     "compress_min_bytes": Setting(
         4096, "bayes_loco._iowrite",
         "Arrays smaller than this are written plain: a chunked, compressed array costs more than it saves."),
-    "ellipse_points": Setting(
-        361, "bayes_loco._projection",
-        "Points on each projected ellipse."),
+    "ellipse_points": Setting(361, "bayes_loco._projection", "Points on each projected ellipse."),
     "max_abs": Setting(
         1e+50, "bayes_loco._validation",
         "Entries of data, populations and estimates above this magnitude are refused: the model squares "
@@ -116,6 +114,10 @@ SETTINGS: dict[str, Setting] = {
         0.05, "bayes_loco.certify",
         "A certificate whose fit has more coordinates per comparison (k / N₂) warns: the MLE's values are "
         "inflated there (k / N₂ = 0.33 at d_φ = 4,096: 2.5-3.1x, every bound failed: results/width.md)."),
+    "row_space_agreement": Setting(
+        0.8, "bayes_loco.certify",
+        "The row-space certificate warns below this share of ‖Θ̂‖²_F in a rank-r fit's row space of the "
+        "certifying comparisons (bounds held at 0.78-0.94, in 9 of 12 at 0.5-0.8, never at 0.1)."),
     "mc_confidence": Setting(
         0.95, "bayes_loco.sets.family",
         "The confidence of the Monte Carlo interval of a simulated critical value (``critical_low`` .. "
@@ -433,8 +435,7 @@ SETTINGS: dict[str, Setting] = {
         "rows at a time: z is never whole (2.6 GB at LLM width)."),
     "significant": Setting(
         4, "bayes_loco.results",
-        "Significant digits of the largest value, and of the smallest standard error, that the table "
-        "shows."),
+        "Significant digits of the largest value, and of the smallest standard error, a table shows."),
     "se_significant": Setting(
         2, "bayes_loco.results",
         "Significant digits of the smallest standard error a summary table shows (with ``significant`` "
@@ -483,9 +484,8 @@ SETTINGS: dict[str, Setting] = {
         "Newton system at large k_eff."),
     "first_order_max_iter": Setting(
         20000, "bayes_loco.solvers.first_order",
-        "The policy's ascent stops when the certificate closes, after ``first_order_max_iter`` "
-        "iterations, or when the gap has not shrunk by 1% in ``first_order_stall`` of them; the smoothed "
-        "dual then cuts μ after ``first_order_patience`` iterations without progress."),
+        "The policy's ascent stops after this many iterations at most (or when the certificate closes, "
+        "or stalls: ``first_order_stall``). Higher: more certificates closed, at more time."),
     "first_order_stall": Setting(
         100, "bayes_loco.solvers.first_order",
         "The policy's ascent stops when the gap has not shrunk by 1 % in this many iterations (or at "
@@ -494,9 +494,8 @@ SETTINGS: dict[str, Setting] = {
         200, "bayes_loco.solvers.first_order",
         "The smoothed dual cuts its smoothing μ after this many iterations without progress. Lower: "
         "faster cuts, less stable iterates."),
-    "contrast_bytes": Setting(
-        64 * 2 ** 20, "bayes_loco.summary_tables",
-        "Bytes of the contrasts a summary lists at most."),
+    "contrast_bytes": Setting(64 * 2 ** 20, "bayes_loco.summary_tables",
+                              "Bytes of the contrasts a summary lists at most."),
 }
 
 _global = {name: setting.default for name, setting in SETTINGS.items()}
