@@ -478,9 +478,10 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
     rows of Θ* lie in span V̂. Otherwise they can fail either way: V̂ then mixes in feature directions
     that carry no reward, A† credits them, and the candidates were chosen on them (on the paper's
     simulation with pure-noise features they failed in every seed: docs/explanation/value-family.md,
-    "In the first part's row space"). The certificate checks what it can: the rank-r fit of ``data``
-    itself gives a row space V̂₂, and when less than ``config["row_space_agreement"]`` of Θ̂'s squared
-    norm lies in span V̂₂ it warns; ``level_meaning`` reports the share.
+    "In the first part's row space"). The certificate checks what it can: a rank-r fit of ``data``
+    itself (FGD with as many iterations as ``low_rank`` took) gives a row space V̂₂, and when less than
+    ``config["row_space_agreement"]`` of Θ̂'s squared norm lies in span V̂₂ it warns; ``level_meaning``
+    reports the share.
 
     Parameters
     ----------
@@ -527,7 +528,9 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
     cert = certify_policies(fit.calibrated_set(level), [replace(c, population=in_space.fingerprint)
                                                         for c in candidates], in_space, level)
     rank = basis.shape[1]
-    other = np.linalg.svd(fit_low_rank(data, rank, ridge=ridge).theta, full_matrices=False)[2][:rank]
+    # The certifying part's own row space, fitted with the choosing fit's effort (its iterations).
+    other = fit_low_rank(data, rank, ridge=ridge, max_iter=max(low_rank.diagnostics.n_iter, 1))
+    other = np.linalg.svd(other.theta, full_matrices=False)[2][:rank]
     agreement = float(np.sum((low_rank.theta @ other.T) ** 2) / np.sum(low_rank.theta ** 2))
     limit = get_config()["row_space_agreement"]
     if agreement < limit:

@@ -175,6 +175,7 @@ def run_row_space(n: int, d_phi: int, units: int, seed: int, max_iter: int) -> N
                  lambda: bl.certify.certify_row_space(low, rest, population, 0.9), log)
     print(f"row-space road: {sum(v[0] for k, v in log.items() if k != 'data (not timed)'):.0f} s, peak "
           f"{max(v[1] for v in log.values()):.1f} GiB; FGD iterations {low.diagnostics.n_iter}; {cert!r}")
+    print(f"level meaning: {cert.level_meaning}")
     basis = np.linalg.svd(low.theta, full_matrices=False)[2][:4].T
     a = bl.fit_mle(bl.PreferenceData(rest.contexts, rest.differences @ basis, rest.labels), ridge=1.0).theta
     signal = basis * (np.arange(d_phi) < d_phi - problem.noise_dims)[:, None]
