@@ -98,6 +98,9 @@ class PolicyCertificate:
         reference action is deployed.
     population : Population
     reference_action : int
+    row_space_share : float or None
+        :func:`certify_row_space`'s check of its model: the share of the choosing fit's ‖Θ̂‖²_F in the
+        certifying comparisons' own row space (None for the other certificates).
     """
 
     candidates: tuple[Policy, ...]
@@ -111,6 +114,7 @@ class PolicyCertificate:
     chosen: int | None
     population: Population
     reference_action: int
+    row_space_share: float | None = None
 
     @property
     def policy(self) -> Policy:
@@ -543,7 +547,8 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
     meaning = (f"{cert.level_meaning}; the values are those of the best fit Θ = A V̂ᵀ in the choosing fit's "
                f"row space (r = {rank}), the true values when the rows of Θ* lie in it ({agreement:.0%} of Θ̂ "
                "in the certifying comparisons' own row space)")
-    return replace(cert, candidates=candidates, population=population, level_meaning=meaning)
+    return replace(cert, candidates=candidates, population=population, level_meaning=meaning,
+                   row_space_share=agreement)
 
 
 def certify_split(fit: PRSResult, population: Population, level: float = LEVEL, *,

@@ -26,7 +26,8 @@ against its true value and against the value of the truth in the fit's reduced c
     .venv/bin/python benchmarks/bench_width.py                  # about 15 minutes, 9 GB
     .venv/bin/python benchmarks/bench_width.py --n 20000 --d-phi 1024   # a smaller run
     .venv/bin/python benchmarks/bench_width.py --certified      # about 80 minutes of one core
-    .venv/bin/python benchmarks/bench_width.py --row-space --seed 0 --max-iter 100   # about 5 minutes
+    .venv/bin/python benchmarks/bench_width.py --row-space --seed 0 1 2 --max-iter 100   # 5 minutes a seed
+    .venv/bin/python benchmarks/bench_width.py --row-space --n 4000 --d-phi 200 --units 200 --seed $(seq 0 11)
 
 With ``--row-space`` the second half certifies in the first half's row space
 (:func:`bayes_loco.certify.certify_row_space`: 128 coordinates A instead of the reduced model's 16,496).
@@ -158,7 +159,7 @@ def score(problem, prs, wald, family, policies: dict, population) -> None:
           f"true values |r*(a) - r*(a_ref)|: median {np.median(np.abs(relative[members])):.3f}")
 
 
-def run_row_space(n: int, d_phi: int, units: int, seed: int, max_iter: int) -> None:
+def run_row_space(n: int, d_phi: int, units: int, seed: int, max_iter: int) -> dict:
     """The split road certified in the first half's row space (``split_policy(..., model="row-space")``'s
     steps, each timed): FGD on the first half, then the MLE of A in Θ = A V̂ᵀ on the second and the
     four candidates' certificate; each candidate's bound scored against its true value, and its
@@ -192,9 +193,12 @@ def run_row_space(n: int, d_phi: int, units: int, seed: int, max_iter: int) -> N
     deployed = bl.relative_value(cert.policy, problem, population)
     whole = bl.fit_low_rank(data, 4, ridge=1.0, max_iter=max_iter)  # PRS without a split starts here
     greedy = bl.relative_value(bl.greedy_policy(whole.theta, population), problem, population)
+    held = bool(deployed >= cert.policy.pessimistic_value)
     print(f"deployed: improvement {deployed:.4f} ({deployed / greedy:.0%} of the whole data's greedy policy, "
-          f"{greedy:.4f}), bound {cert.policy.pessimistic_value:.4f}, held "
-          f"{bool(deployed >= cert.policy.pessimistic_value)}")
+          f"{greedy:.4f}), bound {cert.policy.pessimistic_value:.4f}, held {held}", flush=True)
+    return {"held": held, "share": cert.row_space_share, "of_greedy": deployed / greedy,
+            "inflation": float(np.median(cert.estimate / [bl.relative_value(c, problem, population)
+                                                          for c in cert.candidates]))}
 
 
 def main():
@@ -208,15 +212,19 @@ def main():
                         help="run the split road (split_policy's steps) instead of the two others")
     parser.add_argument("--row-space", action="store_true",
                         help="run the split road certified in the first half's row space instead")
-    parser.add_argument("--seed", type=int, default=0,
-                        help="--row-space: the problem's seed (data 1 + 10 seed, population 2 + 10 seed)")
+    parser.add_argument("--seed", type=int, nargs="+", default=[0],
+                        help="--row-space: the problems' seeds (data 1 + 10 seed, population 2 + 10 seed)")
     parser.add_argument("--max-iter", type=int, default=5000,
                         help="--row-space: FGD's iterations (fit_low_rank's max_iter; its default 5,000)")
     args = parser.parse_args()
     with warnings.catch_warnings():
         warnings.simplefilter("default")
         if args.row_space:
-            run_row_space(args.n, args.d_phi, args.units, args.seed, args.max_iter)
+            runs = [run_row_space(args.n, args.d_phi, args.units, seed, args.max_iter) for seed in args.seed]
+            print(f"{len(runs)} seeds: deployed bound held in {sum(r['held'] for r in runs)}; share of Θ̂ in "
+                  f"the certifying part's row space, median {np.median([r['share'] for r in runs]):.2f}; "
+                  f"estimate / true value, median {np.median([r['inflation'] for r in runs]):.2f}; deployed "
+                  f"improvement / greedy's, median {np.median([r['of_greedy'] for r in runs]):.2f}")
         elif args.certified:
             run_certified(args.n, args.d_phi, args.units)
         else:
