@@ -36,7 +36,8 @@ comparisons at d_φ = 4,096, and its values come out inflated. :func:`certify_ro
 same candidates in the first part's row space instead: Θ = A V̂ᵀ with V̂ the right singular vectors of
 the first part's Θ̂, A (d_x × r) fitted on the rest, d_x·r coordinates whatever d_φ
 (``split_policy(..., model="row-space")``). Its bounds are on the values of the best fit of that
-form, which are the true values when the rows of Θ* lie in span V̂.
+form, which are the true values when the rows of Θ* lie in span V̂; where V̂ mixes in directions that
+carry no reward they fail, so it checks V̂ against the rest's own row space.
 """
 
 from __future__ import annotations
