@@ -43,6 +43,7 @@ carry no reward they fail, so it checks V̂ against the rest's own row space.
 from __future__ import annotations
 
 import math
+import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -61,6 +62,9 @@ from .policy import Policy, greedy_policy
 from .population import Population
 from .sets import EllipsoidSet, QuantileSet
 from .sets.family import candidate_blocks, draw_ranks, quantile_interval
+
+# Warnings name the user's line, whether certify_row_space was called directly or through split_policy.
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 __all__ = ["PolicyCertificate", "certify_policies", "certify_row_space", "certify_split", "check_dimension",
            "gain_candidates", "min_rank", "policy_moments", "split_policy"]
@@ -544,7 +548,7 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
                       "values in Θ = A V̂ᵀ credit directions the candidates were chosen on that may carry no "
                       "reward, so the bounds can exceed the true values (on the paper's simulation with "
                       "pure-noise features every bound failed). Choose with more comparisons, a lower rank "
-                      "or fewer features", DataWarning, stacklevel=2)
+                      "or fewer features", DataWarning, skip_file_prefixes=(PACKAGE_DIR,))
     meaning = (f"{cert.level_meaning}; the values are those of the best fit Θ = A V̂ᵀ in the choosing fit's "
                f"row space (r = {rank}), the true values when the rows of Θ* lie in it ({agreement:.0%} of Θ̂ "
                "in the certifying comparisons' own row space)")

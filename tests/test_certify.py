@@ -280,8 +280,9 @@ def test_the_row_space_certificate_is_the_mle_of_a_in_the_first_fits_row_space()
     assert cert.population is population and "row space (r = 2)" in cert.level_meaning
     assert np.isfinite(bl.relative_value(cert.policy, problem, population))
     # split_policy's row-space road is these two steps.
-    with pytest.warns(bl.DataWarning, match="row space"):
+    with pytest.warns(bl.DataWarning, match="row space") as seen:
         road = bl.split_policy(problem.sample(3_000, seed=1), 2, population, LEVEL, model="row-space")
+    assert {w.filename for w in seen if issubclass(w.category, bl.DataWarning)} == {__file__}
     np.testing.assert_allclose(road.lower, cert.lower, rtol=1e-10)
     with pytest.raises(ValueError, match="model"):
         bl.split_policy(first, 2, population, model="full")
@@ -307,8 +308,10 @@ def test_the_row_space_certificate_warns_where_the_data_give_another_row_space()
     noisy = bl.simulate.paper_problem(d_x=32, d_s=20, rank=4, imbalance=3, noise_dims=171, seed=0)
     first, rest = noisy.sample(4_000, seed=1).split(2_000)
     low, population = bl.fit_low_rank(first, 4, ridge=1.0), noisy.population(100, seed=2)
-    with pytest.warns(bl.DataWarning, match=r"Θ̂ lies in the row space of a rank-4 fit .*\(below 80%\)"):
+    message = r"Θ̂ lies in the row space of a rank-4 fit .*\(below 80%\)"
+    with pytest.warns(bl.DataWarning, match=message) as seen:
         cert = bl.certify.certify_row_space(low, rest, population)
+    assert seen[0].filename == __file__  # the warning names the caller's line
     assert cert.row_space_share <= 0.3
     with bl.config_context(row_space_agreement=0.0), warnings.catch_warnings():
         warnings.simplefilter("error", bl.DataWarning)
