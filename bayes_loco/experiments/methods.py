@@ -342,12 +342,13 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
             # A fixed radius's row records the radius, not coverage: the frontier asks for the bound.
             truth_columns = (_truth_columns(uset, None) if uset is not scope_set
                              else _truth_columns(uset, truth) if per_scope else base_columns)
+            row_level = np.nan if uset is None or uset.level is None else uset.level
             if spec.objective.startswith("certified"):
                 certificate = (certify_split(fit, population, level, scope=scope, uncertainty_set=uset)
                                if spec.objective == "certified" else  # the rest fits its own model
                                certify_row_space(fit.low_rank, fit.estimation_data, population, level,
                                                  scope=scope, ridge=fits.ridge))
-                policy = certificate.policy
+                policy, row_level = certificate.policy, certificate.level
                 truth_columns = {**truth_columns, "radius": certificate.critical}
             elif uset is None:
                 policy = greedy_policy(fit.theta, population, scope=scope)
@@ -359,8 +360,7 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
                 policy = pessimistic_policy(uset, population, objective=spec.objective, scope=scope)
             rows.append({
                 "method": label, "fit": spec.fit, "set_kind": "none" if uset is None else uset.kind,
-                "level": (level if spec.objective == "certified-row-space"
-                          else np.nan if uset is None or uset.level is None else uset.level),
+                "level": row_level,
                 "objective": spec.objective, "scope": scope,
                 "suboptimality": (np.nan if theta_star is None
                                   else suboptimality(policy, theta_star, population)),
