@@ -294,9 +294,9 @@ def test_the_row_space_certificate_is_the_mle_of_a_in_the_first_fits_row_space()
 
 
 def test_the_row_space_certificate_warns_where_the_data_give_another_row_space():
-    """Where the first part's V̂ is Θ*'s row space (no pure-noise features, N = 6,000) at least 94% of Θ̂
+    """Where the first part's V̂ is Θ*'s row space (no pure-noise features, N = 6,000) at least 90% of Θ̂
     lies in the certifying part's own row space and nothing is said; on the paper's simulation with 171
-    pure-noise dimensions (where the bound failed in every seed measured) at most 13% does, and it warns
+    pure-noise dimensions (where the bound failed in every seed measured) at most 30% does, and it warns
     unless ``row_space_agreement`` is lowered below that."""
     clean = bl.simulate.paper_problem(d_x=10, d_s=5, rank=2, imbalance=1, theta_kind="random", seed=3)
     first, rest = clean.sample(6_000, seed=1).split(3_000)
