@@ -33,17 +33,16 @@ first part's RTV coordinates, and the part of Θ* outside that subspace is not i
 
 At a reward model's width the reduced model has r(d_x + d_φ) − r² coordinates, a third of the
 comparisons at d_φ = 4,096, and its values come out inflated. :func:`certify_row_space` bounds the
-same candidates in the first part's row space instead: Θ = A V̂ᵀ with V̂ the right singular vectors of
-the first part's Θ̂, A (d_x × r) fitted on the rest, d_x·r coordinates whatever d_φ
-(``split_policy(..., model="row-space")``). Its bounds are on the values of the best fit of that
-form, which are the true values when the rows of Θ* lie in span V̂; where V̂ mixes in directions that
-carry no reward they fail, so it checks V̂ against the rest's own row space.
+same candidates in a row space fitted on comparisons neither the candidates nor the bounds read:
+half the rest gives V̂₂ (a rank-r fit's right singular vectors), the other half A (d_x × r) in
+Θ = A V̂₂ᵀ, d_x·r coordinates whatever d_φ (``split_policy(..., model="row-space")``). Its bounds
+are on the values of the best fit of that form: the true values when the rows of Θ* lie in span V̂₂,
+attenuated (conservative) where V̂₂ misses part of them or mixes in noise.
 """
 
 from __future__ import annotations
 
 import math
-import os
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -55,16 +54,13 @@ from ._validation import LEVEL, check_int, check_level, check_option, check_real
 from .config import get_config
 from .data import PreferenceData
 from .evaluate import check_policy
-from .exceptions import DataWarning
+from .exceptions import ConvergenceWarning, DataWarning
 from .frequentist import LowRankResult, PRSResult, fit_low_rank, fit_mle, fit_prs
 from .model import rewards
 from .policy import Policy, greedy_policy
 from .population import Population
 from .sets import EllipsoidSet, QuantileSet
 from .sets.family import candidate_blocks, draw_ranks, quantile_interval
-
-# Warnings name the user's line, whether certify_row_space was called directly or through split_policy.
-PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 __all__ = ["PolicyCertificate", "certify_policies", "certify_row_space", "certify_split", "check_dimension",
            "gain_candidates", "min_rank", "policy_moments", "split_policy"]
@@ -104,8 +100,8 @@ class PolicyCertificate:
     population : Population
     reference_action : int
     row_space_share : float or None
-        :func:`certify_row_space`'s check of its model: the share of the choosing fit's ‖Θ̂‖²_F in the
-        certifying comparisons' own row space (None for the other certificates).
+        :func:`certify_row_space`'s view of the choice: the share of the choosing fit's ‖Θ̂‖²_F in the
+        row space V̂₂ the bounds are in (None for the other certificates).
     """
 
     candidates: tuple[Policy, ...]
@@ -408,8 +404,8 @@ def check_dimension(fit: PRSResult) -> float:
                       f"(k / N = {ratio:.3g} > {limit:g}): there the reduced MLE's values are inflated and "
                       "its standard errors too small, so the bounds can exceed the true values (at a "
                       "reward model's width every bound failed). Certify with more comparisons, a lower rank "
-                      "or fewer features (the row-space model, model='row-space', has fewer coordinates but "
-                      "leaves out what its row space misses: its bounds failed there too)", DataWarning,
+                      "or fewer features, or in a row space fitted on other comparisons (model='row-space': d_x·r "
+                      "coordinates, its bounds err low)", DataWarning,
                       stacklevel=3)
     return ratio
 
@@ -417,7 +413,7 @@ def check_dimension(fit: PRSResult) -> float:
 def split_policy(data: PreferenceData, rank: int, population: Population, level: float = LEVEL, *,
                  n_initial: int | None = None, ridge: float = 1.0,
                  quantiles: Sequence[float] = (0.0, 0.25, 0.5, 0.75),
-                 scope: str = "personalised", model: str = "reduced") -> PolicyCertificate:
+                 scope: str = "personalised", model: str = "reduced", max_iter: int = 5000) -> PolicyCertificate:
     """Choose candidate policies on the first N₀ comparisons and certify their values on the rest.
 
     PRS with a split (:func:`~bayes_loco.fit_prs`: the low-rank fit on the first ``n_initial``
@@ -446,8 +442,11 @@ def split_policy(data: PreferenceData, rank: int, population: Population, level:
     scope : {"personalised", "global"}
     model : {"reduced", "row-space"}
         What the rest certifies in: PRS's reduced model (r(d_x + d_φ) − r² coordinates,
-        :func:`certify_split`), or the first part's row space (d_x·r coordinates, no reduced MLE:
-        :func:`certify_row_space`, for d_φ large against the comparisons).
+        :func:`certify_split`), or a row space fitted on half the rest (d_x·r coordinates on the other
+        half: :func:`certify_row_space`, for d_φ large against the comparisons).
+    max_iter : int
+        FGD's iterations for the choosing fit (:func:`~bayes_loco.fit_low_rank`; at d_φ = 4,096 and
+        50,000 comparisons an iteration takes about 0.6 s, and 100 choose as well as 1,000).
 
     Returns
     -------
@@ -465,48 +464,52 @@ def split_policy(data: PreferenceData, rank: int, population: Population, level:
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     check_option(model, "model", ("reduced", "row-space"))
     n_initial = data.n // 2 if n_initial is None else check_int(n_initial, "n_initial", 1, data.n - 1)
+    first, rest = data.split(n_initial)
+    low_rank = fit_low_rank(first, rank, ridge=ridge, max_iter=check_int(max_iter, "max_iter", 1))
     if model == "row-space":
-        first, rest = data.split(n_initial)
-        return certify_row_space(fit_low_rank(first, rank, ridge=ridge), rest, population, level,
-                                 quantiles=quantiles, scope=scope, ridge=ridge)
-    fit = fit_prs(data, rank, n_initial=n_initial, ridge=ridge)
+        return certify_row_space(low_rank, rest, population, level, quantiles=quantiles, scope=scope, ridge=ridge)
+    fit = fit_prs(data, rank, n_initial=n_initial, ridge=ridge, low_rank=low_rank)
     return certify_split(fit, population, level, quantiles=quantiles, scope=scope)
 
 
 def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population: Population,
-                      level: float = LEVEL, *, quantiles: Sequence[float] = (0.0, 0.25, 0.5, 0.75),
+                      level: float = LEVEL, *, n_basis: int | None = None,
+                      quantiles: Sequence[float] = (0.0, 0.25, 0.5, 0.75),
                       scope: str = "personalised", ridge: float = 1.0) -> PolicyCertificate:
-    """Certify a low-rank fit's gain candidates in its own row space, on comparisons it was not fitted on.
+    """Certify a low-rank fit's gain candidates in a row space fitted on comparisons neither has seen.
 
-    With V̂ (d_φ × r) the right singular vectors of Θ̂ = ``low_rank.theta``, the model Θ = A V̂ᵀ has
-    d_x·r coordinates A, whatever d_φ: the logistic MLE of A on ``data`` (features x_t and V̂ᵀΔφ_t,
-    :func:`~bayes_loco.fit_mle`) and its Wald set bound the candidates' values (:func:`certify_policies`).
-    The candidates are :func:`gain_candidates` of Θ̂, which lies in the model (Θ̂ = Θ̂V̂V̂ᵀ).
+    ``data`` (comparisons ``low_rank`` was not fitted on) is split in two. A rank-r fit of the first
+    ``n_basis`` (FGD to convergence, or as many iterations as ``low_rank`` when it stopped early) gives the row space V̂₂ (d_φ × r, its
+    right singular vectors). On the others the model Θ = A V̂₂ᵀ has d_x·r coordinates A whatever d_φ:
+    the logistic MLE of A (features x_t and V̂₂ᵀΔφ_t, :func:`~bayes_loco.fit_mle`) and its Wald set
+    bound the values of :func:`gain_candidates` of Θ̂ = ``low_rank.theta`` (:func:`certify_policies`).
 
-    The bounds are on the values under the model's best fit A†V̂ᵀ: they are the true values when the
-    rows of Θ* lie in span V̂. Otherwise they can fail either way: V̂ then mixes in feature directions
-    that carry no reward, A† credits them, and the candidates were chosen on them (on the paper's
-    simulation with pure-noise features they failed in every seed: docs/explanation/value-family.md,
-    "In the first part's row space"). The certificate checks what it can: a rank-r fit of ``data``
-    itself (FGD with as many iterations as ``low_rank`` took) gives a row space V̂₂, and when less than
-    ``config["row_space_agreement"]`` of Θ̂'s squared norm lies in span V̂₂ it warns; ``level_meaning``
-    reports the share.
+    The bounds are on the values under the model's best fit A†V̂₂ᵀ, the true values when the rows of
+    Θ* lie in span V̂₂. Where they do not, the part of Θ* outside the span is lost, and the directions
+    V̂₂ mixes in carry noise of comparisons the candidates never read: the values come out attenuated,
+    so the bounds err low (docs/explanation/value-family.md, "In a row space fitted on other data").
+    The row space of Θ̂ itself errs high: the candidates favour actions large along Θ̂'s noise
+    directions and A credits them (on the paper's simulation with pure-noise features every bound
+    failed). ``row_space_share``, the share of ‖Θ̂‖²_F in span V̂₂, says how much of what chose the
+    candidates the bounds can see: low, they are far below the values.
 
     Parameters
     ----------
     low_rank : LowRankResult
         The fit that chooses, on comparisons other than ``data``'s.
     data : PreferenceData
-        The comparisons that certify.
+        The comparisons that certify, in the order to split.
     population : Population
         The rows the candidates act on; the certificate is on it, not on its row-space copy.
     level : float
         α of the simultaneous bounds.
+    n_basis : int or None
+        How many of ``data``'s comparisons (the first) fit the row space; None: half.
     quantiles : sequence of float
         The candidates (:func:`gain_candidates`).
     scope : {"personalised", "global"}
     ridge : float
-        λ of the MLE of A.
+        λ of the row space's fit and of the MLE of A.
 
     Returns
     -------
@@ -517,8 +520,8 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
     --------
     >>> first, rest = data.split(150)
     >>> cert = bl.certify.certify_row_space(bl.fit_low_rank(first, 2, ridge=1.0), rest, pop, 0.9)
-    >>> len(cert.candidates), cert.method
-    (4, 'max-t')
+    >>> len(cert.candidates), cert.method, 0 <= cert.row_space_share <= 1
+    (4, 'max-t', True)
     """
     if not isinstance(low_rank, LowRankResult):
         raise TypeError(f"low_rank must be a LowRankResult (bl.fit_low_rank), got {type(low_rank).__name__}")
@@ -527,33 +530,30 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
     if data.d_x != low_rank.theta.shape[0] or data.d_phi != low_rank.theta.shape[1]:
         raise ValueError(f"data: d_x × d_φ = {data.d_x} × {data.d_phi}, the fit's Θ̂ is "
                          f"{low_rank.theta.shape[0]} × {low_rank.theta.shape[1]}")
+    n_basis = data.n // 2 if n_basis is None else check_int(n_basis, "n_basis", 1, data.n - 1)
     candidates = gain_candidates(low_rank.theta, population, quantiles, scope=scope)
-    _, singular, vt = np.linalg.svd(low_rank.theta, full_matrices=False)
-    basis = vt[: max(int((singular > singular[0] * 1e-10).sum()), 1)].T
+    basis_data, data = data.split(n_basis)
+    rank = low_rank.rank
+    stopped = not low_rank.diagnostics.converged
+    effort = f", {low_rank.diagnostics.n_iter} FGD iterations" if stopped else ""
+    with warnings.catch_warnings():
+        if stopped:  # as early as the choosing fit, whose warning the user has had
+            warnings.simplefilter("ignore", ConvergenceWarning)
+        limit = {"max_iter": low_rank.diagnostics.n_iter} if stopped else {}
+        other = fit_low_rank(basis_data, rank, ridge=ridge, **limit).theta
+    basis = np.linalg.svd(other, full_matrices=False)[2][:rank].T
+    share = float(np.sum((low_rank.theta @ basis) ** 2) / max(np.sum(low_rank.theta ** 2), np.finfo(float).tiny))
     narrow = data.delta.times(basis) if data.indexed else data.differences @ basis
     narrow_data = PreferenceData(data.contexts, narrow, data.labels, weights=data.weights, counts=data.counts)
     fit = fit_mle(narrow_data, ridge=ridge)
     in_space = Population(population.contexts, population.features @ basis, population.states)
     cert = certify_policies(fit.calibrated_set(level), [replace(c, population=in_space.fingerprint)
                                                         for c in candidates], in_space, level)
-    rank = basis.shape[1]
-    # The certifying part's own row space, fitted with the choosing fit's effort (its iterations).
-    other = fit_low_rank(data, rank, ridge=ridge, max_iter=max(low_rank.diagnostics.n_iter, 1))
-    other = np.linalg.svd(other.theta, full_matrices=False)[2][:rank]
-    agreement = float(np.sum((low_rank.theta @ other.T) ** 2) / np.sum(low_rank.theta ** 2))
-    limit = get_config()["row_space_agreement"]
-    if agreement < limit:
-        warnings.warn(f"{agreement:.0%} of the choosing fit's Θ̂ lies in the row space of a rank-{rank} fit "
-                      f"of the certifying comparisons (below {limit:.0%}): V̂ is not Θ*'s row space, and the "
-                      "values in Θ = A V̂ᵀ credit directions the candidates were chosen on that may carry no "
-                      "reward, so the bounds can exceed the true values (on the paper's simulation with "
-                      "pure-noise features every bound failed). Choose with more comparisons, a lower rank "
-                      "or fewer features", DataWarning, skip_file_prefixes=(PACKAGE_DIR,))
-    meaning = (f"{cert.level_meaning}; the values are those of the best fit Θ = A V̂ᵀ in the choosing fit's "
-               f"row space (r = {rank}), the true values when the rows of Θ* lie in it ({agreement:.0%} of Θ̂ "
-               "in the certifying comparisons' own row space)")
+    meaning = (f"{cert.level_meaning}; the values are those of the best fit Θ = A V̂₂ᵀ in the row space of a "
+               f"rank-{rank} fit of {n_basis} other comparisons{effort}, the true values when the rows of Θ* "
+               f"lie in it ({share:.0%} of the choosing fit's Θ̂ does)")
     return replace(cert, candidates=candidates, population=population, level_meaning=meaning,
-                   row_space_share=agreement)
+                   row_space_share=share)
 
 
 def certify_split(fit: PRSResult, population: Population, level: float = LEVEL, *,

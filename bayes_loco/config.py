@@ -114,10 +114,6 @@ SETTINGS: dict[str, Setting] = {
         0.05, "bayes_loco.certify",
         "A certificate whose fit has more coordinates per comparison (k / N₂) warns: the MLE's values are "
         "inflated there (k / N₂ = 0.33 at d_φ = 4,096: 2.5-3.1x, every bound failed: results/width.md)."),
-    "row_space_agreement": Setting(
-        0.8, "bayes_loco.certify",
-        "The row-space certificate warns below this share of ‖Θ̂‖²_F in a rank-r fit's row space of the "
-        "certifying comparisons (medians 0.62-0.64 where bounds held, 0.11-0.55 where none did)."),
     "mc_confidence": Setting(
         0.95, "bayes_loco.sets.family",
         "The confidence of the Monte Carlo interval of a simulated critical value (``critical_low`` .. "
