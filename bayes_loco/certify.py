@@ -33,10 +33,8 @@ first part's RTV coordinates, and the part of Θ* outside that subspace is not i
 
 At a reward model's width the reduced model has r(d_x + d_φ) − r² coordinates, a third of the
 comparisons at d_φ = 4,096, and its values come out inflated. :func:`certify_row_space` bounds the
-same candidates in a row space fitted on comparisons neither the candidates nor the bounds read:
-half the rest gives V̂₂ (a rank-r fit's right singular vectors), the other half A (d_x × r) in
-Θ = A V̂₂ᵀ, d_x·r coordinates whatever d_φ (``split_policy(..., model="row-space")``). Its bounds
-are on the values of the best fit of that form: the true values when the rows of Θ* lie in span V̂₂,
+candidates in Θ = A V̂₂ᵀ (d_x·r coordinates) instead, V̂₂ fitted on half the rest and A on the other
+half (``split_policy(..., model="row-space")``): the true values where the rows of Θ* lie in span V̂₂,
 attenuated (conservative) where V̂₂ misses part of them or mixes in noise.
 """
 
@@ -403,9 +401,9 @@ def check_dimension(fit: PRSResult) -> float:
         warnings.warn(f"the certifying fit has {fit.k} coordinates for {fit.estimation_data.n} comparisons "
                       f"(k / N = {ratio:.3g} > {limit:g}): there the reduced MLE's values are inflated and "
                       "its standard errors too small, so the bounds can exceed the true values (at a "
-                      "reward model's width every bound failed). Certify with more comparisons, a lower rank "
-                      "or fewer features, or in a row space fitted on other comparisons (model='row-space': d_x·r "
-                      "coordinates, its bounds err low)", DataWarning,
+                      "reward model's width every bound failed). Certify with more comparisons, a lower "
+                      "rank or fewer features, or in a row space fitted on other comparisons "
+                      "(model='row-space': d_x·r coordinates, its bounds err low)", DataWarning,
                       stacklevel=3)
     return ratio
 
@@ -413,7 +411,8 @@ def check_dimension(fit: PRSResult) -> float:
 def split_policy(data: PreferenceData, rank: int, population: Population, level: float = LEVEL, *,
                  n_initial: int | None = None, ridge: float = 1.0,
                  quantiles: Sequence[float] = (0.0, 0.25, 0.5, 0.75),
-                 scope: str = "personalised", model: str = "reduced", max_iter: int = 5000) -> PolicyCertificate:
+                 scope: str = "personalised", model: str = "reduced",
+                 max_iter: int = 5000) -> PolicyCertificate:
     """Choose candidate policies on the first N₀ comparisons and certify their values on the rest.
 
     PRS with a split (:func:`~bayes_loco.fit_prs`: the low-rank fit on the first ``n_initial``
@@ -467,7 +466,8 @@ def split_policy(data: PreferenceData, rank: int, population: Population, level:
     first, rest = data.split(n_initial)
     low_rank = fit_low_rank(first, rank, ridge=ridge, max_iter=check_int(max_iter, "max_iter", 1))
     if model == "row-space":
-        return certify_row_space(low_rank, rest, population, level, quantiles=quantiles, scope=scope, ridge=ridge)
+        return certify_row_space(low_rank, rest, population, level, quantiles=quantiles, scope=scope,
+                                 ridge=ridge)
     fit = fit_prs(data, rank, n_initial=n_initial, ridge=ridge, low_rank=low_rank)
     return certify_split(fit, population, level, quantiles=quantiles, scope=scope)
 
@@ -479,19 +479,18 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
     """Certify a low-rank fit's gain candidates in a row space fitted on comparisons neither has seen.
 
     ``data`` (comparisons ``low_rank`` was not fitted on) is split in two. A rank-r fit of the first
-    ``n_basis`` (FGD to convergence, or as many iterations as ``low_rank`` when it stopped early) gives the row space V̂₂ (d_φ × r, its
-    right singular vectors). On the others the model Θ = A V̂₂ᵀ has d_x·r coordinates A whatever d_φ:
-    the logistic MLE of A (features x_t and V̂₂ᵀΔφ_t, :func:`~bayes_loco.fit_mle`) and its Wald set
-    bound the values of :func:`gain_candidates` of Θ̂ = ``low_rank.theta`` (:func:`certify_policies`).
+    ``n_basis`` (FGD to convergence, or as many iterations as ``low_rank`` took if it stopped early)
+    gives the row space V̂₂ (d_φ × r). On the others, Θ = A V̂₂ᵀ has d_x·r coordinates whatever d_φ:
+    the MLE of A (:func:`~bayes_loco.fit_mle` on x_t, V̂₂ᵀΔφ_t) and its Wald set bound the values of
+    :func:`gain_candidates` of Θ̂ = ``low_rank.theta`` (:func:`certify_policies`).
 
     The bounds are on the values under the model's best fit A†V̂₂ᵀ, the true values when the rows of
-    Θ* lie in span V̂₂. Where they do not, the part of Θ* outside the span is lost, and the directions
-    V̂₂ mixes in carry noise of comparisons the candidates never read: the values come out attenuated,
-    so the bounds err low (docs/explanation/value-family.md, "In a row space fitted on other data").
-    The row space of Θ̂ itself errs high: the candidates favour actions large along Θ̂'s noise
-    directions and A credits them (on the paper's simulation with pure-noise features every bound
-    failed). ``row_space_share``, the share of ‖Θ̂‖²_F in span V̂₂, says how much of what chose the
-    candidates the bounds can see: low, they are far below the values.
+    Θ* lie in span V̂₂. Where they do not, what lies outside is lost and what V̂₂ mixes in is noise of
+    comparisons the candidates never read: the values come out attenuated, the bounds err low
+    (docs/explanation/value-family.md, "In a row space fitted on other data"). Θ̂'s own row space errs
+    high: the candidates favour actions large along Θ̂'s noise directions, and A credits them.
+    ``row_space_share``, the share of ‖Θ̂‖²_F in span V̂₂, is how much of what chose the candidates
+    the bounds can see: low, they are far below the values.
 
     Parameters
     ----------
@@ -542,7 +541,8 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
         limit = {"max_iter": low_rank.diagnostics.n_iter} if stopped else {}
         other = fit_low_rank(basis_data, rank, ridge=ridge, **limit).theta
     basis = np.linalg.svd(other, full_matrices=False)[2][:rank].T
-    share = float(np.sum((low_rank.theta @ basis) ** 2) / max(np.sum(low_rank.theta ** 2), np.finfo(float).tiny))
+    norm = max(np.sum(low_rank.theta ** 2), np.finfo(float).tiny)
+    share = float(np.sum((low_rank.theta @ basis) ** 2) / norm)
     narrow = data.delta.times(basis) if data.indexed else data.differences @ basis
     narrow_data = PreferenceData(data.contexts, narrow, data.labels, weights=data.weights, counts=data.counts)
     fit = fit_mle(narrow_data, ridge=ridge)

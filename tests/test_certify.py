@@ -304,11 +304,13 @@ def test_the_row_space_certificate_is_the_mle_of_a_in_a_row_space_fitted_on_othe
 def test_the_row_space_share_says_how_much_of_the_choice_the_bounds_see():
     """Where Θ*'s row space is recoverable (no pure-noise features, N = 6,000) at least 80% of the
     choosing fit's Θ̂ lies in the certifying row space (0.91-0.96 over four seeds); on the paper's
-    simulation with 171 pure-noise dimensions at N = 4,000 at most 20% does (0.04-0.06) (the bounds are on a small part of what chose). A choosing
-    fit stopped early stops the row space's fit as early, without a second warning."""
+    simulation with 171 pure-noise dimensions at N = 4,000 at most 20% does (0.04-0.06): the bounds see
+    a small part of what chose. A choosing fit stopped early stops the row space's fit as early, without
+    a second warning."""
     clean = bl.simulate.paper_problem(d_x=10, d_s=5, rank=2, imbalance=1, theta_kind="random", seed=3)
     first, rest = clean.sample(6_000, seed=1).split(3_000)
-    cert = bl.certify.certify_row_space(bl.fit_low_rank(first, 2, ridge=1.0), rest, clean.population(50, seed=2))
+    cert = bl.certify.certify_row_space(bl.fit_low_rank(first, 2, ridge=1.0), rest,
+                                        clean.population(50, seed=2))
     assert cert.row_space_share >= 0.8
     noisy = bl.simulate.paper_problem(d_x=32, d_s=20, rank=4, imbalance=3, noise_dims=171, seed=0)
     first, rest = noisy.sample(4_000, seed=1).split(2_000)
