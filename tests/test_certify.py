@@ -320,7 +320,7 @@ def test_the_row_space_share_says_how_much_of_the_choice_the_bounds_see():
         warnings.simplefilter("error")
         cert = bl.certify.certify_row_space(low, rest, noisy.population(100, seed=2))
     assert cert.row_space_share <= 0.2
-    assert "rank-4 fit of 1000 other comparisons, 100 FGD iterations" in cert.level_meaning
+    assert "rank-4 fit of 1,000 other comparisons, 100 FGD iterations" in cert.level_meaning
 
 
 def test_the_certified_wide_coverage_study_records_both_certificates(tmp_path):
