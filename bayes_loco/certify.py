@@ -550,8 +550,8 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
     cert = certify_policies(fit.calibrated_set(level), [replace(c, population=in_space.fingerprint)
                                                         for c in candidates], in_space, level)
     meaning = (f"{cert.level_meaning}; the values are those of the best fit Θ = A V̂₂ᵀ in the row space of "
-               f"a rank-{rank} fit of {n_basis:,} other comparisons{effort}, the true values when the rows of "
-               f"Θ* lie in it ({share:.0%} of the choosing fit's Θ̂ does)")
+               f"a rank-{rank} fit of {n_basis:,} other comparisons{effort}, the true values when the rows "
+               f"of Θ* lie in it ({share:.0%} of the choosing fit's Θ̂ does)")
     return replace(cert, candidates=candidates, population=population, level_meaning=meaning,
                    row_space_share=share)
 
