@@ -185,6 +185,14 @@ STUDIES: dict[str, Study] = {
         "certified-wide-coverage", _grid(n=[3000]), reps=100, fixed={**COVERAGE_FIXED, "noise_dims": 200},
         methods=("PRS-Greedy", "PRS-split-certified", "PRS-split-certified-row-space"),
         columns=FAMILY_COLUMNS, description="certified bounds at a reward model's k / N (0.3), fresh theta*"),
+    # Both certificates on the paper's simulation with pure-noise features (d_φ = 40 and 200, N = 4,000),
+    # beside the greedy and the exact Wald policies of PRS on all the data.
+    "certified-paper": Study(
+        "certified-paper", _grid(noise_dims=[11, 171]), reps=20,
+        fixed={**WIDTH_FIXED, "n": 4000, "population": 200},
+        methods=("PRS-Greedy", "PRS-exact-Wald", "PRS-split-certified", "PRS-split-certified-row-space"),
+        x="noise_dims", columns=FAMILY_COLUMNS,
+        description="certified bounds on the paper's simulation with pure-noise features"),
     "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
                    panel="noise_dims", description="appendix: pure-noise feature dimensions"),
 }
