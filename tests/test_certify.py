@@ -335,9 +335,7 @@ def test_the_certified_wide_coverage_study_records_both_certificates(tmp_path):
 @pytest.mark.slow
 def test_the_row_space_bound_held_on_the_wide_coverage_generator(tmp_path):
     """100 seeds where the reduced model has k / N₂ = 0.30 (certified-wide-coverage): the row-space
-    certificate's bound holds in at least 0.9 of the seeds, less 3 binomial standard errors (0.09). A
-    measurement on this generator, where attenuation outweighs what V̂'s noise directions add, not a
-    guarantee: on the paper's simulation with pure-noise features the bound fails (and warns, above)."""
+    certificate's bound holds in at least 0.9 of the seeds, less 3 binomial standard errors (0.09)."""
     study = bl.experiments.STUDIES["certified-wide-coverage"]
     results = bl.experiments.run_study(study, tmp_path, progress=False)
     row_space = results[results["method"] == "PRS-split-certified-row-space"]
