@@ -332,6 +332,28 @@ def test_the_certified_wide_coverage_study_records_both_certificates(tmp_path):
     assert (rows["radius"] >= stats.norm.ppf(LEVEL) - 1e-9).all()  # c of J ≥ 1 one-sided candidates
 
 
+def test_the_best_of_exact_and_row_space_keeps_the_larger_bound_at_half_the_risk_each():
+    """The union method solves the exact Wald policy on all the data and the row-space certificate each at
+    0.95 and keeps the larger bound, at level 0.9 for the pair (best_bound_policy)."""
+    problem = bl.simulate.paper_problem(d_x=6, d_s=4, d_a=4, rank=2, imbalance=3, noise_dims=6, seed=2)
+    data, population = problem.sample(3_000, seed=3), problem.population(40, seed=4)
+    names = ("PRS-exact-Wald", "PRS-split-certified-row-space", "PRS-best-of-exact-and-row-space")
+    rows = {row["method"]: row for row in bl.experiments.run_methods(
+        problem, data, {"personalised": population}, names, rank=2, columns=("improvement",))}
+    half = 1 - (1 - LEVEL) / 2
+    exact = bl.pessimistic_policy(bl.fit_prs(data, 2, ridge=1.0).calibrated_set(half), population,
+                                  objective="exact")
+    row_space = bl.split_policy(data, 2, population, half, model="row-space").policy
+    union = rows["PRS-best-of-exact-and-row-space"]
+    assert union["level"] == pytest.approx(LEVEL)
+    larger = max(exact.pessimistic_value, row_space.pessimistic_value)
+    assert union["pessimistic_value"] == pytest.approx(larger, rel=1e-9, abs=1e-12)
+    kept = exact if exact.pessimistic_value >= row_space.pessimistic_value else row_space
+    assert union["improvement"] == pytest.approx(bl.relative_value(kept, problem, population), rel=1e-9)
+    # each member at 0.95 holds a bound no larger than the same method's at 0.9
+    assert exact.pessimistic_value <= rows["PRS-exact-Wald"]["pessimistic_value"] + 1e-12
+
+
 @pytest.mark.slow
 def test_the_row_space_bound_held_on_the_wide_coverage_generator(tmp_path):
     """100 seeds where the reduced model has k / N₂ = 0.30 (certified-wide-coverage): the row-space

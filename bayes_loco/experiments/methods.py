@@ -55,7 +55,7 @@ class MethodSpec:
         "certified": candidates chosen on the fit's first N₀ comparisons (the greedy policy of its
         low-rank fit, and that policy kept on its rows of largest estimated gain), their values bounded
         simultaneously by the set fitted on the rest (:func:`~bayes_loco.certify_policies`);
-        "certified-row-space": bounded instead in the first part's row space
+        "certified-row-space": bounded instead in a row space fitted on half the rest
         (:func:`~bayes_loco.certify.certify_row_space`).
     sized : bool
         Resize the (ellipsoid) set for each scope to guard only the values of
@@ -115,6 +115,8 @@ METHODS: dict[str, MethodSpec] = {
     "Posterior-relaxed-family": MethodSpec("posterior", "quantile", "relaxed", family=True),
     "PRS-split-certified": MethodSpec("prs_split", "wald", "certified"),
     "PRS-split-certified-row-space": MethodSpec("prs_split", None, "certified-row-space"),
+    "PRS-best-of-exact-and-row-space": MethodSpec("prs", "wald", "exact",
+                                                  union=("PRS-exact-Wald", "PRS-split-certified-row-space")),
 }
 #: The methods a study runs unless it names others: the paper's three and the exact Wald policy.
 DEFAULT_METHODS = ("MLE-Greedy", "MLE-Pessimistic", "PRS", "PRS-exact-Wald")
@@ -344,10 +346,7 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
                              else _truth_columns(uset, truth) if per_scope else base_columns)
             row_level = np.nan if uset is None or uset.level is None else uset.level
             if spec.objective.startswith("certified"):
-                certificate = (certify_split(fit, population, level, scope=scope, uncertainty_set=uset)
-                               if spec.objective == "certified" else  # the rest fits its own model
-                               certify_row_space(fit.low_rank, fit.estimation_data, population, level,
-                                                 scope=scope, ridge=fits.ridge))
+                certificate = _certificate(spec, fits, level, scope, population, uset)
                 policy, row_level = certificate.policy, certificate.level
                 truth_columns = {**truth_columns, "radius": certificate.critical}
             elif uset is None:
@@ -384,8 +383,21 @@ def _method_rows(name: str, fits: Fits, populations: Mapping[str, Population], t
 def _member_policy(name: str, fits: Fits, c2: float, level: float, scope: str, population: Population):
     """The policy of method ``name`` at ``level`` on one scope: a member of a union's choice."""
     spec = METHODS[name]
+    if spec.objective.startswith("certified"):
+        return _certificate(spec, fits, level, scope, population).policy
     uset = _scope_set(spec, fits, _make_set(spec, fits, c2, level), level, scope, population)
     return pessimistic_policy(uset, population, objective=spec.objective, scope=scope)
+
+
+def _certificate(spec: MethodSpec, fits: Fits, level: float, scope: str, population: Population,
+                 uncertainty_set=None):
+    """A certified method's certificate: the split fit's reduced model, or a row space fitted on half its
+    second part (which then fits its own model: no set of the fit's)."""
+    fit = fits[spec.fit]
+    if spec.objective == "certified":
+        return certify_split(fit, population, level, scope=scope, uncertainty_set=uncertainty_set)
+    return certify_row_space(fit.low_rank, fit.estimation_data, population, level, scope=scope,
+                             ridge=fits.ridge)
 
 
 def _chart_rank(fit: Fit) -> float:

@@ -190,8 +190,8 @@ STUDIES: dict[str, Study] = {
     "certified-paper": Study(
         "certified-paper", _grid(noise_dims=[11, 171]), reps=20,
         fixed={**WIDTH_FIXED, "n": 4000, "population": 200},
-        methods=("PRS-Greedy", "PRS-exact-Wald", "PRS-split-certified", "PRS-split-certified-row-space"),
-        x="noise_dims", columns=FAMILY_COLUMNS,
+        methods=("PRS-Greedy", "PRS-exact-Wald", "PRS-split-certified", "PRS-split-certified-row-space",
+                 "PRS-best-of-exact-and-row-space"), x="noise_dims", columns=FAMILY_COLUMNS,
         description="certified bounds on the paper's simulation with pure-noise features"),
     "noise": Study("noise", _grid(n=[1000, 3000, 10000], noise_dims=[0, 10, 20]), fixed={"imbalance": 3},
                    panel="noise_dims", description="appendix: pure-noise feature dimensions"),
