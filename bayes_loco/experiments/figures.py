@@ -331,7 +331,9 @@ def plot_calibration(results: pd.DataFrame, *, panel: str | None = None, title: 
 WIDTH_CURVES = (("PRS-Greedy", "greedy, PRS's estimate", "C0"), ("PRS-exact-Wald", "exact, Wald 90%", "C1"),
                 ("PRS-relaxed-family", "relaxed, value family 90%", "C2"),
                 ("PRS-best-of-exact-and-family", "best of both at 95% each", "C3"),
-                ("PRS-split-certified", "certified on a split, 90%", "C4"))
+                ("PRS-split-certified", "certified on a split, 90%", "C4"),
+                ("PRS-split-certified-row-space", "certified in a row space, 90%", "C5"),
+                ("PRS-best-of-exact-and-row-space", "best of exact and row space, 95% each", "C6"))
 FRONTIER_PREFIX = "PRS-relaxed-family-frontier @ "
 
 

@@ -75,7 +75,8 @@ SHIFT_POSTERIOR_METHODS = ("MLE-Greedy", "PRS-exact-Wald-values", "Posterior-mea
 # N = 100,000, d_x = 32, r = 4.
 WIDTH_FIXED = {"n": 100_000, "d_x": 32, "rank": 4, "imbalance": 3, "global_states": 0}
 WIDTH_METHODS = ("PRS-Greedy", "PRS-exact-Wald", "PRS-relaxed-family", "PRS-best-of-exact-and-family",
-                 "PRS-relaxed-family-frontier", "PRS-split-certified")
+                 "PRS-relaxed-family-frontier", "PRS-split-certified", "PRS-split-certified-row-space",
+                 "PRS-best-of-exact-and-row-space")
 WIDTH_POSTERIOR_METHODS = ("PRS-Greedy", "PRS-exact-Wald", "PRS-relaxed-family", "Posterior-mean-Greedy",
                            "Posterior-exact-ellipsoid", "Posterior-relaxed-family")
 # The coverage studies' generator: a fresh rank-2 Θ* per seed (theta_kind='random'), d_x = 10, d_φ = 14,
