@@ -429,8 +429,8 @@ def test_plot_width_draws_the_study_and_its_frontier(tmp_path):
     assert len(bottom_left.lines) == 2 + 2 + 1  # a curve and a star per width, and the 0.5 line
     assert [t.get_text() for t in top_left.get_legend().get_texts()] == [
         "greedy, PRS's estimate", "exact, Wald 90%", "relaxed, value family 90%", "best of both at 95% each",
-        "certified on a split, 90%"]
-    assert len(top_right.lines) == 5  # the exact, family, best-of-both and certified ratios and the 0.5 line
+        "certified on a split, 90%", "certified in a row space, 90%", "best of exact and row space, 95% each"]
+    assert len(top_right.lines) == 7  # every pessimistic method's ratio to greedy and the 0.5 line
     # d_φ = d_a − 1 + d_s + noise_dims = 3 + 3 + 1 and 3 + 3 + 3
     labels = [t.get_text() for t in bottom_right.get_legend().get_texts()]
     assert labels == ["d_φ = 7 (1 seeds)", "d_φ = 9 (1 seeds)"]
