@@ -7,6 +7,7 @@ solver that every uncertainty set feeds.
 
 from . import certify, datasets, simulate
 from ._version import __version__ as __version__
+from .calibrated import calibrated_policy
 from .certify import PolicyCertificate, certify_policies, split_policy
 from .config import config_context, get_config, set_config
 from .coordinates import Coordinates, RTVBasis, VecCoordinates, rtv_basis
@@ -130,6 +131,7 @@ __all__ = [
     "best_actions",
     "best_bound_policy",
     "brier",
+    "calibrated_policy",
     "calibration_curve",
     "certify",
     "certify_policies",
