@@ -113,7 +113,8 @@ SETTINGS: dict[str, Setting] = {
     "certify_dimension_ratio": Setting(
         0.05, "bayes_loco.certify",
         "A certificate whose fit has more coordinates per comparison (k / N₂) warns: the MLE's values are "
-        "inflated there (k / N₂ = 0.33 at d_φ = 4,096: 2.5-3.1x, every bound failed: results/width.md)."),
+        "inflated there (k / N₂ = 0.33 at d_φ = 4,096: 2.5-3.1x, every bound failed: results/width.md). "
+        "Above it (k / N) calibrated_policy certifies in a row space instead of the exact Wald policy."),
     "mc_confidence": Setting(
         0.95, "bayes_loco.sets.family",
         "The confidence of the Monte Carlo interval of a simulated critical value (``critical_low`` .. "
