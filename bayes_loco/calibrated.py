@@ -18,7 +18,7 @@ from ._validation import LEVEL, check_int, check_level, check_rank
 from .certify import split_policy
 from .config import get_config
 from .data import PreferenceData
-from .frequentist import fit_low_rank, fit_prs
+from .frequentist import fit_prs
 from .policy import Policy, pessimistic_policy
 from .population import Population
 
@@ -82,8 +82,7 @@ def calibrated_policy(data: PreferenceData, rank: int, population: Population, l
                               max_iter=max_iter).policy
         road = f"{sizes} > {limit:g}: certified in a row space fitted on other comparisons"
     else:
-        low_rank = fit_low_rank(data, rank, ridge=ridge, max_iter=max_iter)
-        fit = fit_prs(data, rank, ridge=ridge, low_rank=low_rank)
+        fit = fit_prs(data, rank, ridge=ridge, max_iter=max_iter)
         policy = pessimistic_policy(fit.calibrated_set(level), population, objective="exact", scope=scope)
         road = f"{sizes} ≤ {limit:g}: the exact policy of PRS's Wald set"
     return replace(policy, level_meaning=f"{road}; {policy.level_meaning}")

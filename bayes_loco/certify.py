@@ -463,12 +463,11 @@ def split_policy(data: PreferenceData, rank: int, population: Population, level:
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     check_option(model, "model", ("reduced", "row-space"))
     n_initial = data.n // 2 if n_initial is None else check_int(n_initial, "n_initial", 1, data.n - 1)
-    first, rest = data.split(n_initial)
-    low_rank = fit_low_rank(first, rank, ridge=ridge, max_iter=check_int(max_iter, "max_iter", 1))
     if model == "row-space":
-        return certify_row_space(low_rank, rest, population, level, quantiles=quantiles, scope=scope,
-                                 ridge=ridge)
-    fit = fit_prs(data, rank, n_initial=n_initial, ridge=ridge, low_rank=low_rank)
+        first, rest = data.split(n_initial)
+        return certify_row_space(fit_low_rank(first, rank, ridge=ridge, max_iter=max_iter), rest, population,
+                                 level, quantiles=quantiles, scope=scope, ridge=ridge)
+    fit = fit_prs(data, rank, n_initial=n_initial, ridge=ridge, max_iter=max_iter)
     return certify_split(fit, population, level, quantiles=quantiles, scope=scope)
 
 

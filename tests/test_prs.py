@@ -117,6 +117,13 @@ def test_precomputed_low_rank_is_reused(prs_random, random_low_rank_problem):
         bl.fit_prs(random_low_rank_problem.data, 3, low_rank=lr)
 
 
+def test_max_iter_bounds_the_low_rank_fit_it_makes(random_low_rank_problem):
+    data = random_low_rank_problem.data
+    with pytest.warns(bl.ConvergenceWarning, match="FGD stopped after 3 iterations"):
+        fit = bl.fit_prs(data, 2, n_initial=data.n // 2, max_iter=3)
+    assert fit.low_rank.diagnostics.n_iter == 3 and not fit.low_rank.diagnostics.converged
+
+
 @pytest.mark.parametrize("level", [0.5, 0.9, 0.99])
 def test_calibrated_set_radius_is_chi2_quantile(prs_random, level):
     cs = prs_random.calibrated_set(level)
@@ -199,6 +206,7 @@ def test_bad_c2_is_named(prs_random, c2):
     ({"n_initial": 0}, ValueError, r"^n_initial must be in \[1, 3999\]"),
     ({"n_initial": 0.5}, TypeError, "^n_initial must be an integer"),
     ({"rank": 6}, ValueError, r"^rank must be in \[1, 4\]"),
+    ({"max_iter": 0}, ValueError, r"^max_iter must be >= 1, got 0"),
 ])
 def test_bad_arguments_are_named(random_low_rank_problem, kwargs, error, pattern):
     args = {"rank": 2} | kwargs

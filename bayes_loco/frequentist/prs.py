@@ -230,7 +230,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
 
 @checks_data
 def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ridge: float = 0.0,
-            low_rank: LowRankResult | None = None, ties: Ties = "half") -> PRSResult:
+            low_rank: LowRankResult | None = None, ties: Ties = "half", max_iter: int = 5000) -> PRSResult:
     """Fit PRS: low-rank fit → RTV basis → reduced MLE θ̂_rtv and W (Gram).
 
     The paper's set is ``fit.penalty_set(c2=5.0)``, the calibrated one
@@ -254,6 +254,9 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     ties : {"half", "davidson"}
         How a tie enters (:func:`~bayes_loco.fit_mle`), in the low-rank fit and the reduced
         MLE; with ``"davidson"`` the reduced MLE fits log ν with θ_rtv.
+    max_iter : int
+        FGD's iterations when this fit makes the low-rank fit (:func:`~bayes_loco.fit_low_rank`'s
+        ``max_iter``; at a reward model's width 100 choose about as well as a converged fit).
 
     Weights ``data.weights`` multiply each comparison's term in both fits.
 
@@ -270,11 +273,12 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     'gram'
     """
     ridge = check_real(ridge, "ridge", 0.0)
+    max_iter = check_int(max_iter, "max_iter", 1)
     check_ties(ties)
     start = time.perf_counter()
     initial, estimation = data.split(n_initial)
     if low_rank is None:
-        low_rank = fit_low_rank(initial, rank, ridge=ridge, ties=ties)
+        low_rank = fit_low_rank(initial, rank, ridge=ridge, ties=ties, max_iter=max_iter)
     else:
         check_instance(low_rank, "low_rank", LowRankResult,
                        "LowRankResult (fit_low_rank of the first n_initial comparisons)")
