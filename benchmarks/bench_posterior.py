@@ -11,7 +11,9 @@ and the identified entries of Θ, ESS per second (θ_rtv's alone beside it), the
 over the same and over θ_rtv alone, the divergences and the seconds of the frequentist start
 (not in ``secs``); ``sample`` is the sampler's own time (no compilation) and ``sampled`` θ_rtv's
 ESS per second of it; ``compile`` the seconds nutpie's compilation took (``--repeat 2`` fits each
-cell twice: the second reuses the compiled model, :mod:`bayes_loco.bayes.samplers`). Then, per
+cell twice: the second reuses the compiled model, :mod:`bayes_loco.bayes.samplers`); ``ESS/1k grad``
+the smallest bulk ESS per 1,000 of the kept run's gradient evaluations (its leapfrog steps: the cost
+that does not depend on the machine) and ``runs`` the NUTS runs of the fit's plan. Then, per
 cell, the ratios to the factored model of steps and of ESS per second. ``angle`` is the start's
 largest ``ChartFrame.angles``.
 A CSV of every row goes to ``--out``.
@@ -80,6 +82,9 @@ def run_cell(data, start, rank: int, model: str, args) -> dict:
     row["ess_per_s"] = row["ess_bulk"] / seconds
     row["rtv_ess_per_s"] = row["rtv_ess_bulk"] / seconds
     row["rtv_ess_per_sampling_s"] = row["rtv_ess_bulk"] / row["sampling_seconds"]
+    # The cost that does not depend on the machine: the kept run's gradient evaluations (leapfrog steps).
+    row["ess_per_1000_gradients"] = 1000 * row["ess_bulk"] / float(stats["n_steps"].sum())
+    row["attempts"] = len(post.settings.get("plan", {}).get("attempts", [])) or 1
     return row
 
 
@@ -103,7 +108,8 @@ def main():
     rows = []
     header = (f"{'kind':>8} {'N':>7} {'model':>9} {'r1':>2} {'steps':>6} {'step':>6} {'secs':>7} "
               f"{'sample':>7} {'ESS bulk':>8} {'tail':>6} {'ESS/s':>7} {'θ_rtv/s':>7} {'sampled':>7} "
-              f"{'R-hat':>6} {'θ_rtv':>6} {'div':>4} {'angle':>6} {'start s':>7} {'compile':>7}")
+              f"{'R-hat':>6} {'θ_rtv':>6} {'div':>4} {'angle':>6} {'start s':>7} {'compile':>7} "
+              f"{'ESS/1k grad':>11} {'runs':>4}")
     print(header, flush=True)
     for kind in args.kinds:
         problem = bl.simulate.paper_problem(rank=args.rank, imbalance=args.imbalance, theta_kind=kind)
@@ -123,7 +129,8 @@ def main():
                       f"{row['ess_bulk']:8.0f} {row['ess_tail']:6.0f} {row['ess_per_s']:7.2f} "
                       f"{row['rtv_ess_per_s']:7.2f} {row['rtv_ess_per_sampling_s']:7.2f} {row['r_hat']:6.3f} "
                       f"{row['rtv_r_hat']:6.3f} {row['divergences']:4d} {row['max_angle']:6.2f} "
-                      f"{start_seconds:7.1f} {row['compile_seconds']:7.2f}", flush=True)
+                      f"{start_seconds:7.1f} {row['compile_seconds']:7.2f} "
+                      f"{row['ess_per_1000_gradients']:11.2f} {row['attempts']:4d}", flush=True)
                 pd.DataFrame(rows).to_csv(args.out, index=False)
     table = pd.DataFrame(rows)
     if "factored" in which and len(which) > 1:
