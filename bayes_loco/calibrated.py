@@ -17,6 +17,7 @@ from dataclasses import replace
 from ._validation import LEVEL, check_int, check_level, check_rank
 from .certify import split_policy
 from .config import get_config
+from .coordinates import manifold_dim
 from .data import PreferenceData
 from .frequentist import fit_prs
 from .policy import Policy, pessimistic_policy
@@ -74,7 +75,7 @@ def calibrated_policy(data: PreferenceData, rank: int, population: Population, l
     rank = check_rank(rank, data.d_x, data.d_phi)
     level = check_level(level)
     max_iter = check_int(max_iter, "max_iter", 1)
-    k = rank * (data.d_x + data.d_phi) - rank**2
+    k = manifold_dim(data.d_x, data.d_phi, rank)
     limit = get_config()["certify_dimension_ratio"]
     sizes = f"k / N = {k:,} / {data.n:,} = {k / data.n:.2g}"
     if k / data.n > limit:

@@ -55,6 +55,21 @@ class Coordinates(Protocol):
         ...
 
 
+def manifold_dim(d_x: int, d_phi: int, rank: int) -> int:
+    """k = (d_x + d_φ) r − r², the dimension of the manifold of d_x × d_φ matrices Θ of rank r.
+
+    The coordinates of :class:`RTVBasis`, the parameters of a rank-r fit (``LowRankResult.n_params``),
+    and the k of ``certify_dimension_ratio``'s k / N.
+
+    Examples
+    --------
+    >>> from bayes_loco.coordinates import manifold_dim
+    >>> manifold_dim(5, 8, 2)
+    22
+    """
+    return (d_x + d_phi) * rank - rank * rank
+
+
 def broadcast_contexts(contexts: np.ndarray, features: np.ndarray) -> np.ndarray:
     """Contexts (n, d_x) reshaped to broadcast against features (n, …, d_φ)."""
     return contexts.reshape(contexts.shape[0], *([1] * (features.ndim - 2)), contexts.shape[1])
@@ -174,8 +189,7 @@ class RTVBasis:
 
     @property
     def dim(self) -> int:
-        r = self.rank
-        return (self.d_x + self.d_phi) * r - r * r
+        return manifold_dim(self.d_x, self.d_phi, self.rank)
 
     def _blocks(self, rotated: np.ndarray) -> np.ndarray:
         r = self.rank

@@ -7,6 +7,7 @@ import pytest
 
 import bayes_loco as bl
 from bayes_loco import Coordinates, RTVBasis, rtv_basis
+from bayes_loco.coordinates import manifold_dim
 
 SHAPES = [(4, 5, 1), (4, 5, 2), (6, 3, 2), (5, 5, 5), (20, 29, 3)]
 
@@ -317,3 +318,24 @@ def test_steps_that_would_exhaust_memory_are_refused_with_their_size(monkeypatch
     for call, message in cases:
         with pytest.raises(MemoryError, match=message + r".* GiB of memory is available"):
             call()
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "rank"), [(3, 4, 1), (5, 8, 2), (6, 6, 3), (4, 9, 4)])
+def test_manifold_dim_is_the_rank_of_the_factor_map(d_x, d_phi, rank):
+    """k = (d_x + d_φ) r − r² is the rank of the Jacobian of (U, V) → U Vᵀ at a generic point (the
+    factors' (d_x + d_φ) r entries less GL(r)'s r²), and the dimension RTVBasis and a rank-r fit use."""
+    rng = np.random.default_rng(d_x * 100 + d_phi * 10 + rank)
+    u, v = rng.standard_normal((d_x, rank)), rng.standard_normal((d_phi, rank))
+    # d(U Vᵀ) = dU Vᵀ + U dVᵀ: linear in (dU, dV), one column per factor entry.
+    columns = []
+    for i, j in np.ndindex(d_x, rank):
+        du = np.zeros((d_x, rank))
+        du[i, j] = 1.0
+        columns.append((du @ v.T).ravel())
+    for i, j in np.ndindex(d_phi, rank):
+        dv = np.zeros((d_phi, rank))
+        dv[i, j] = 1.0
+        columns.append((u @ dv.T).ravel())
+    k = manifold_dim(d_x, d_phi, rank)
+    assert np.linalg.matrix_rank(np.column_stack(columns)) == k
+    assert bl.rtv_basis(u @ v.T, rank).dim == k

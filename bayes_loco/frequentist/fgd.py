@@ -34,7 +34,7 @@ from .._validation import (
     check_shape,
 )
 from ..config import get_config
-from ..coordinates import RTVBasis, rtv_basis
+from ..coordinates import RTVBasis, manifold_dim, rtv_basis
 from ..data import PreferenceData
 from ..design import information
 from ..exceptions import ConvergenceWarning, DataWarning
@@ -137,8 +137,7 @@ class LowRankResult(WaldFit):
     @property
     def n_params(self) -> int:
         """k = (d_x + d_φ) r − r², the dimension of the rank-r manifold."""
-        dx, dp = self.theta.shape
-        return (dx + dp) * self.rank - self.rank**2
+        return manifold_dim(*self.theta.shape, self.rank)
 
     @cached_property
     def coordinates(self) -> RTVBasis:
