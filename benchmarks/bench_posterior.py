@@ -84,7 +84,7 @@ def run_cell(data, start, rank: int, model: str, args) -> dict:
     row["rtv_ess_per_sampling_s"] = row["rtv_ess_bulk"] / row["sampling_seconds"]
     # The cost that does not depend on the machine: the kept run's gradient evaluations (leapfrog steps).
     row["ess_per_1000_gradients"] = 1000 * row["ess_bulk"] / float(stats["n_steps"].sum())
-    row["attempts"] = len(post.settings.get("plan", {}).get("attempts", [])) or 1
+    row["attempts"] = len(post.settings["plan"]["attempts"])
     return row
 
 
