@@ -168,23 +168,13 @@ SETTINGS: dict[str, Setting] = {
         "The target_accept of the last retry of a divergent run whose charted components all stand "
         "``snr_steady`` standard deviations from 0 (and of the factored model's): the ratio coordinates "
         "are then far from singular. Higher: smaller steps, more leapfrog steps per draw."),
-    "n_partial_retry": Setting(
-        15000, "bayes_loco.bayes.geometry",
-        "A partial chart (r₁ < r) from this N on starts at ``retry_target_accept``: there its factored "
-        "weak block sits about components a few standard deviations from 0, and 11 of 13 such charts seen "
-        "diverged at 0.9 and ran again (unseen problems at N = 15,000-30,000, 1-114 divergences; §5.1 at "
-        "q = 10, N = 100,000, 1 and 3 on two GPUs). On seven of them (N = 15,000-30,000) the default drew "
-        "1.16-4.9x its former ESS per second where the chart had diverged at 0.9, and 0.60x and 0.70x on "
-        "the two whose chart had not (geometric mean 1.36x; docs/results/posterior.md). At N = 10,000 the "
-        "grids' partial charts diverged at 0.9 too, but §5.1's q = 10 chart did not, and at 0.95 drew an "
-        "ESS of 284-408 (three seeds; ess_min 400)."),
     "partial_draws": Setting(
         1.5, "bayes_loco.bayes.geometry",
-        "A partial chart below ``n_partial_retry`` draws this many times nuts.draws (the tuning as set): "
-        "its weak block's entries mix slowly (ESS 530-590 of 4,000 draws on §5.1 at q = 10, N = 10,000), "
-        "so at 1,000 draws a chain their R-hat sits at the edge of 1.01 (sampler seed 2 missed at 1.012 "
-        "and fell back to the factored model, 289 s). At 1,500, four sampler seeds of four converged "
-        "(R-hat 1.0036-1.0045, ESS 788-1,006, 76-79 s)."),
+        "A partial chart draws this many times nuts.draws (the tuning as set): its weak block's entries "
+        "mix slowly (ESS 530-590 of 4,000 draws on §5.1 at q = 10, N = 10,000), so at 1,000 draws a chain "
+        "their R-hat sits at the edge of 1.01 (sampler seed 2 missed at 1.012 and fell back to the "
+        "factored model, 289 s). At 1,500, four sampler seeds of four converged (R-hat 1.0036-1.0045, "
+        "ESS 788-1,006, 76-79 s)."),
     "gap_min": Setting(
         2.0, "bayes_loco.bayes.geometry",
         "A smaller chart's boundary r' must sit at a gap σ̂_r' ≥ ``gap_min`` σ̂_(r'+1): across a narrower "

@@ -31,9 +31,7 @@ warm-up coming back. The posterior itself is proper (the prior bounds it), so th
 default start is then the ridge fit with λ = 1/s² (``config["start_ridge"]`` over the prior's
 scale squared), the penalty a N(0, s²) prior on the entries of Θ would give.
 
-A partial chart from N = ``config["n_partial_retry"]`` on starts at ``target_accept``
-``config["retry_target_accept"]``: 11 of 13 seen there diverged at 0.9. Below it, it draws
-``config["partial_draws"]`` times ``nuts.draws``: its weak block mixes slowly.
+A partial chart draws ``config["partial_draws"]`` times ``nuts.draws``: its weak block mixes slowly.
 
 **Fall-back.** A chart chosen by ``"auto"`` that still shows trouble after sampling
 (a divergence, or R-hat above ``nuts.rhat_max``) is followed by :func:`fallbacks` on the
@@ -120,11 +118,11 @@ class Geometry:
         Chosen by ``"auto"``: the fit may fall back to the factored model.
     target_accept : float or None
         The step-size adaptation's target where it is above ``nuts.target_accept``
-        (a divergent run's retry, or a partial chart at N ≥ ``config["n_partial_retry"]``:
-        ``config["retry_target_accept"]``); None: the user's. :meth:`target` is the one that runs.
+        (a divergent run's retry: ``config["retry_target_accept"]``); None: the user's. :meth:`target`
+        is the one that runs.
     draws_scale : float
-        The run's draws over ``nuts.draws`` (``config["partial_draws"]`` for a partial chart below
-        ``config["n_partial_retry"]``; the tuning stays the user's).
+        The run's draws over ``nuts.draws`` (``config["partial_draws"]`` for a partial chart; the
+        tuning stays the user's).
     lengthened : bool
         Twice the user's tuning and draws (:func:`~.diagnostics.lengthened`: a
         factored run whose chains disagreed, run again as its advice says).
@@ -291,19 +289,8 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
     if r1 == rank:
         return Geometry(frame, why, True)
     frame = partial_frame(frame, data, r1, scale)
-    if data.n < get_config()["n_partial_retry"]:
-        return Geometry(frame, f"{why}; {get_config()["partial_draws"]:g} × the draws (a partial chart's "
-                               f"weak block mixes "
-                               "slowly)", True, draws_scale=get_config()["partial_draws"])
-    retry = get_config()["retry_target_accept"]
-    return Geometry(frame, f"{why}; target_accept {retry:g} from the start (a partial chart at N >= "
-                           f"{get_config()['n_partial_retry']})", True, retry)
-
-
-def _partial_draws(n: int) -> float:
-    """A partial chart's ``draws_scale`` at N = ``n``: ``config["partial_draws"]`` below
-    ``config["n_partial_retry"]``."""
-    return get_config()["partial_draws"] if n < get_config()["n_partial_retry"] else 1.0
+    return Geometry(frame, f"{why}; {get_config()['partial_draws']:g} × the draws (a partial chart's weak "
+                           "block mixes slowly)", True, draws_scale=get_config()["partial_draws"])
 
 
 def _weak_block_trouble(frame: ChartFrame, r1: int) -> str:
@@ -393,7 +380,7 @@ def fallbacks(geometry: Geometry, data: PreferenceData, scale: float, nuts: NUTS
             # Its retries' target: in five of five fall-backs past a divergent retry, the smaller chart
             # diverged again at the user's target (docs/results/posterior.md).
             chart = Geometry(partial_frame(geometry.frame, data, smaller, scale), geometry.reason, True,
-                             retried.target_accept, draws_scale=_partial_draws(data.n))
+                             retried.target_accept, draws_scale=get_config()["partial_draws"])
             yield chart
             yield from _retries(chart, nuts, latest)
         geometry = dataclasses.replace(geometry, frame=None, target_accept=None)

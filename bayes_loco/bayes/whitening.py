@@ -8,7 +8,7 @@ block in whitened coordinates too (:func:`weak_whitening`); :mod:`.chart`'s docs
 from __future__ import annotations
 
 import numpy as np
-from scipy.linalg import cho_factor
+from scipy.linalg import cho_factor, rq
 from scipy.linalg import solve_triangular as np_solve_triangular
 
 from ..config import get_config
@@ -18,31 +18,54 @@ from ..model import fisher_information, margins
 
 def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
                     scale: float) -> tuple[np.ndarray, np.ndarray]:
-    """(M_k per weak column k, M_W): the weak block's whitening (:mod:`.chart`'s docstring).
+    """(S_k per weak column k of M, M_W): the weak block's whitening (:mod:`.chart`'s docstring).
 
-    With x̃_t, δ̃_t the comparisons in the frame's trailing coordinates and the start's
-    W_k = Z_k = √σ̂_k e_k, the Fisher information of Z_k is σ̂_k Σ_t w_t x̃_tk² δ̃_t δ̃_tᵀ
-    and that of W_k is σ̂_k Σ_t w_t δ̃_tk² x̃_t x̃_tᵀ (w_t = p_t(1 − p_t)); each plus the
-    prior's I/s². M_k = L_k⁻ᵀ for H_k = L_k L_kᵀ; M_W, shared by W's columns (their
-    average curvature), is lower triangular, so that W̃'s top block is lower triangular
-    exactly when W's is and the gauge of W's rotation carries over.
+    With x̃_t, δ̃_t the comparisons in the frame's trailing coordinates and the start's W = Z =
+    [diag(σ̂)^½; 0], the Fisher information of W_k is σ̂_k Σ_t w_t δ̃_tk² x̃_t x̃_tᵀ (w_t = p_t(1 − p_t)).
+    M_W, shared by W's columns (their average curvature plus the prior's I/s²), is lower triangular.
+    At that start rotated into the gauge (:func:`weak_gauge`), W Zᵀ = Q Mᵀ with Q = W L⁻ᵀ, so the
+    Fisher information of M_k is Σ_t w_t (x̃_tᵀ q_k)² δ̃_t δ̃_tᵀ, and ‖Z‖² = tr(M (LᵀL)⁻¹ Mᵀ) adds
+    ((LᵀL)⁻¹)_kk / s²; S_k = L_k⁻ᵀ for H_k = L_k L_kᵀ their sum.
     """
     sv = frame.singular_values[r1:]
     dx, m = frame.left.shape[1] - r1, frame.right.shape[1] - r1
-    right_info, left_info = np.zeros((sv.size, m, m)), np.zeros((dx, dx))
+    left_info = np.zeros((dx, dx))
+    chunks = []
     for lo in range(0, data.n, get_config()["chunk"]):
         hi = lo + get_config()["chunk"]
         x, dphi = data.contexts[lo:hi], data.differences[lo:hi]
         xt, dt = x @ frame.left[:, r1:], dphi @ frame.right[:, r1:]
         eta = margins(theta0, x, dphi)
+        chunks.append((xt, dt, eta))
         for k, s_k in enumerate(sv):
-            right_info[k] += fisher_information(np.sqrt(s_k) * xt[:, [k]] * dt, eta)
             left_info += fisher_information(np.sqrt(s_k) * dt[:, [k]] * xt, eta)
-    right = np.stack([inverse_cholesky_t(info + np.eye(m) / scale**2) for info in right_info])
     # H = U Uᵀ with U upper triangular (Cholesky with the axes reversed), M_W = U⁻ᵀ.
     precision = left_info / sv.size + np.eye(dx) / scale**2
     upper = np.linalg.cholesky(precision[::-1, ::-1])[::-1, ::-1]
-    return right, np_solve_triangular(upper.T, np.eye(dx), lower=True)
+    left = np_solve_triangular(upper.T, np.eye(dx), lower=True)
+    w0 = np.zeros((dx, sv.size))
+    w0[: sv.size] = np.diag(np.sqrt(sv))
+    w0 = w0 @ weak_gauge(np_solve_triangular(left, w0, lower=True)).T
+    chol = np.linalg.cholesky(w0.T @ w0)
+    q0 = np_solve_triangular(chol, w0.T, lower=True).T  # W L⁻ᵀ
+    prior = np.diag(np.linalg.inv(chol.T @ chol)) / scale**2
+    right_info = np.zeros((sv.size, m, m))
+    for xt, dt, eta in chunks:
+        for k in range(sv.size):
+            right_info[k] += fisher_information((xt @ q0[:, [k]]) * dt, eta)
+    right = np.stack([inverse_cholesky_t(info + prior[k] * np.eye(m)) for k, info in enumerate(right_info)])
+    return right, left
+
+
+def weak_gauge(w_t: np.ndarray) -> np.ndarray:
+    """The rotation R with W̃ Rᵀ's top r_w rows upper triangular, their diagonal positive after the first."""
+    rw = w_t.shape[1]
+    if rw == 1:
+        return np.eye(1)
+    top, rot = rq(w_t[:rw])
+    signs = np.where(np.diag(top) < 0, -1.0, 1.0)
+    signs[0] = 1.0
+    return signs[:, None] * rot
 
 
 def inverse_cholesky_t(curvature: np.ndarray) -> np.ndarray:
