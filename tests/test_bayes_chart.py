@@ -24,6 +24,7 @@ import bayes_loco as bl
 from bayes_loco import bayes as bb
 from bayes_loco.bayes import chart
 from bayes_loco.bayes import dims as D
+from bayes_loco.bayes.whitening import weak_gauge
 
 
 def strong_data(d_x: int, d_phi: int, n: int, seed: int, *, unreached: int = 0, rank: int = 2,
@@ -354,3 +355,20 @@ def test_the_weak_block_is_whitened_by_its_own_curvature(rank):
     for whitening in (*frame.weak_whitening, frame.weak_left_whitening):
         eig = np.linalg.eigvalsh(np.linalg.inv(whitening @ whitening.T))
         assert eig[-1] / eig[0] > 5
+
+
+@pytest.mark.parametrize("rw", [1, 2, 3])
+def test_weak_gauge_rotates_the_top_block_upper_triangular(rw):
+    """W̃ Rᵀ's top r_w rows are upper triangular with a positive diagonal after the first entry, R is a
+    rotation (det +1: the first entry carries the sign), and the block's product with its rotated
+    M is unchanged: the gauge of the partial chart's start."""
+    rng = np.random.default_rng(rw)
+    for _ in range(20):
+        w_t, m = rng.standard_normal((6, rw)), rng.standard_normal((5, rw))
+        rot = weak_gauge(w_t)
+        np.testing.assert_allclose(rot @ rot.T, np.eye(rw), atol=1e-12)
+        assert np.linalg.det(rot) == pytest.approx(1.0)
+        top = (w_t @ rot.T)[:rw]
+        np.testing.assert_allclose(np.tril(top, -1), 0.0, atol=1e-12)
+        assert np.all(np.diag(top)[1:] > 0)
+        np.testing.assert_allclose((w_t @ rot.T) @ (m @ rot.T).T, w_t @ m.T, atol=1e-12)

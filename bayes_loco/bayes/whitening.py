@@ -58,13 +58,15 @@ def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
 
 
 def weak_gauge(w_t: np.ndarray) -> np.ndarray:
-    """The rotation R with W̃ Rᵀ's top r_w rows upper triangular, their diagonal positive after the first."""
+    """The rotation R (det R = 1) with W̃ Rᵀ's top r_w rows upper triangular, their diagonal positive
+    after the first entry, which carries the sign (the partial chart's gauge, :mod:`.chart`)."""
     rw = w_t.shape[1]
     if rw == 1:
         return np.eye(1)
     top, rot = rq(w_t[:rw])
     signs = np.where(np.diag(top) < 0, -1.0, 1.0)
     signs[0] = 1.0
+    signs[0] = np.sign(np.linalg.det(signs[:, None] * rot))
     return signs[:, None] * rot
 
 
