@@ -332,7 +332,7 @@ def test_the_weak_block_is_whitened_by_its_own_curvature(rank):
     Fisher information exactly, and the prior adds ((LᵀL)⁻¹)_kk / s² (Z = M L⁻¹), which S_k
     undoes. At q = 10 the rare actions leave that information many times larger in one
     direction than in others; the contexts are made anisotropic (condition number 10) so that
-    W's is too, which M_W (lower triangular, so that W's gauge survives it) undoes on average.
+    W's is too, which M_W (lower triangular) undoes on average.
     """
     problem = bl.simulate.paper_problem(d_x=6, d_a=6, d_s=5, rank=3, imbalance=10, seed=2)
     data = problem.sample(2000, seed=3)
