@@ -30,13 +30,7 @@ def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
     sv = frame.singular_values[r1:]
     dx, m = frame.left.shape[1] - r1, frame.right.shape[1] - r1
     left_info = np.zeros((dx, dx))
-    chunks = []
-    for lo in range(0, data.n, get_config()["chunk"]):
-        hi = lo + get_config()["chunk"]
-        x, dphi = data.contexts[lo:hi], data.differences[lo:hi]
-        xt, dt = x @ frame.left[:, r1:], dphi @ frame.right[:, r1:]
-        eta = margins(theta0, x, dphi)
-        chunks.append((xt, dt, eta))
+    for xt, dt, eta in _trailing_blocks(frame, data, r1, theta0):
         for k, s_k in enumerate(sv):
             left_info += fisher_information(np.sqrt(s_k) * dt[:, [k]] * xt, eta)
     # H = U Uᵀ with U upper triangular (Cholesky with the axes reversed), M_W = U⁻ᵀ.
@@ -49,12 +43,23 @@ def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
     chol = np.linalg.cholesky(w0.T @ w0)
     q0 = np_solve_triangular(chol, w0.T, lower=True).T  # W L⁻ᵀ
     prior = np.diag(np.linalg.inv(chol.T @ chol)) / scale**2
+    # A second pass over the comparisons (Q needs M_W from the first), block by block as the first:
+    # keeping the first pass's blocks would hold all N rows at once.
     right_info = np.zeros((sv.size, m, m))
-    for xt, dt, eta in chunks:
+    for xt, dt, eta in _trailing_blocks(frame, data, r1, theta0):
         for k in range(sv.size):
             right_info[k] += fisher_information((xt @ q0[:, [k]]) * dt, eta)
     right = np.stack([inverse_cholesky_t(info + prior[k] * np.eye(m)) for k, info in enumerate(right_info)])
     return right, left
+
+
+def _trailing_blocks(frame, data: PreferenceData, r1: int, theta0):
+    """(x̃, δ̃, η) of each block of ``config["chunk"]`` comparisons: contexts and differences in the
+    frame's trailing coordinates, margins at ``theta0``."""
+    for lo in range(0, data.n, get_config()["chunk"]):
+        hi = lo + get_config()["chunk"]
+        x, dphi = data.contexts[lo:hi], data.differences[lo:hi]
+        yield x @ frame.left[:, r1:], dphi @ frame.right[:, r1:], margins(theta0, x, dphi)
 
 
 def weak_gauge(w_t: np.ndarray) -> np.ndarray:
