@@ -2,7 +2,7 @@
 
 Paper simulation (d_x = 20, d_a = 10, d_s = 20, r = 3, q = 1 or ``--imbalance``), both Θ* kinds, N = 1,000 …
 30,000. Each parametrisation starts from the same frequentist fit and runs the same NUTS
-settings (nutpie unless ``--sampler``): ``factored`` (the model as the issue found it),
+settings (nutpie unless ``--sampler``): ``factored`` (the plain U Vᵀ model),
 ``chart`` (every component charted) and ``auto`` (the default: the components the data
 determine charted, the rest factored; ``r1`` says how many). For each, the table prints the
 mean leapfrog steps per draw, the mean step size, the wall time of ``fit_posterior`` (numba
@@ -47,7 +47,7 @@ MODELS = ["factored", "chart", "auto"]
 def identified_ess(post: bb.Posterior) -> dict:
     """Min bulk/tail ESS and max R-hat over θ_rtv's identified coordinates and Θ's identified entries.
 
-    Also θ_rtv's alone (``rtv_ess_bulk``, ``rtv_r_hat``), which the issue's targets are stated on.
+    Also θ_rtv's alone (``rtv_ess_bulk``, ``rtv_r_hat``), on which the efficiency targets are stated.
     """
     tree = post.tree
     rtv = az.summary(tree, var_names=["theta_rtv"], kind="diagnostics", round_to="none")[post.identified]

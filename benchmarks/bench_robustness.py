@@ -1,8 +1,8 @@
 """Robustness of the default posterior: every problem of a grid, the default against the factored model.
 
-Issue #32's grid: paper-simulation problems (§5.1 and diagonal Θ*) over N ∈ {300, 600, 1,000,
+The paper grid: paper-simulation problems (§5.1 and diagonal Θ*) over N ∈ {300, 600, 1,000,
 3,000, 10,000}, imbalance q ∈ {1, 3, 10}, rank r ∈ {1, 2, 3} and three shapes (d_x, d_a, d_s),
-drawn from a seeded generator (:func:`grid`), plus the issue's own case first. On each problem
+drawn from a seeded generator (:func:`grid`), plus a case the default once diverged on, first. On each problem
 ``fit_posterior`` runs twice with the same settings (4 chains × (1000 + 1000), nutpie, seed 0):
 the default (``nuts.parametrization="auto"``) and ``"factored"``. For each fit the table gives
 what ran (``ran``: factored, or chart:r₁; ``fb``: whether the default fell back to the factored
@@ -25,7 +25,7 @@ a rank fitted above Θ*'s, N below 250, one-hot user groups, rank 4–5, no cont
 distinct contexts, and a position bias the model does not have.
 
 The CSV (``--out``) is written after every problem and read back on a rerun, so an interrupted
-grid resumes where it stopped. The summary lines state the issue's bars: the share of problems
+grid resumes where it stopped. The summary lines state the bars: the share of problems
 where the default has no divergence and R-hat ≤ 1.01 (bar: ≥ 95 %), and the smallest ratio
 (bar: ≥ 0.8).
 
@@ -34,11 +34,17 @@ where the default has no divergence and R-hat ≤ 1.01 (bar: ≥ 95 %), and the 
     .venv/bin/python benchmarks/bench_robustness.py --grid-seed 2027   # 32 problems not tuned for
     .venv/bin/python benchmarks/bench_robustness.py --family features --count 15 --grid-seed 9201
     .venv/bin/python benchmarks/bench_robustness.py --family strangers --count 20 --grid-seed 9601
+
+``--rerun-partial OUT`` re-fits, with the current default alone, every problem of the grids in
+``docs/data/robustness-*.csv`` whose default ran a partial chart (chart:r₁ with r₁ below the fitted
+rank) when its grid ran, and writes each fit beside what that grid recorded (``before_*``): the
+problems whose weak block a change to the partial chart reaches, in about 45 minutes on 2 cores.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 import time
 import warnings
 from pathlib import Path
@@ -56,19 +62,19 @@ SIZES = (300, 600, 1000, 3000, 10000)
 IMBALANCES = (1, 3, 10)
 RANKS = (1, 2, 3)
 KINDS = ("paper", "diagonal")
-# The issue's case: the default diverged 23 times (142 with target_accept 0.95), the factored model did not.
-ISSUE_CASE = {"d_x": 8, "d_a": 6, "d_s": 5, "rank": 2, "imbalance": 3, "kind": "paper", "n": 1000,
+# A case the default once diverged on: 23 times (142 with target_accept 0.95), the factored model did not.
+FIRST_CASE = {"d_x": 8, "d_a": 6, "d_s": 5, "rank": 2, "imbalance": 3, "kind": "paper", "n": 1000,
               "problem_seed": 11, "data_seed": 12}
 
 
 def grid(count: int = 32, seed: int = 2026) -> list[dict]:
-    """The issue's case and ``count − 1`` problems drawn from the product of the settings above.
+    """That case and ``count − 1`` problems drawn from the product of the settings above.
 
     Every size, imbalance, rank and Θ* kind appears; N = 10,000 only on the smallest shape, so
     that the grid stays within about two hours on two cores.
     """
     rng = np.random.default_rng(seed)
-    problems = [dict(ISSUE_CASE)]
+    problems = [dict(FIRST_CASE)]
     i = 0
     while len(problems) < count:
         n = SIZES[i % len(SIZES)]
@@ -212,10 +218,55 @@ def fit_row(data, rank: int, parametrization: str, args, ties: str = "half") -> 
             "compile_seconds": float(post.tree["posterior"].attrs.get("compile_time", np.nan))}
 
 
+def problem_data(p: dict, family: str) -> tuple[bl.PreferenceData, str]:
+    """A grid problem's comparisons and the tie model it is fitted with."""
+    if family != "paper":
+        return feature_data(p), "davidson" if p["ties"] == "davidson" else "half"
+    problem = bl.simulate.paper_problem(p["d_s"], p["d_a"], p["d_x"], p["rank"], p["imbalance"],
+                                        p["problem_seed"], theta_kind=p["kind"])
+    return problem.sample(p["n"], seed=p["data_seed"]), "half"
+
+
+GRID_FILE = re.compile(r"robustness-(grid|features|strangers)(?:-(\d+))?\.csv")
+FAMILY_OF_FILE = {"grid": "paper", "features": "features", "strangers": "strangers"}
+
+
+def rerun_partial(out: Path, args) -> None:
+    """Re-fit with the current default each recorded problem whose default ran a partial chart."""
+    generators = {"paper": grid, "features": feature_grid, "strangers": stranger_grid}
+    rows = []
+    for path in sorted((Path(__file__).parents[1] / "docs" / "data").glob("robustness-*.csv")):
+        match = GRID_FILE.fullmatch(path.name)
+        if match is None:
+            continue
+        family, seed = FAMILY_OF_FILE[match[1]], int(match[2] or 2026)
+        before = pd.read_csv(path)
+        fit_rank = before["fit_rank"].fillna(before["rank"]) if "fit_rank" in before else before["rank"]
+        chart_rank = before["default_ran"].str.extract(r"chart:(\d+)")[0].astype(float)
+        for _, old in before[chart_rank < fit_rank].iterrows():
+            i = int(old["problem"])
+            p = generators[family](i + 1, seed)[i]
+            data, ties = problem_data(p, family)
+            fit = fit_row(data, p.get("fit_rank", p["rank"]), "auto", args, ties)
+            rows.append({"grid": path.name, "problem": i, "n": p["n"], "rank": p.get("fit_rank", p["rank"]),
+                         **{f"default_{k}": v for k, v in fit.items()},
+                         **{f"before_{k}": old[f"default_{k}"]
+                            for k in ("ran", "divergences", "r_hat", "converged", "seconds")}})
+            pd.DataFrame(rows).to_csv(out, index=False)
+            print(f"{path.name} #{i} N={p['n']} {fit['ran']} div {fit['divergences']} R-hat "
+                  f"{fit['r_hat']:.3f} ESS {fit['ess_bulk']:.0f} {fit['seconds']:.0f}s converged "
+                  f"{fit['converged']} (before: {old['default_ran']}, R-hat {old['default_r_hat']:.3f})",
+                  flush=True)
+    table = pd.DataFrame(rows)
+    good = (table["default_divergences"] == 0) & (table["default_r_hat"] <= 1.01)
+    print(f"\ndefault: 0 divergences and R-hat <= 1.01 on {int(good.sum())} of {len(table)} partial-chart "
+          f"problems; rows written to {out}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--family", choices=("paper", "features", "strangers"), default="paper",
-                        help="paper-simulation problems (the issue's grid), continuous features, or the "
+                        help="paper-simulation problems (the paper grid), continuous features, or the "
                              "features' strangers (ten families in turn)")
     parser.add_argument("--count", type=int, default=32)
     parser.add_argument("--grid-seed", type=int, default=2026,
@@ -227,7 +278,12 @@ def main():
     parser.add_argument("--chains", type=int, default=4)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="robustness_grid.csv")
+    parser.add_argument("--rerun-partial", metavar="OUT",
+                        help="re-fit the recorded grids' partial-chart problems with the default alone")
     args = parser.parse_args()
+    if args.rerun_partial:
+        rerun_partial(Path(args.rerun_partial), args)
+        return
     features = args.family != "paper"
     generator = {"paper": grid, "features": feature_grid, "strangers": stranger_grid}[args.family]
     problems = generator(args.count, args.grid_seed)
@@ -241,12 +297,7 @@ def main():
         if i in done:
             continue
         p = problems[i]
-        if features:
-            data, ties = feature_data(p), "davidson" if p["ties"] == "davidson" else "half"
-        else:
-            problem = bl.simulate.paper_problem(p["d_s"], p["d_a"], p["d_x"], p["rank"], p["imbalance"],
-                                                p["problem_seed"], theta_kind=p["kind"])
-            data, ties = problem.sample(p["n"], seed=p["data_seed"]), "half"
+        data, ties = problem_data(p, args.family)
         rank = p.get("fit_rank", p["rank"])
         default = fit_row(data, rank, "auto", args, ties)
         # Where the default ran the factored model alone, "factored" is the same fit (same start, model and

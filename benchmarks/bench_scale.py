@@ -6,15 +6,15 @@ MLE-Pessimistic's and PRS's Gram sets (C₂ = 5) and solve the three methods' po
 (MLE-Greedy, MLE-Pessimistic, PRS; relaxed objective), for each (d_x, d_φ = 9 + d_s) of the
 ``runtime`` study. Each stage is the median over ``--reps`` replications; ``paper`` is the
 paper's reported seconds for all three methods (its own hardware; reported at 30 × 30 and
-100 × 50 only) and ``ratio`` the paper's over ours. The issue's target is a ratio of at least
-50 on every reported row.
+100 × 50 only) and ``ratio`` the paper's over ours. The target is a ratio of at least 50 on
+every reported row.
 
 ``--target width``. d_x = 32, d_φ = 4096 dense (the paper's simulation with 4,067 pure-noise
 feature dimensions, so every column of ΔΦ is reached), r = 4 (k = 16,496), N comparisons
 (default 100,000), a population of 2,000 units × 10 actions: the FGD fit (its start as
 ``start="auto"`` picks), PRS's reduced MLE, the calibrated Wald set (Fisher information and its
 factorisation) and the exact pessimistic policy (the first-order solver: k_eff > 1,000), each
-printed with its seconds and the process's peak resident memory as it finishes (the issue's
+printed with its seconds and the process's peak resident memory as it finishes (the
 budget: 15 minutes and 10 GB, data included), then the policy's certificate and the totals
 against that budget. The data are simulated first and not timed. Machines differ: the run
 first measures this one's GEMM rate and memory bandwidth (the Fisher information is
