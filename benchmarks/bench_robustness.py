@@ -38,7 +38,7 @@ where the default has no divergence and R-hat ≤ 1.01 (bar: ≥ 95 %), and the 
 ``--rerun-partial OUT`` re-fits, with the current default alone, every problem of the grids in
 ``docs/data/robustness-*.csv`` whose default ran a partial chart (chart:r₁ with r₁ below the fitted
 rank) when its grid ran, and writes each fit beside what that grid recorded (``before_*``): the
-problems whose weak block a change to the partial chart reaches, in about 45 minutes on 2 cores.
+problems whose weak block a change to the partial chart reaches, in about 50 minutes on 2 cores.
 """
 
 from __future__ import annotations
@@ -247,8 +247,9 @@ def rerun_partial(out: Path, args) -> None:
             i = int(old["problem"])
             p = generators[family](i + 1, seed)[i]
             data, ties = problem_data(p, family)
-            fit = fit_row(data, p.get("fit_rank", p["rank"]), "auto", args, ties)
-            rows.append({"grid": path.name, "problem": i, "n": p["n"], "rank": p.get("fit_rank", p["rank"]),
+            rank = p.get("fit_rank", p["rank"])
+            fit = fit_row(data, rank, "auto", args, ties)
+            rows.append({"grid": path.name, "problem": i, "n": p["n"], "rank": rank,
                          **{f"default_{k}": v for k, v in fit.items()},
                          **{f"before_{k}": old[f"default_{k}"]
                             for k in ("ran", "divergences", "r_hat", "converged", "seconds")}})

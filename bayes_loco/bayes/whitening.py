@@ -53,12 +53,17 @@ def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
     return right, left
 
 
+def _blocks(data: PreferenceData):
+    """(x, δφ) of each block of ``config["chunk"]`` comparisons."""
+    chunk = get_config()["chunk"]
+    for lo in range(0, data.n, chunk):
+        yield data.contexts[lo:lo + chunk], data.differences[lo:lo + chunk]
+
+
 def _trailing_blocks(frame, data: PreferenceData, r1: int, theta0):
-    """(x̃, δ̃, η) of each block of ``config["chunk"]`` comparisons: contexts and differences in the
-    frame's trailing coordinates, margins at ``theta0``."""
-    for lo in range(0, data.n, get_config()["chunk"]):
-        hi = lo + get_config()["chunk"]
-        x, dphi = data.contexts[lo:hi], data.differences[lo:hi]
+    """(x̃, δ̃, η) of each of :func:`_blocks`: contexts and differences in the frame's trailing
+    coordinates, margins at ``theta0``."""
+    for x, dphi in _blocks(data):
         yield x @ frame.left[:, r1:], dphi @ frame.right[:, r1:], margins(theta0, x, dphi)
 
 
@@ -108,9 +113,7 @@ def chart_information(left, right, sv, theta0, data: PreferenceData) -> np.ndarr
     r = sv.size
     k_c = r * (left.shape[1] + right.shape[1] - r)
     info = np.zeros((k_c, k_c))
-    for lo in range(0, data.n, get_config()["chunk"]):
-        hi = lo + get_config()["chunk"]
-        x, dphi = data.contexts[lo:hi], data.differences[lo:hi]
+    for x, dphi in _blocks(data):
         info += fisher_information(jacobian_rows(left, right, sv, x, dphi), margins(theta0, x, dphi))
     return info
 
