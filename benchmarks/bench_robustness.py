@@ -38,7 +38,7 @@ where the default has no divergence and R-hat ≤ 1.01 (bar: ≥ 95 %), and the 
 ``--rerun-partial OUT`` re-fits, with the current default alone, every problem of the grids in
 ``docs/data/robustness-*.csv`` whose default ran a partial chart (chart:r₁ with r₁ below the fitted
 rank) when its grid ran, and writes each fit beside what that grid recorded (``before_*``): the
-problems whose weak block a change to the partial chart reaches, in about 50 minutes on 2 cores.
+problems whose weak block a change to the partial chart reaches, in about 40 minutes on 2 cores.
 """
 
 from __future__ import annotations

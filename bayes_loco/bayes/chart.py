@@ -95,6 +95,15 @@ leaves Q, M and N_Y as they are: that part of the fibre moves W alone, along a s
 datum sees it (H₁ reads W Yᵀ = Q N_Yᵀ). The map (Z, Y) → (M, N_Y) multiplies the density by
 abs(det L)^(−m).
 
+**Two funnels.** Where a weak component is noise the data hold its product near 0, not away from it,
+and the posterior runs along W's scale a. In M the neck a → 0 is a funnel (M's scale, the smaller of
+the data's sd and s a, shrinks with a) whose mass falls like a^(d_x' − r₁); in (W, Z) the tail a → ∞ is
+one (Z's scale sd / a) whose mass falls like a^(d_x' − r₁ − m). So M is sampled where the neck falls at
+least as fast, 2 (d_x' − r₁) ≥ m (``ChartFrame.weak_product``), and Z and Y themselves where W has fewer
+rows: a grid problem with d_x' = 3, m = 8 and r₁ = 1, its weak components 2.9 and 0.7 sd from 0,
+diverged 33 times at 0.9 in M and ended on the factored model (435 s); in Z it kept the chart at
+0.95 (45 s).
+
 **The weak block's rotation.** What remains of the fibre is the rotation (W, Z, Y) → (W R, Z R, Y R), R
 ∈ O(r_w), which leaves the density unchanged. For r_w ≥ 2 it is integrated out as T's is: the top r_w
 rows of W̃ (below) are upper triangular, T_w = ``chart_weak_first`` (T_w,11, sampled as itself with
@@ -169,9 +178,9 @@ class ChartFrame:
         r₁: the leading components sampled in chart coordinates, the others
         factored (the partial chart); None for all r.
     weak_whitening : ndarray, shape (r_w, m − r₁, m − r₁), or None
-        With a partial chart, S_k for each weak column k of M: M_k = S_k M̃_k, with
-        S_kᵀ H_k S_k = I for H_k the curvature of M_k at the start (see the
-        module docstring).
+        With a partial chart, S_k for each weak column k of M (of Z where not
+        :attr:`weak_product`): M_k = S_k M̃_k, with S_kᵀ H_k S_k = I for H_k the
+        curvature of M_k at the start (see the module docstring).
     weak_left_whitening : ndarray, shape (d_x' − r₁, d_x' − r₁), or None
         With a partial chart, M_W, lower triangular: W = M_W W̃, with
         M_Wᵀ H_W M_W = I for H_W the curvature of W's columns at the start,
@@ -208,6 +217,12 @@ class ChartFrame:
     def weak_rank(self) -> int:
         """r_w = r − r₁, the trailing components left factored."""
         return self.rank - self.chart_rank
+
+    @property
+    def weak_product(self) -> bool:
+        """Whether V's weak columns are sampled as M = Z L (True) or as Z (False): 2 (d_x' − r₁) ≥ m
+        (the module docstring's "two funnels")."""
+        return 2 * (self.left.shape[1] - self.chart_rank) >= self.right.shape[1]
 
     @property
     def dim(self) -> int:
@@ -327,9 +342,9 @@ def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scal
     r, sv = frame.rank, frame.singular_values
     theta0 = frame.left[:, :r] @ np.diag(sv) @ frame.right[:, :r].T
     whitening = chart_whitening(frame.left, frame.right, sv[:chart_rank], theta0, data, scale)
-    right, left = (None, None) if chart_rank == r else weak_whitening(frame, data, chart_rank, theta0, scale)
-    return dataclasses.replace(frame, whitening=whitening, chart_rank=chart_rank, weak_whitening=right,
-                               weak_left_whitening=left)
+    partial = dataclasses.replace(frame, whitening=whitening, chart_rank=chart_rank)
+    right, left = weak_whitening(partial, data, theta0, scale) if partial.weak_rank else (None, None)
+    return dataclasses.replace(partial, weak_whitening=right, weak_left_whitening=left)
 
 
 def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, prior=None, ties: Ties = "half",
@@ -340,10 +355,11 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     Same prior on Θ, same likelihood, same data containers and Deterministics (``U``, ``V``, ``theta``); the
     free variables are ``chart_z`` (z, k_c), ``chart_log_diag`` (log T_ii), ``chart_lower`` (T below its
     diagonal, when r₁ > 1), ``U_null`` and ``V_null`` (U_⊥, V_⊥, when a span is not the whole space), with a
-    partial chart (``frame.chart_rank`` r₁ < r) ``chart_weak_U`` (W̃), ``chart_weak_V`` (M̃), ``chart_weak_top``
-    (N_Y) and, for r_w ≥ 2, W̃'s top block T_w (``chart_weak_first``, ``chart_weak_log_diag``,
-    ``chart_weak_upper``), and, with ``prior.hyper``, ``sigma_U`` and ``sigma_V``. U and V are one
-    representative of each Θ's orbit (the rotation R integrated out).
+    partial chart (``frame.chart_rank`` r₁ < r) ``chart_weak_U`` (W̃), ``chart_weak_V`` (M̃, or Z̃ where not
+    ``frame.weak_product``), ``chart_weak_top`` (N_Y, or Y) and, for r_w ≥ 2, W̃'s top block T_w
+    (``chart_weak_first``, ``chart_weak_log_diag``, ``chart_weak_upper``), and, with ``prior.hyper``,
+    ``sigma_U`` and ``sigma_V``. U and V are one representative of each Θ's orbit (the rotation R
+    integrated out).
 
     Parameters
     ----------
@@ -402,7 +418,8 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
             t = pt.set_subtensor(t[rows, cols], pm.Flat(D.CHART_LOWER, dims=D.RANK_PAIR))
         v_top = solve_triangular(t, pt.concatenate([a, c], axis=1), lower=True)  # V₁ᵀ = T⁻¹ [A, C]
         if rw:
-            u_s, v_s, left_sq, log_gauge = _weak_block(inputs, a, b, c, t, v_top, rw, dx - r1 - rw)
+            u_s, v_s, left_sq, log_gauge = _weak_block(inputs, a, b, c, t, v_top, rw, dx - r1 - rw,
+                                                       frame.weak_product)
         else:
             h1 = pt.dot(b, t)
             u_s = pt.concatenate([t, h1], axis=0)
@@ -430,23 +447,25 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     return model
 
 
-def _weak_block(inputs: dict, a, b, c, t, v_top, rw: int, rest_rows: int):
+def _weak_block(inputs: dict, a, b, c, t, v_top, rw: int, rest_rows: int, product: bool):
     """Inside a model context: (U_s, V_s, ‖T‖² + ‖H₁‖² + ‖W‖², the log density the weak block's
     coordinates add) of a partial chart.
 
-    W = M_W W̃ and V's weak columns from M and N_Y: Z = M L⁻¹, Y = N_Y L⁻¹ with L Lᵀ = WᵀW (the
-    module docstring's "weak block's coordinates"), joined to the charted (A, B, C) and T.
+    W = M_W W̃ and V's weak columns from M and N_Y: Z = M L⁻¹, Y = N_Y L⁻¹ with L Lᵀ = WᵀW where
+    ``product`` (the module docstring's "weak block's coordinates"), else Z and Y themselves (M_k = S_k M̃_k
+    then whitens Z_k), joined to the charted (A, B, C) and T.
     """
     w, log_gauge = _weak_left(rw, rest_rows)
     w = pt.dot(inputs["chart_weak_left_whitening"], w)  # W = M_W W̃
-    chol = pt.linalg.cholesky(pt.dot(w.T, w))
-    n_y = pm.Flat(D.CHART_WEAK_TOP, dims=(D.CHART_RANK, D.WEAK_RANK))
-    m_w = pm.Flat(D.CHART_WEAK_RIGHT, dims=(D.FEATURE_REST, D.WEAK_RANK))
-    m_w = pt.stack([pt.dot(inputs["chart_weak_whitening"][k], m_w[:, k]) for k in range(rw)], axis=1)
-    z_w = solve_triangular(chol.T, m_w.T, lower=False).T  # Z = M L⁻¹
-    y_top = solve_triangular(chol.T, n_y.T, lower=False).T  # Y = N_Y L⁻¹
-    m_all = y_top.shape[0] + z_w.shape[0]
-    log_gauge = log_gauge - m_all * pt.sum(pt.log(pt.diag(chol)))
+    y_top = pm.Flat(D.CHART_WEAK_TOP, dims=(D.CHART_RANK, D.WEAK_RANK))
+    z_w = pm.Flat(D.CHART_WEAK_RIGHT, dims=(D.FEATURE_REST, D.WEAK_RANK))
+    z_w = pt.stack([pt.dot(inputs["chart_weak_whitening"][k], z_w[:, k]) for k in range(rw)], axis=1)
+    if product:
+        chol = pt.linalg.cholesky(pt.dot(w.T, w))
+        z_w = solve_triangular(chol.T, z_w.T, lower=False).T  # Z = M L⁻¹
+        y_top = solve_triangular(chol.T, y_top.T, lower=False).T  # Y = N_Y L⁻¹
+        m_all = y_top.shape[0] + z_w.shape[0]
+        log_gauge = log_gauge - m_all * pt.sum(pt.log(pt.diag(chol)))
     a_y = pt.linalg.solve(a.T, y_top)  # A⁻ᵀ Y
     y_rest = z_w + pt.dot(c.T, a_y)
     h1 = pt.dot(b - pt.dot(w, a_y.T), t)
@@ -514,7 +533,8 @@ def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scal
 
     With a partial chart, W = Z = [diag(σ̂_(r₁+1) … σ̂_r)^½; 0] (the rest of Θ̂'s
     SVD) and Y = 0, jittered, then rotated into the gauge (W̃'s top block upper triangular
-    when r_w ≥ 2; :func:`~.whitening.weak_gauge`) and mapped to M̃ and N_Y. ``jitter`` is added
+    when r_w ≥ 2; :func:`~.whitening.weak_gauge`) and mapped to M̃ and N_Y (Z̃ and Y where not
+    ``frame.weak_product``). ``jitter`` is added
     to z (whose posterior sd is about 1) and, times ``scale``, to U_⊥, V_⊥, W, Z, Y
     and T's entries below its diagonal: nutpie refuses a start with a gradient entry
     exactly 0, which JAX's gradient at T's zero lower entries is.
@@ -532,12 +552,14 @@ def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scal
         w_t = np_solve_triangular(frame.weak_left_whitening, w, lower=True)  # W̃ = M_W⁻¹ W
         rot = weak_gauge(w_t)
         w_t, z, y = w_t @ rot.T, z @ rot.T, y @ rot.T
-        chol = np.linalg.cholesky((frame.weak_left_whitening @ w_t).T @ (frame.weak_left_whitening @ w_t))
-        m_w = z @ chol
-        columns = zip(frame.weak_whitening, m_w.T, strict=True)
+        if frame.weak_product:  # M = Z L, N_Y = Y L
+            w = frame.weak_left_whitening @ w_t
+            chol = np.linalg.cholesky(w.T @ w)
+            z, y = z @ chol, y @ chol
+        columns = zip(frame.weak_whitening, z.T, strict=True)
         start[D.CHART_WEAK_RIGHT] = np.stack(
             [np_solve_triangular(m_k, z_k, lower=False) for m_k, z_k in columns], axis=1)
-        start[D.CHART_WEAK_TOP] = y @ chol
+        start[D.CHART_WEAK_TOP] = y
         if rw > 1:
             start[D.CHART_WEAK_LOG_DIAG] = np.log(np.diag(w_t[:rw])[1:])
             start[D.CHART_WEAK_FIRST] = w_t[0, 0]

@@ -16,8 +16,7 @@ from ..data import PreferenceData
 from ..model import fisher_information, margins
 
 
-def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
-                    scale: float) -> tuple[np.ndarray, np.ndarray]:
+def weak_whitening(frame, data: PreferenceData, theta0, scale: float) -> tuple[np.ndarray, np.ndarray]:
     """(S_k per weak column k of M, M_W): the weak block's whitening (:mod:`.chart`'s docstring).
 
     With x̃_t, δ̃_t the comparisons in the frame's trailing coordinates and the start's W = Z =
@@ -25,8 +24,10 @@ def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
     M_W, shared by W's columns (their average curvature plus the prior's I/s²), is lower triangular.
     At that start rotated into the gauge (:func:`weak_gauge`), W Zᵀ = Q Mᵀ with Q = W L⁻ᵀ, so the
     Fisher information of M_k is Σ_t w_t (x̃_tᵀ q_k)² δ̃_t δ̃_tᵀ, and ‖Z‖² = tr(M (LᵀL)⁻¹ Mᵀ) adds
-    ((LᵀL)⁻¹)_kk / s²; S_k = L_k⁻ᵀ for H_k = L_k L_kᵀ their sum.
+    ((LᵀL)⁻¹)_kk / s²; S_k = L_k⁻ᵀ for H_k = L_k L_kᵀ their sum. Where V's weak columns are Z itself
+    (``frame.weak_product`` False), w_k takes q_k's place and the prior adds 1 / s².
     """
+    r1 = frame.chart_rank
     sv = frame.singular_values[r1:]
     dx, m = frame.left.shape[1] - r1, frame.right.shape[1] - r1
     left_info = np.zeros((dx, dx))
@@ -40,15 +41,17 @@ def weak_whitening(frame, data: PreferenceData, r1: int, theta0,
     w0 = np.zeros((dx, sv.size))
     w0[: sv.size] = np.diag(np.sqrt(sv))
     w0 = w0 @ weak_gauge(np_solve_triangular(left, w0, lower=True)).T
-    chol = np.linalg.cholesky(w0.T @ w0)
-    q0 = np_solve_triangular(chol, w0.T, lower=True).T  # W L⁻ᵀ
-    prior = np.diag(np.linalg.inv(chol.T @ chol)) / scale**2
-    # A second pass over the comparisons (Q needs M_W from the first), block by block as the first:
+    through, prior = w0, np.full(sv.size, 1.0 / scale**2)  # Z_k, seen through W's column k
+    if frame.weak_product:  # M_k, seen through Q's: Z = M L⁻¹
+        chol = np.linalg.cholesky(w0.T @ w0)
+        through = np_solve_triangular(chol, w0.T, lower=True).T
+        prior = np.diag(np.linalg.inv(chol.T @ chol)) / scale**2
+    # A second pass over the comparisons (the gauge needs M_W from the first), block by block as the first:
     # keeping the first pass's blocks would hold all N rows at once.
     right_info = np.zeros((sv.size, m, m))
     for xt, dt, eta in _trailing_blocks(frame, data, r1, theta0):
         for k in range(sv.size):
-            right_info[k] += fisher_information((xt @ q0[:, [k]]) * dt, eta)
+            right_info[k] += fisher_information((xt @ through[:, [k]]) * dt, eta)
     right = np.stack([inverse_cholesky_t(info + prior[k] * np.eye(m)) for k, info in enumerate(right_info)])
     return right, left
 
