@@ -143,15 +143,16 @@ def _rotation(omega: np.ndarray, r: int, r1: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize(("d_x", "d_phi", "r", "r1"),
-                         [(3, 4, 2, 2), (3, 4, 2, 1), (4, 5, 3, 1), (3, 5, 3, 1), (5, 6, 4, 2), (3, 8, 2, 1)])
+                         [(3, 4, 2, 2), (3, 4, 2, 1), (4, 5, 3, 1), (3, 5, 3, 1), (5, 6, 4, 2), (3, 8, 2, 1),
+                          (6, 5, 3, 1)])
 def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_phi, r, r1):
     """log p_chart(ξ) = log p_factored(U(ξ) R, V(ξ) R) + log |det ∂(U, V)/∂(ξ, ω)| + const.
 
     ξ are the chart's free coordinates (z, log T_ii, T below the diagonal and, for a partial
     chart (r₁ < r), the weak block's W̃, M̃ and N_Y) and R = exp(Ω(ω)) the rotation the chart
     integrates out; the Jacobian is taken by central differences, so the Bartlett powers, the
-    chart's |det T|^{d_x' − r₁ − m}, the weak block's |det L|^(−m) (where its V columns are M = Z L;
-    in Z where W has fewer than m / 2 rows, (3, 5) and (3, 8)), the whitening and the partial
+    chart's |det T|^{d_x' − r₁ − m}, the weak block's |det L|^(−m) (where its V columns are M = Z L,
+    (3, 4) and (6, 5); in Z for the other partial charts), the whitening and the partial
     chart's shears are all checked against the plain factored model (same likelihood, same Normal
     priors).
     """
@@ -331,7 +332,7 @@ def test_the_weak_block_is_whitened_by_its_own_curvature(d_x, rank, product):
 
     M_k = S_k M̃_k; W Zᵀ = Q Mᵀ is linear in M_k, so the likelihood's Hessian there is M_k's
     Fisher information exactly, and the prior adds ((LᵀL)⁻¹)_kk / s² (Z = M L⁻¹), which S_k
-    undoes; where W has fewer than m / 2 rows (d_x = 3) M_k is Z_k itself, seen through W's
+    undoes; where 2 (d_x' − r + 1) < m (d_x = 3) M_k is Z_k itself, seen through W's
     column k, with the prior's 1 / s². At q = 10 the rare actions leave that information many
     times larger in one direction than in others; the contexts are made anisotropic (condition
     number 10) so that W's is too, which M_W (lower triangular) undoes on average.

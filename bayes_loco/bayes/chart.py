@@ -96,11 +96,12 @@ datum sees it (H₁ reads W Yᵀ = Q N_Yᵀ). The map (Z, Y) → (M, N_Y) multip
 abs(det L)^(−m).
 
 **Two funnels.** Where a weak component is noise the data hold its product near 0, not away from it,
-and the posterior runs along W's scale a. In M the neck a → 0 is a funnel (M's scale, the smaller of
-the data's sd and s a, shrinks with a) whose mass falls like a^(d_x' − r₁); in (W, Z) the tail a → ∞ is
-one (Z's scale sd / a) whose mass falls like a^(d_x' − r₁ − m). So M is sampled where the neck falls at
-least as fast, 2 (d_x' − r₁) ≥ m (``ChartFrame.weak_product``), and Z and Y themselves where W has fewer
-rows: a grid problem with d_x' = 3, m = 8 and r₁ = 1, its weak components 2.9 and 0.7 sd from 0,
+and the posterior runs along W's scale a in that direction. In M the neck a → 0 is a funnel (M's scale,
+the smaller of the data's sd and s a, shrinks with a) whose mass falls like a^d', d' = d_x' − r + 1 the
+power at which the smallest singular value of a Gaussian (d_x' − r₁) × r_w matrix leaves 0; in (W, Z)
+the tail a → ∞ is one (Z's scale sd / a) whose mass falls like a^(d' − m). So M is sampled where the
+neck falls at least as fast, 2 d' ≥ m (``ChartFrame.weak_product``), and Z and Y themselves elsewhere:
+a grid problem with d_x' = 3, m = 8, r = 3 and r₁ = 1, its weak components 2.9 and 0.7 sd from 0,
 diverged 33 times at 0.9 in M and ended on the factored model (435 s); in Z it kept the chart at
 0.95 (45 s).
 
@@ -220,9 +221,9 @@ class ChartFrame:
 
     @property
     def weak_product(self) -> bool:
-        """Whether V's weak columns are sampled as M = Z L (True) or as Z (False): 2 (d_x' − r₁) ≥ m
+        """Whether V's weak columns are sampled as M = Z L (True) or as Z (False): 2 (d_x' − r + 1) ≥ m
         (the module docstring's "two funnels")."""
-        return 2 * (self.left.shape[1] - self.chart_rank) >= self.right.shape[1]
+        return 2 * (self.left.shape[1] - self.rank + 1) >= self.right.shape[1]
 
     @property
     def dim(self) -> int:
