@@ -101,10 +101,9 @@ the smaller of the data's sd and s a, shrinks with a) whose mass falls like a^d'
 power at which the smallest singular value of a Gaussian (d_x' − r₁) × r_w matrix leaves 0; in (W, Z)
 the tail a → ∞ is one (Z's scale sd / a) whose mass falls like a^(d' − m). So Z and Y are sampled
 themselves wherever that tail falls, d' < m, and M where it does not, d' ≥ m (``ChartFrame.weak_product``):
-there (W, Z)'s mass runs out along the fibre's bend. Four strangers of the robustness grids with
-d' = 1–4 against m = 4–8, their weak components 0.7–3.5 sd from 0, diverged in M at 0.9 and 0.95 and
-ended on the factored model or ran on past 7 minutes; in Z each kept the chart at 0.95 or below
-(45–133 s).
+there (W, Z)'s mass runs out along the fibre's bend. Of five strangers with d' = 1–4 against m = 4–8
+(weak components 0.7–3.5 sd from 0), three ended in M on the factored model after two troubled chart
+runs (166–435 s) and two ran on past 7 minutes; in Z each kept the chart, at 0.95 or below (45–133 s).
 
 **The weak block's rotation.** What remains of the fibre is the rotation (W, Z, Y) → (W R, Z R, Y R), R
 ∈ O(r_w), which leaves the density unchanged. For r_w ≥ 2 it is integrated out as T's is: the top r_w
