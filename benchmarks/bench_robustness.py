@@ -227,13 +227,13 @@ def problem_data(p: dict, family: str) -> tuple[bl.PreferenceData, str]:
     return problem.sample(p["n"], seed=p["data_seed"]), "half"
 
 
+GENERATORS = {"paper": grid, "features": feature_grid, "strangers": stranger_grid}
 GRID_FILE = re.compile(r"robustness-(grid|features|strangers)(?:-(\d+))?\.csv")
 FAMILY_OF_FILE = {"grid": "paper", "features": "features", "strangers": "strangers"}
 
 
 def rerun_partial(out: Path, args) -> None:
     """Re-fit with the current default each recorded problem whose default ran a partial chart."""
-    generators = {"paper": grid, "features": feature_grid, "strangers": stranger_grid}
     rows = []
     for path in sorted((Path(__file__).parents[1] / "docs" / "data").glob("robustness-*.csv")):
         match = GRID_FILE.fullmatch(path.name)
@@ -245,7 +245,7 @@ def rerun_partial(out: Path, args) -> None:
         chart_rank = before["default_ran"].str.extract(r"chart:(\d+)")[0].astype(float)
         for _, old in before[chart_rank < fit_rank].iterrows():
             i = int(old["problem"])
-            p = generators[family](i + 1, seed)[i]
+            p = GENERATORS[family](i + 1, seed)[i]
             data, ties = problem_data(p, family)
             rank = p.get("fit_rank", p["rank"])
             fit = fit_row(data, rank, "auto", args, ties)
@@ -266,7 +266,7 @@ def rerun_partial(out: Path, args) -> None:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--family", choices=("paper", "features", "strangers"), default="paper",
+    parser.add_argument("--family", choices=tuple(GENERATORS), default="paper",
                         help="paper-simulation problems (the paper grid), continuous features, or the "
                              "features' strangers (ten families in turn)")
     parser.add_argument("--count", type=int, default=32)
@@ -286,8 +286,7 @@ def main():
         rerun_partial(Path(args.rerun_partial), args)
         return
     features = args.family != "paper"
-    generator = {"paper": grid, "features": feature_grid, "strangers": stranger_grid}[args.family]
-    problems = generator(args.count, args.grid_seed)
+    problems = GENERATORS[args.family](args.count, args.grid_seed)
     if args.n is not None:
         problems = [p | {"n": args.n} for p in problems]
     wanted = range(len(problems)) if args.problems is None else args.problems
