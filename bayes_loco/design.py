@@ -156,11 +156,11 @@ def _blocked_gram(coordinates: Coordinates, data: PreferenceData, weights: np.nd
             # zᵀz is a·aᵀ for a = zᵀ, which is z's memory read in Fortran order: no copy.
             out = blas.dsyrk(1.0, z.T, beta=1.0, c=out, trans=0, lower=0, overwrite_c=1)
             continue
-        # Above GRAM_PANEL coordinates, the upper triangle by column panels, each a general product into
-        # its own Fortran array: the threaded dsyrk of the OpenBLAS in the NumPy and SciPy wheels (0.3.34)
-        # writes out of bounds and crashes the process at k = 16,496 with 800 rows or more (seen on an
-        # AVX-512 AMD EPYC), and panels of z's Fortran copy need no temporaries. The diagonal blocks'
-        # lower halves (k·GRAM_PANEL/2 of k²/2 entries) are the only extra work.
+        # Above config["gram_panel"] coordinates, the upper triangle by column panels, each a general product
+        # into its own Fortran array: the threaded dsyrk of the OpenBLAS in the NumPy and SciPy wheels
+        # (0.3.34) writes out of bounds and crashes the process at k = 16,496 with 800 rows or more (seen on
+        # an AVX-512 AMD EPYC), and panels of z's Fortran copy need no temporaries. The diagonal blocks'
+        # lower halves (k·config["gram_panel"]/2 of k²/2 entries) are the only extra work.
         zf = np.asfortranarray(z)
         for j, (first, last) in enumerate(spans):
             panels[j] = blas.dgemm(1.0, zf[:, :last], zf[:, first:last], beta=1.0, c=panels[j], trans_a=1,
@@ -193,7 +193,7 @@ def _rtv_gram(basis: RTVBasis, data: PreferenceData, weights: np.ndarray | None)
     panel = get_config()["pair_panel"]
     spans = [(lo, min(lo + panel, dp)) for lo in range(0, dp, panel)]
     # Every temporary of a block together (f̃ and its scaled copy, Δφ's rows, x̃, block 21 and its rooted
-    # copy) stays within DESIGN_BLOCK_BYTES, so beyond one block the memory does not grow with N.
+    # copy) stays within config["design_block_bytes"], so beyond one block the memory does not grow with N.
     per_row = 3 * dp + basis.d_x + 2 * (k - n11 - n12)
     rows = max(1, get_config()["design_block_bytes"] // (8 * per_row))
     check_memory(8.0 * (k * k + len(pairs) * sum(hi * (hi - lo) for lo, hi in spans) + dp * dp

@@ -84,7 +84,7 @@ def sandwich_precision(bread: np.ndarray, meat: np.ndarray) -> np.ndarray:
     ``bread`` H and ``meat`` J are sums of c_t z_t z_tᵀ over the same rows with c_t > 0, so
     they share their range, along which (H⁺ J H⁺)(H J⁺ H) is the identity; outside it the
     precision is 0 (a cylinder, as for the information). J⁺ keeps J's eigenvalues above
-    RANGE_RTOL of the largest, on the coordinates that some comparison reaches.
+    ``config["range_rtol"]`` of the largest, on the coordinates that some comparison reaches.
     """
     live = np.flatnonzero(np.diag(meat) > 0)
     block = meat[np.ix_(live, live)]

@@ -1,6 +1,6 @@
 """The bad-input catalogue's one check: a call either fails in bayes_loco's own words or warns and is right.
 
-Issue #33 asks that no bad input ends in someone else's traceback. :func:`refused`
+No bad input may end in someone else's traceback. :func:`refused`
 runs a call that must fail and checks three things a user would see: the
 exception is one of the expected types, its message matches (names the argument
 and what was wrong), and the frame that raised it lies inside the ``bayes_loco``

@@ -102,7 +102,8 @@ def test_auto_charts_the_components_the_data_determine_and_factors_the_rest():
         assert frame.determined == (expected == 2)
         post = _fit(data, 2, start, "auto", draws=5)
         # auto charts the determined components only where the factored model's ridge is long
-        # (bayes.geometry: a leading signal-to-noise ratio of SNR_CHART or N_CHART comparisons).
+        # (bayes.geometry: a leading signal-to-noise ratio of config["snr_chart"] or config["n_chart"]
+        # comparisons).
         long_ridge = frame.leading_snr >= bl.get_config()["snr_chart"] or data.n >= bl.get_config()["n_chart"]
         charted = expected if long_ridge else 0
         # What auto chose: with 5 draws a chart may be "troubled" and replaced by the factored run if

@@ -1,7 +1,7 @@
 """The default posterior's choices: its start, its coordinates, its fall-back and its advice.
 
 The choices are checked where they are decided (``choose_geometry``, ``default_start``,
-``_advice``) and end to end on the issue's own case, where the old default (the chart)
+``_advice``) and end to end on a reported case, where the old default (the chart)
 diverged and the factored model did not.
 """
 
@@ -39,7 +39,7 @@ ISSUE = {"d_x": 8, "d_a": 6, "d_s": 5, "rank": 2, "imbalance": 3, "seed": 11}
 
 @pytest.fixture(scope="module")
 def issue_data():
-    """The issue's case: ``paper_problem(8, 6, 5, rank 2, q = 3, seed 11).sample(1000, seed=12)``."""
+    """The reported case: ``paper_problem(8, 6, 5, rank 2, q = 3, seed 11).sample(1000, seed=12)``."""
     return bl.simulate.paper_problem(**ISSUE).sample(1000, seed=12)
 
 
@@ -127,7 +127,7 @@ def test_auto_charts_only_where_the_ridge_is_long(n, rank):
         assert (chosen.parametrization, chosen.chart_rank) == ("factored", None)
         if frame.leading_snr < setting("snr_chart"):
             assert f"{frame.leading_snr:.1f} < {setting("snr_chart"):g} and N = {n}" in chosen.reason
-        else:  # rank 1 below N_CHART: a ratio above the threshold is not enough (no rotation ridge)
+        else:  # rank 1 below config["n_chart"]: a ratio above the threshold is not enough (no rotation ridge)
             assert f"rank 1 and N = {n} < {setting("n_chart")}" in chosen.reason
 
 
@@ -215,18 +215,18 @@ def test_auto_does_not_chart_several_components_where_the_ridge_is_short():
     chosen = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored" and chosen.automatic
     assert f"has a signal-to-noise ratio {block:.1f} < 10 (N = 3000 < 6000)" in chosen.reason
-    # Its factored model is watched: on deep trees the block (5.5 >= SNR_BLOCK_MIN) takes its place (strangers
-    # 9615 #6, rank 4, block 5.4, took 517 steps per draw unwatched).
+    # Its factored model is watched: on deep trees the block (5.5 >= config["snr_block_min"]) takes its place
+    # (strangers 9615 #6, rank 4, block 5.4, took 517 steps per draw unwatched).
     np.testing.assert_allclose(chosen.short_ridge_frame.snr, frame.snr)
     assert geometry.ridge_chart(chosen, data, 1.0, "").chart_rank == 2
-    # From N_BLOCK on the same block is charted (the floor is SNR_BLOCK_MIN there).
+    # From config["n_block"] on the same block is charted (the floor is config["snr_block_min"] there).
     with bl.config_context(n_block=data.n):
         many = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", None)
     assert (many.parametrization, many.chart_rank) == ("chart", 2)
     named = geometry.choose_geometry(data, 3, start.theta, 1.0, "auto", 2)
     assert (named.parametrization, named.chart_rank) == ("chart", 2)
-    # A chart of one component below N_BLOCK keeps the floor of 5: §5.1 at q = 10, N = 5,000 (charted by N
-    # alone, its leading SNR 8.3 < SNR_BLOCK_FEW).
+    # A chart of one component below config["n_block"] keeps the floor of 5: §5.1 at q = 10, N = 5,000
+    # (charted by N alone, its leading SNR 8.3 < config["snr_block_few"]).
     sim = bl.simulate.paper_problem(rank=3, imbalance=10).sample(5000, seed=1)
     start, _, _ = geometry.default_start(sim, 3, 0.0, 1.0)
     one = geometry.choose_geometry(sim, 3, start.theta, 1.0, "auto", None)
@@ -265,8 +265,8 @@ def test_n_alone_does_not_chart_a_partial_chart_about_a_noise_component(monkeypa
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert chosen.parametrization == "factored" and chosen.automatic
     assert f"the weak block holds a component {frame.snr[1]:.1f} standard deviations from 0" in chosen.reason
-    # Where the weak component stands 3 or more from 0, and where the leading SNR reaches SNR_CHART, N
-    # charts whatever the weak block holds.
+    # Where the weak component stands 3 or more from 0, and where the leading SNR reaches config["snr_chart"],
+    # N charts whatever the weak block holds.
     monkeypatch.setattr(geometry, "partial_frame", lambda frame, data, r, scale: frame)
     for snr in ([12.5, 3.5], [25.0, 2.0]):
         replaced = dataclasses.replace(frame, snr=np.array(snr))
@@ -279,8 +279,8 @@ def test_n_alone_does_not_chart_a_partial_chart_about_a_noise_component(monkeypa
 
 
 def test_the_leading_snr_grows_like_root_n_across_the_threshold():
-    # The sizes above straddle both thresholds (3,000: a ratio above SNR_CHART below N_CHART), so
-    # every branch is exercised.
+    # The sizes above straddle both thresholds (3,000: a ratio above config["snr_chart"] below
+    # config["n_chart"]), so every branch is exercised.
     snrs = [chart_frame(d, bl.fit_low_rank(d, 1).theta, 1).leading_snr
             for d in (strong_data(n, seed=2) for n in (150, 3000, 5000))]
     assert snrs[0] < setting("snr_chart") <= snrs[1] and 3000 < setting("n_chart") <= 5000
@@ -345,7 +345,7 @@ def test_advice_for_a_named_chart_on_a_long_ridge_is_its_retry_first():
 def test_the_advised_target_is_for_named_charts_on_a_long_ridge(issue_data):
     start = bl.fit_low_rank(issue_data, 2)
     named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", None)
-    assert not geometry.long_ridge(named.frame, issue_data.n)  # the issue's case: 142 divergences at 0.95
+    assert not geometry.long_ridge(named.frame, issue_data.n)  # the reported case: 142 divergences at 0.95
     assert geometry.advised_target(named, issue_data.n) is None
     assert geometry.long_ridge(named.frame, setting("n_chart"))
     assert geometry.advised_target(named, setting("n_chart")) == setting("retry_target_accept")
@@ -439,7 +439,7 @@ def test_the_issue_case_converges_and_its_advice_works(issue_data):
 
 
 def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_model(issue_data, monkeypatch):
-    # Chart the issue's case (as the old default did, whatever its block's SNR), and hold R-hat to a
+    # Chart the reported case (as the old default did, whatever its block's SNR), and hold R-hat to a
     # bar no finite run meets, so every run is troubled whatever its divergences: the chart of the
     # leading component runs next (after the same chart at a higher target_accept where the first
     # run diverged), then the factored model.
@@ -456,9 +456,9 @@ def test_a_troubled_auto_chart_falls_back_to_a_smaller_chart_then_the_factored_m
     # the factored model then follows its own advice: 0.95 where it diverged, else twice the length.
     retried = [("chart", 2, 0.95, 150)] if record["first"]["divergences"] else []
     # The smaller chart starts at the retry's target where the first run was retried, else it is retried
-    # at 0.95 where it diverged (the issue's SNR is below SNR_STEADY).
+    # at 0.95 where it diverged (its SNR is below config["snr_steady"]).
     smaller_target = 0.95 if retried else 0.9
-    # The smaller chart is partial: it draws PARTIAL_DRAWS times the draws.
+    # The smaller chart is partial: it draws config["partial_draws"] times the draws.
     smaller = [("chart", 1, 0.95, 225)] if not retried and runs[1]["divergences"] else []
     at = len(retried) + len(smaller) + 2
     factored = runs[at]
@@ -530,7 +530,8 @@ def test_fallbacks_are_lazy_and_none_for_named_coordinates(issue_data, monkeypat
     start = bl.fit_low_rank(issue_data, 2)
     named = geometry.choose_geometry(issue_data, 2, start.theta, 1.0, "chart", None)
     assert list(geometry.fallbacks(named, issue_data, 1.0, AT_90, latest=_ran())) == []
-    # A block "auto" charts (SNR 6.0 >= SNR_BLOCK_MIN; the issue's own is 3.7), its components not steady.
+    # A block "auto" charts (SNR 6.0 >= config["snr_block_min"]; the reported case's is 3.7), its components
+    # not steady.
     frame = dataclasses.replace(chart_frame(issue_data, start.theta, 2), snr=np.array([9.0, 8.0]))
     auto = geometry.Geometry(frame, "charted", True)
     # The smaller chart's frame (a Fisher information over the data) is built only when it is reached.
@@ -635,7 +636,8 @@ def test_an_automatic_factored_model_follows_its_own_advice_once_per_cause(issue
 
 
 def test_a_chart_of_steady_components_is_retried_at_0_99_too(issue_data):
-    """Charted components all SNR_STEADY sd from 0 or more: a chart that diverged at 0.95 runs at 0.99."""
+    """Charted components all ``config["snr_steady"]`` sd from 0 or more: a chart that diverged at 0.95 runs
+    at 0.99."""
     start = bl.fit_low_rank(issue_data, 2)
     frame = chart_frame(issue_data, start.theta, 2, chart_rank=1)
 
@@ -678,12 +680,12 @@ def test_a_partial_chart_starts_at_the_users_target_and_draws_more():
     chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
     assert (chosen.parametrization, chosen.chart_rank, chosen.automatic) == ("chart", 1, True)
     assert chosen.target_accept is None and chosen.target(AT_90) == 0.9
-    # It draws PARTIAL_DRAWS times the draws (the §5.1 q = 10 chart at N = 10,000: R-hat 1.012 at 1,000 draws
-    # a chain on one sampler seed, 1.0036-1.0045 at 1,500 on four); a full chart and the factored model draw
-    # as many as asked.
+    # It draws config["partial_draws"] times the draws (the §5.1 q = 10 chart at N = 10,000: R-hat 1.012 at
+    # 1,000 draws a chain on one sampler seed, 1.0036-1.0045 at 1,500 on four); a full chart and the factored
+    # model draw as many as asked.
     assert chosen.draws_scale == setting("partial_draws") == 1.5 and "1.5 × the draws" in chosen.reason
-    # Where it diverges: the retry target, then (charted SNR 43.7 >= SNR_STEADY) the steady one, then the
-    # factored model at the user's target and its own retries.
+    # Where it diverges: the retry target, then (charted SNR 43.7 >= config["snr_steady"]) the steady one,
+    # then the factored model at the user's target and its own retries.
     latest = _ran(1)
     ladder = [(g.chart_rank, g.target_accept) for g in geometry.fallbacks(chosen, data, 1.0, AT_90, latest)]
     assert ladder == [(1, 0.95), (1, 0.99), (None, None), (None, 0.95), (None, 0.99)]
@@ -828,7 +830,8 @@ def test_the_kept_run_is_not_advised_a_setting_its_fall_back_ran(issue_data, mon
 
 
 def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
-    """The fall-back charts the largest r' < r₁ with σ̂_r' ≥ GAP_MIN σ̂_r'+1, else the factored model runs."""
+    """The fall-back charts the largest r' < r₁ with σ̂_r' ≥ ``config["gap_min"]`` σ̂_r'+1, else the factored
+    model runs."""
     start = bl.fit_low_rank(issue_data, 2)
     frame = chart_frame(issue_data, start.theta, 2)
 
@@ -845,7 +848,7 @@ def test_a_smaller_chart_only_at_a_gap_of_the_singular_values(issue_data):
     assert geometry.smaller_chart_rank(values(2.0, 1.0, r1=2)) == 1
     assert geometry.smaller_chart_rank(values(1.99, 1.0, r1=2)) is None
     assert geometry.smaller_chart_rank(values(9.0, 1.0, r1=1)) is None
-    # The issue's start has its gap (6.98 / 2.98 = 2.35): its fall-back charts r₁ = 1 as before.
+    # The reported case's start has its gap (6.98 / 2.98 = 2.35): its fall-back charts r₁ = 1 as before.
     assert geometry.smaller_chart_rank(frame) == 1
     auto = geometry.Geometry(no_gap, "charted", True)
     retried = geometry.fallbacks(auto, issue_data, 1.0, AT_90, _ran(1))
@@ -901,7 +904,7 @@ def test_a_short_looking_ridge_that_diverged_on_deep_trees_is_followed_by_the_ch
     """Strangers 9601 #10: the factored model diverged and took 1,023 steps per draw; its chart did not."""
     start = bl.fit_low_rank(issue_data, 2)
     frame = chart_frame(issue_data, start.theta, 2)
-    # A block "auto" charts where the ridge is long: SNRs 30 and 12, block 11.1 >= SNR_BLOCK_FEW.
+    # A block "auto" charts where the ridge is long: SNRs 30 and 12, block 11.1 >= config["snr_block_few"].
     chartable = dataclasses.replace(frame, snr=np.array([30.0, 12.0]))
     factored = geometry.Geometry(None, "short ridge", True, short_ridge_frame=chartable)
 
@@ -926,7 +929,7 @@ def test_a_short_looking_ridge_that_diverged_on_deep_trees_is_followed_by_the_ch
         latest["run"] = next(runs, None)
     assert ladder == [("chart", None, False), ("factored", 0.95, False), ("factored", 0.95, True)]
     # Not on shallow trees, without a divergence, after a retry, without a declined frame, nor where "auto"
-    # refuses the chart on a long ridge too and a component is noise (SNR 2.5 < SNR_WEAK_NOISE).
+    # refuses the chart on a long ridge too and a component is noise (SNR 2.5 < config["snr_weak_noise"]).
     noisy = dataclasses.replace(frame, snr=np.array([5.5, 2.5]))
     shallow = _ran(2, depth=setting("deep_tree") - 0.5)
     assert following(factored, shallow) == [("factored", None, 0.95, False), ("factored", None, 0.99, False)]
@@ -1007,8 +1010,8 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     fit(chartable)
     assert ran == [("factored", False, geometry.full_watch()), ("chart", False, None)]
     monkeypatch.setattr(fit_module, "_nuts_attempt", attempt)
-    # A block of SNR 5.6 (components at 9 and 7): "auto" refuses it below N_BLOCK, where the ridge looks
-    # short, and charts it once the factored model's own trees have measured the ridge long.
+    # A block of SNR 5.6 (components at 9 and 7): "auto" refuses it below config["n_block"], where the ridge
+    # looks short, and charts it once the factored model's own trees have measured the ridge long.
     middling = dataclasses.replace(frame, snr=np.array([9.0, 7.0]))
     assert geometry._auto_chart(middling, issue_data, 2, 1.0, None, "long").frame is None
     kept, record = fit(middling)
@@ -1026,8 +1029,8 @@ def test_a_factored_run_whose_warm_up_runs_deep_is_stopped_for_the_chart(issue_d
     assert ran == [("factored", None, None)]
 
 
-# Both determined, their block 4.2 < 5; the issue's own frame (block 3.7); neither determined (SNR < 5) and
-# neither noise (block 3.25); a noise component; a loose column space; neither noise, but a block of 2.3.
+# Both determined, their block 4.2 < 5; the reported case's frame (block 3.7); neither determined (SNR < 5)
+# and neither noise (block 3.25); a noise component; a loose column space; neither noise, but a block of 2.3.
 @pytest.mark.parametrize(("snr", "angles", "full"), [
     ((6.0, 6.0), (0.1, 0.1), True), ((5.46, 5.13), (0.22, 0.35), True), ((4.7, 4.5), (0.1, 0.1), True),
     ((6.0, 2.9), (0.1, 0.1), False), ((6.0, 6.0), (0.6, 0.1), False), ((3.4, 3.1), (0.1, 0.1), False)])
@@ -1039,7 +1042,8 @@ def test_a_measured_ridge_charts_every_component_where_none_is_noise(issue_data,
     stand_in = dataclasses.replace(chart_frame(issue_data, start.theta, 2), snr=np.array(snr),
                                    angles=np.array(angles))
     factored = geometry.Geometry(None, "short ridge", True, short_ridge_frame=stand_in)
-    # "auto" itself charts nothing on the measured ridge: a block below SNR_BLOCK_MIN, or none determined.
+    # "auto" itself charts nothing on the measured ridge: a block below config["snr_block_min"], or none
+    # determined.
     assert geometry._auto_chart(stand_in, issue_data, 2, 1.0, None, "", measured=True).frame is None
     chart = geometry.ridge_chart(factored, issue_data, 1.0, "")
     if not full:
@@ -1052,7 +1056,8 @@ def test_a_measured_ridge_charts_every_component_where_none_is_noise(issue_data,
                             "deviations from 0, within 0.5 rad): the full chart has no weak block, and its "
                             f"block's SNR is {block:.1f} >= 2.5")
     assert geometry.watch_for(chart) == geometry.full_watch()
-    # Not where the rank leaves fewer than FULL_SPAN_SPARE dimensions of the differences' span (9612 #6).
+    # Not where the rank leaves fewer than config["full_span_spare"] dimensions of the differences' span (9612
+    # #6).
     narrow = dataclasses.replace(stand_in, right=stand_in.right[:, : 2 + setting("full_span_spare") - 1])
     narrowed = dataclasses.replace(factored, short_ridge_frame=narrow)
     assert geometry.ridge_chart(narrowed, issue_data, 1.0, "") is None
@@ -1080,7 +1085,7 @@ def test_a_partial_chart_is_watched_for_deep_trees_only(issue_data):
     partial = geometry.Geometry(dataclasses.replace(frame, chart_rank=1), "", True)
     assert geometry.watch_for(full) == geometry.full_watch()
     assert geometry.watch_for(partial) == geometry.partial_watch()
-    # At 9615 #0's depth and projection only the full chart's watch stops; at DEEP_TREE both do.
+    # At 9615 #0's depth and projection only the full chart's watch stops; at config["deep_tree"] both do.
     assert geometry.full_watch().why(7.44, 150.0) is not None
     assert geometry.partial_watch().why(7.44, 150.0) is None
     assert geometry.partial_watch().why(setting("deep_tree"), 10.0) is not None

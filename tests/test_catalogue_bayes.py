@@ -1,4 +1,4 @@
-"""Issue #33's catalogue for the Bayesian road: bad settings of ``fit_posterior`` and its methods.
+"""The bad-input catalogue for the Bayesian road: bad settings of ``fit_posterior`` and its methods.
 
 Each case is refused before any sampling, in bayes_loco's words naming the setting
 (``refused`` checks the raising frame is inside the package), or runs and says what

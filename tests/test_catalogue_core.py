@@ -1,4 +1,4 @@
-"""Issue #33's bad-input catalogue for data, problems, fits, coordinates, sets, policies and evaluation.
+"""The bad-input catalogue for data, problems, fits, coordinates, sets, policies and evaluation.
 
 Every case feeds one public entry point one bad input and asserts what a user should
 see: one error raised inside bayes_loco that names the argument (or field) and what
@@ -254,7 +254,7 @@ def test_population_refuses_inconsistent_arrays(world, change, match):
 
 
 def test_population_with_contexts_times_1e300_is_refused(world):
-    """Issue #33: this population gave the reference action everywhere, status solved, gap 0."""
+    """Regression: this population gave the reference action everywhere, status solved, gap 0."""
     pop = world["pop"]
     refused(lambda: bl.Population(pop.contexts * 1e300, pop.features, pop.states),
             match=r"contexts has an entry of magnitude .*e\+(299|300).*above 1e\+50.*Rescale contexts")
@@ -364,7 +364,7 @@ def test_fit_low_rank_refuses_bad_options(world, args, kwargs, match):
 
 
 def test_fit_low_rank_refuses_an_initial_fit_of_other_dimensions(world):
-    """Issue #33: this ended in a matmul error inside fgd.py."""
+    """Regression: this ended in a matmul error inside fgd.py."""
     refused(lambda: bl.fit_low_rank(world["data"], 2, initial=world["other_mle"]),
             match=r"initial was fitted on data with \(d_x, d_phi\) = \(3, 6\), these data have \(3, 5\)")
 
@@ -408,7 +408,7 @@ def test_fit_prs_refuses_bad_options(world, kwargs, match):
     ("mle", {}, TypeError, "low_rank must be a LowRankResult .*got MLEResult"),
 ], ids=["other-data", "not-the-split", "rank", "mle"])
 def test_fit_prs_refuses_a_low_rank_start_of_other_data(world, low_rank, kwargs, exc, match):
-    """Issue #33: a start fitted on other data was accepted (Θ error 1.25 → 1.55)."""
+    """Regression: a start fitted on other data was accepted (Θ error 1.25 → 1.55)."""
     options = {"rank": 2, **kwargs}
     refused(lambda: bl.fit_prs(world["data"], low_rank=world[low_rank], **options), match=match, exc=exc)
 
@@ -582,7 +582,7 @@ def _asymmetric(world):
         "coordinates-dim",
         "factor-part"])
 def test_ellipsoid_refuses_bad_fields(world, changes, exc, match):
-    """Issue #33: a NaN centre, a non-symmetric W and a centre of the wrong length were accepted."""
+    """Regression: a NaN centre, a non-symmetric W and a centre of the wrong length were accepted."""
     refused(_ellipsoid(world, **changes(world)), match=match, exc=exc)
 
 
@@ -717,7 +717,7 @@ def test_draws_and_quantile_sets_refuse_bad_inputs(world, make, match):
     (lambda w: np.full((3, 5), 1e300), ValueError, "theta has an entry of magnitude"),
 ], ids=["nan", "inf", "transposed", "flat", "prs-fit", "mle-fit", "string", "huge"])
 def test_greedy_policy_refuses_bad_theta(world, theta, exc, match):
-    """Issue #33: a NaN Θ played action 0 with objective_value=nan; a fit ended in float() of a PRSResult."""
+    """Regression: a NaN Θ played action 0 with objective_value=nan; a fit ended in float() of a PRSResult."""
     refused(lambda: bl.greedy_policy(theta(world), world["pop"]), match=match, exc=exc)
 
 
@@ -782,7 +782,7 @@ def _probabilities(world, value):
         "reference",
         "scope"])
 def test_pessimistic_value_refuses_probabilities_off_the_simplex(world, probabilities, kwargs, exc, match):
-    """Issue #33: probabilities of −1 gave 0.355 and NaN gave −inf."""
+    """Regression: probabilities of −1 gave 0.355 and NaN gave −inf."""
     refused(lambda: bl.pessimistic_value(world["gram"], world["pop"], probabilities(world), **kwargs),
             match=match, exc=exc)
 
@@ -829,7 +829,7 @@ def test_pessimistic_value_refuses_a_non_set(world):
         "objective-nan",
         "objective-str", "rounded-nan", "theta-nan", "certificate", "status", "population"])
 def test_policy_refuses_bad_fields(world, changes, exc, match):
-    """Issue #33: Policy had no validation (a tampered file or a hand-built policy was taken as it was)."""
+    """Regression: Policy had no validation (a tampered file or a hand-built policy was taken as it was)."""
     policy = world["policy"]
     refused(_replace(policy, **changes(policy)), match=match, exc=exc)
 
@@ -855,7 +855,7 @@ def test_greedy_policy_keeps_nan_pessimistic_value(world):
 
 @pytest.mark.parametrize("evaluate", ["suboptimality", "policy_value", "relative_value"])
 def test_evaluation_refuses_a_policy_of_another_population_of_the_same_size(world, evaluate):
-    """Issue #33: a global policy solved on another population of the same size gave 0.476 without a word."""
+    """Regression: a global policy solved on another population of the same size gave 0.476 without a word."""
     other = world["other_global"]
     assert other.n == world["pop_global"].n
     refused(lambda: getattr(bl, evaluate)(world["global_policy"], world["problem"], other),
@@ -899,8 +899,8 @@ def test_evaluation_of_the_policys_own_population_is_right(world):
 
 
 def test_a_large_populations_fingerprint_samples_rows_whatever_the_layout(world, monkeypatch):
-    """Above FINGERPRINT_BYTES a sample of rows is hashed: the same for any memory layout, and still another
-    population's (drawn apart, it differs in every row) is told apart."""
+    """Above ``config["fingerprint_bytes"]`` a sample of rows is hashed: the same for any memory layout, and
+    still another population's (drawn apart, it differs in every row) is told apart."""
 
     bl.set_config(fingerprint_bytes=256)
     pop, other = world["pop_global"], world["other_global"]
@@ -977,8 +977,9 @@ def _factored_round_trip(tmp_path, k, d_x):
 
 
 def test_a_factored_wald_set_saves_and_loads(tmp_path, monkeypatch):
-    """Issue #33: a set built by EllipsoidSet.factored (PRS from FACTORED_MIN coordinates on) saved but did
-    not load; its factor is now fields the constructor validates (FACTORED_MIN lowered for a fast test)."""
+    """Regression: a set built by EllipsoidSet.factored (PRS from config["factored_min"] coordinates on) saved
+    but did not load; its factor is now fields the constructor validates (``config["factored_min"]`` lowered
+    for a fast test)."""
     bl.set_config(factored_min=64)
     _factored_round_trip(tmp_path, 96, 8)
 

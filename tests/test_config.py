@@ -42,6 +42,41 @@ def test_bad_settings_are_refused_naming_the_setting(settings, message):
     assert bl.get_config() == before  # nothing half-set
 
 
+@pytest.mark.parametrize("settings, message", [
+    ({"chunk": 0}, r"^chunk must be > 0, got 0 \(its default is 20000\)$"),
+    ({"snr_chart": -1.0}, r"^snr_chart must be >= 0, got -1.0"),
+    ({"snr_chart": float("nan")}, r"^snr_chart must be >= 0, got nan"),
+    ({"retry_target_accept": 1.0}, r"^retry_target_accept must be in \(0, 1\), got 1.0"),
+    ({"aggregate_share": 1.5}, r"^aggregate_share must be in \[0, 1\], got 1.5"),
+    ({"compression_level": 10}, r"^compression_level must be in 0 … 9, got 10"),
+    ({"target_accept_steps": (0.9, 1.2)}, r"^target_accept_steps's entries must each be in \(0, 1\)"),
+    ({"watch_draws": (150, 50)}, r"^watch_draws's entries must increase, got \(150, 50\)"),
+    ({"newton_max": 5, "gap_min": 0.5}, r"^gap_min must be >= 1, got 0.5"),
+])
+def test_values_outside_a_settings_domain_are_refused_naming_it(settings, message):
+    before = bl.get_config()
+    with pytest.raises(ValueError, match=message):
+        bl.set_config(**settings)
+    with pytest.raises(ValueError, match=message), bl.config_context(**settings):
+        pass
+    assert bl.get_config() == before  # nothing half-set, by either
+
+
+def test_every_default_lies_in_its_domain_and_every_setting_refuses_a_negative():
+    for name, setting in config.SETTINGS.items():
+        with bl.config_context(**{name: setting.default}):
+            assert bl.get_config()[name] == setting.default
+        default = setting.default
+        negative = (tuple(-1 for _ in default) if isinstance(default, tuple)
+                    else -1 if isinstance(default, int) else -1.0)
+        with pytest.raises(ValueError, match=f"^{name}"):
+            bl.set_config(**{name: negative})
+    edges = {"newton_max": 0, "slack": 0, "cache_size": 0, "snr_chart": 0.0, "aggregate_share": 1.0,
+             "range_rtol": 0.0, "max_abs": float("inf"), "compression_level": 0, "watch_draws": (0, 1)}
+    with bl.config_context(**edges):  # the domains' closed ends are accepted
+        assert all(bl.get_config()[name] == value for name, value in edges.items())
+
+
 def test_a_thread_starts_from_the_global_defaults():
     seen = {}
     with bl.config_context(newton_max=7):

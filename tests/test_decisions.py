@@ -148,8 +148,8 @@ def test_global_scope_compares_the_states_averaged_rewards():
 
 
 def test_factored_ellipsoid_gives_the_same_decisions(ellipsoid_case, monkeypatch):
-    """The set that holds W's pivoted Cholesky factor and not W (EllipsoidSet.factored, FACTORED_MIN lowered)
-    decides as the set that holds W."""
+    """The set that holds W's pivoted Cholesky factor and not W (EllipsoidSet.factored,
+    ``config["factored_min"]`` lowered) decides as the set that holds W."""
     eset, b, pop = ellipsoid_case
     bl.set_config(factored_min=1)
     bl.set_config(cholesky_min=1)

@@ -267,9 +267,9 @@ def test_candidate_features_match_raw_population(reference_action, scope):
 
 @pytest.mark.parametrize("scope", SCOPES)
 def test_features_made_a_block_at_a_time_give_the_same_problem(scope, monkeypatch):
-    """With FEATURE_BLOCK_BYTES forcing one unit per block, the exact problem over an ellipsoid gets its
-    features as FeatureBlocks whose blocks are the whole array's rows (the units' means), and the exact
-    policy, its certificate, its rounding and the pessimistic value of a policy are those of the whole
+    """With ``config["feature_block_bytes"]`` forcing one unit per block, the exact problem over an ellipsoid
+    gets its features as FeatureBlocks whose blocks are the whole array's rows (the units' means), and the
+    exact policy, its certificate, its rounding and the pessimistic value of a policy are those of the whole
     array; a set that needs the features whole (the hull) is never handed blocks and refuses them."""
     from bayes_loco import policy as policy_module
 
@@ -305,8 +305,8 @@ def test_features_made_a_block_at_a_time_give_the_same_problem(scope, monkeypatc
 def test_exact_matches_policy_space_socp(spec, solver, monkeypatch):
     """The Must-show: certificate bounds and pessimistic value equal the policy-space SOCP's optimum.
 
-    ``accelerated``: the solver of large sets (k_eff > NEWTON_MAX), forced here with no Newton fallback
-    and with W factorised by pivoted Cholesky (whitening by triangular solves, L never formed).
+    ``accelerated``: the solver of large sets (k_eff > ``config["newton_max"]``), forced here with no Newton
+    fallback and with W factorised by pivoted Cholesky (whitening by triangular solves, L never formed).
     ``blocks``: the LLM-width memory paths, forced: candidate features made one unit at a time
     (FeatureBlocks) and the PRS Wald set holding only W's factor (EllipsoidSet.factored).
     """

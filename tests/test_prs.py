@@ -156,13 +156,13 @@ def test_effective_dimension_on_paper_simulation(paper_q1_prs):
 
 def test_implicit_design_path_matches_the_explicit_one(paper_q1_prs, monkeypatch):
     """With the design never formed (the path for N × k above one block) and W summed from the RTV
-    coordinates' Kronecker structure (the path above GRAM_PANEL coordinates), the paper's simulation gives
-    θ̂_rtv to 1e-8, the same Gram and Fisher W to 1e-10, and the same exact-Wald policy."""
+    coordinates' Kronecker structure (the path above ``config["gram_panel"]`` coordinates), the paper's
+    simulation gives θ̂_rtv to 1e-8, the same Gram and Fisher W to 1e-10, and the same exact-Wald policy."""
     problem, data, explicit = paper_q1_prs
     assert explicit.gram is not None
     wald = {"explicit": explicit.calibrated_set(0.9)}  # from the formed design, before the patches
     bl.set_config(design_block_bytes=500 * explicit.k * 8)  # 6 blocks of 500 rows
-    bl.set_config(gram_panel=0)
+    bl.set_config(gram_panel=1)
     bl.set_config(pair_panel=7)  # ragged panels over d_φ = 29
     implicit = _quiet(bl.fit_prs, data, 3, low_rank=explicit.low_rank)
     assert implicit.gram is None

@@ -54,7 +54,7 @@ def test_bad_arguments_name_themselves(selection, kwargs, match):
 
 @pytest.mark.slow
 def test_gic_picks_rank_three_in_most_seeds_at_n_10000():
-    """Issue #2: GIC picks the true rank r = 3 in >= 80% of seeds at N = 10,000 (Θ_ii = 2, q = 1)."""
+    """GIC picks the true rank r = 3 in >= 80% of seeds at N = 10,000 (Θ_ii = 2, q = 1)."""
     picks = []
     for seed in range(10):
         problem = simulate.paper_problem(rank=3, imbalance=1, theta_kind="diagonal", seed=seed)

@@ -251,7 +251,7 @@ def test_the_kronecker_structured_gram_is_the_sum_over_the_design(d_x, d_phi, r,
 
     basis = _basis(3, d_x, d_phi, r)[2]
     data = _comparisons(4, d_x, d_phi, n=60)
-    bl.set_config(gram_panel=0)
+    bl.set_config(gram_panel=1)
     bl.set_config(design_block_bytes=17 * d_phi * 8)  # 17 rows a block
     z = design.design(basis, data)
     w = np.random.default_rng(9).uniform(0, 0.25, data.n)
@@ -281,7 +281,7 @@ def test_a_gram_matrix_larger_than_memory_is_refused(monkeypatch):
         design.information(basis, data)
     # The structured sum also holds its r(r+1)/2 partial sums and a block of f̃: 4,232 bytes here, where
     # W and a block of the design need 2,880.
-    bl.set_config(gram_panel=0)
+    bl.set_config(gram_panel=1)
     bl.set_config(design_block_bytes=8 * 18 * 2)
     monkeypatch.setattr(_validation, "available_memory", lambda: 3500)
     with pytest.raises(MemoryError, match=r"18 x 18 Gram matrix of the coordinates and its 3 partial sums"):

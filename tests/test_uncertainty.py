@@ -190,9 +190,9 @@ def test_zero_rows_of_w_are_set_aside_exactly():
 
 @pytest.mark.parametrize("rank", [12, 8])
 def test_cholesky_path_gives_the_eigh_set(monkeypatch, rank):
-    """A large W (here CHOLESKY_MIN lowered to 1) is factorised by pivoted Cholesky: the same k_eff, dual
-    norms, L Lᵀ = W⁺, lower bounds, unidentified directions and exact policy as the eigendecomposition,
-    for a definite W (rank 12) and a singular one (rank 8)."""
+    """A large W (here ``config["cholesky_min"]`` lowered to 1) is factorised by pivoted Cholesky: the same
+    k_eff, dual norms, L Lᵀ = W⁺, lower bounds, unidentified directions and exact policy as the
+    eigendecomposition, for a definite W (rank 12) and a singular one (rank 8)."""
 
     rng = np.random.default_rng(21)
     w, b = random_psd(rng, 12, rank=rank, ridge=0.5 if rank == 12 else 0.0)
@@ -249,7 +249,7 @@ def test_cholesky_path_sets_aside_zero_rows_and_refuses_an_indefinite_w(monkeypa
 @pytest.mark.parametrize("order", ["C", "F"])
 @pytest.mark.parametrize(("rank", "zero_row"), [(12, False), (8, False), (8, True)])
 def test_factored_set_holds_only_the_factor_and_is_the_same_set(monkeypatch, rank, zero_row, order):
-    """EllipsoidSet.factored (FACTORED_MIN lowered to 1) factorises W in W's own memory, C- or
+    """EllipsoidSet.factored (``config["factored_min"]`` lowered to 1) factorises W in W's own memory, C- or
     Fortran-ordered (a fit's information is Fortran-ordered), and keeps no W: the same k_eff, dual norms,
     lower bounds, distances (a singular W's Schur complement is ~0) and exact policy as the set that keeps
     W, for a definite W, a singular one and one with a zero row (factorised on a copy of its live block)."""
@@ -287,8 +287,8 @@ def _assert_same_exact_policy(reference, other, rng):
 
 
 def test_factored_set_refusals(monkeypatch):
-    """Below FACTORED_MIN the set keeps W; unknown fields, a mismatched W, no usable factor and a set built
-    with precision=None are refused with the argument named."""
+    """Below ``config["factored_min"]`` the set keeps W; unknown fields, a mismatched W, no usable factor and
+    a set built with precision=None are refused with the argument named."""
 
     rng = np.random.default_rng(24)
     w, _ = random_psd(rng, 6, ridge=0.1)

@@ -12,7 +12,7 @@ like √N), and NUTS's leapfrog steps per draw grow with it; the chart's do not.
 ``config["snr_chart"]`` the ridge is short, the factored model needs few steps, and the chart
 only adds risk: its coordinates B = Θ₂₁A⁻¹ are ratios whose denominator (A, the leading
 block) is within a few standard deviations of singular, which is where NUTS diverged.
-So ``"auto"`` charts only where ``leading_snr ≥ SNR_CHART`` or N ≥ ``config["n_chart"]``
+So ``"auto"`` charts only where ``leading_snr ≥ ``config["snr_chart"]```` or N ≥ ``config["n_chart"]``
 (at q = 10 the weak components' ridges are long too; not by N alone where the rank fills the
 contexts' span and the chart would be partial), and then only the components the
 data determine (``chartable_rank``: a column space fixed to within ``config["angle_max"]`` radians, and a
@@ -268,14 +268,14 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
         return Geometry(None, f"{why} but the leading signal-to-noise ratio {snr:.1f} < "
                               f"{get_config()["snr_chart"]:g}, and "
                               f"{trouble}", True)
-    # One component's block is its SNR, judged by SNR_CHART or N_CHART.
+    # One component's block is its SNR, judged by config["snr_chart"] or config["n_chart"].
     few = r1 >= 2 and data.n < get_config()["n_block"] and not measured
     config = get_config()
     floor, why_few = ((config["snr_block_few"], f" (N = {data.n} < {config['n_block']})") if few
                       else (config["snr_block_min"], ""))
     if chart_rank is None and r1 and (block := block_snr(frame, r1)) < floor:
-        # Refused for SNR_BLOCK_FEW, the factored model is watched as a short-looking ridge is: strangers 9615
-        # #6 (rank 4, N = 4,000, block 5.4) took 517 leapfrog steps per draw unwatched.
+        # Refused for config["snr_block_few"], the factored model is watched as a short-looking ridge is:
+        # strangers 9615 #6 (rank 4, N = 4,000, block 5.4) took 517 leapfrog steps per draw unwatched.
         return Geometry(None, f"the block of {r1} determined components has a signal-to-noise ratio "
                               f"{block:.1f} < {floor:g}{why_few}: its ratio coordinates bend together", True,
                         short_ridge_frame=frame if few else None)

@@ -181,7 +181,7 @@ class EllipsoidSet:
 
         Examples
         --------
-        >>> W = np.diag([4.0, 1.0, 0.0])   # 3 coordinates, below FACTORED_MIN: the set keeps W
+        >>> W = np.diag([4.0, 1.0, 0.0])   # 3 coordinates, below config["factored_min"]: the set keeps W
         >>> bl.EllipsoidSet.factored(np.zeros(3), W.copy(), 1.0, bl.VecCoordinates(1, 3)).precision is None
         False
 
