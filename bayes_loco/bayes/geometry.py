@@ -12,7 +12,7 @@ like √N), and NUTS's leapfrog steps per draw grow with it; the chart's do not.
 ``config["snr_chart"]`` the ridge is short, the factored model needs few steps, and the chart
 only adds risk: its coordinates B = Θ₂₁A⁻¹ are ratios whose denominator (A, the leading
 block) is within a few standard deviations of singular, which is where NUTS diverged.
-So ``"auto"`` charts only where ``leading_snr ≥ ``config["snr_chart"]```` or N ≥ ``config["n_chart"]``
+So ``"auto"`` charts only where ``leading_snr ≥ config["snr_chart"]`` or N ≥ ``config["n_chart"]``
 (at q = 10 the weak components' ridges are long too; not by N alone where the rank fills the
 contexts' span and the chart would be partial), and then only the components the
 data determine (``chartable_rank``: a column space fixed to within ``config["angle_max"]`` radians, and a
@@ -249,9 +249,8 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
     model and the reason none is charted.
 
     ``measured``: the factored model's own trees showed the ridge long, so a block of several
-    components below ``config["n_block"]`` needs ``config["snr_block_min"]``, not ``config["snr_block_few"]``
-    (set where
-    the ridge is short).
+    components below ``config["n_block"]`` needs ``config["snr_block_min"]``, not
+    ``config["snr_block_few"]`` (set where the ridge is short).
     """
     snr = frame.leading_snr
     # At rank 1 only N decides: a problem of the unseen grid (§5.1, r = 1, N = 3,000, 20 × 10 × 20, ratio
