@@ -173,7 +173,8 @@ SETTINGS: dict[str, Setting] = {
         "A divergent automatic chart is first re-run at this target_accept (where the user's is lower): "
         "the robustness grids' three divergent charts had no divergence at 0.95 and were kept, in 122-265 "
         "s where the fall-backs had taken 281-1,115 s (docs/results/posterior.md). So is a divergent "
-        "automatic factored model: an unseen q = 30 problem diverged once at 0.9 and not at 0.95."),
+        "automatic factored model: an unseen q = 30 problem diverged once at 0.9 and not at 0.95. A "
+        "partial chart whose weak block is sampled as Z starts at it (six of eight diverged at 0.9)."),
     "snr_steady": Setting(
         25.0, "bayes_loco.bayes.geometry", NONNEGATIVE,
         "A chart whose charted components all stand ``snr_steady`` standard deviations or more from 0 and "

@@ -267,12 +267,21 @@ def test_n_alone_does_not_chart_a_partial_chart_about_a_noise_component(monkeypa
     assert f"the weak block holds a component {frame.snr[1]:.1f} standard deviations from 0" in chosen.reason
     # Where the weak component stands 3 or more from 0, and where the leading SNR reaches config["snr_chart"],
     # N charts whatever the weak block holds.
+    # Its weak block is sampled as Z (d_x' − r + 1 = 2 < m), so the chart starts at the retry's target and
+    # no retry at 0.95 follows a divergence (the frame here, kept whole, is not steady): the factored model.
     monkeypatch.setattr(geometry, "partial_frame", lambda frame, data, r, scale: frame)
+    retry = setting("retry_target_accept")
+    ladder = [(None, None), (None, 0.95), (None, 0.99)]
     for snr in ([12.5, 3.5], [25.0, 2.0]):
         replaced = dataclasses.replace(frame, snr=np.array(snr))
         monkeypatch.setattr(geometry, "chart_frame", lambda *args, replaced=replaced, **kwargs: replaced)
         chosen = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", None)
         assert (chosen.parametrization, chosen.chart_rank) == ("chart", replaced.chart_rank), snr
+        assert not chosen.frame.weak_product and chosen.target_accept == retry == 0.95
+        assert chosen.target(AT_90) == 0.95 and "its weak block is sampled as Z" in chosen.reason
+        assert chosen.target(bb.NUTS(target_accept=0.99)) == 0.99  # never below the user's
+        steps = geometry.fallbacks(chosen, data, 1.0, AT_90, _ran(1))
+        assert [(g.chart_rank, g.target_accept) for g in steps] == ladder, snr
     monkeypatch.undo()
     named = geometry.choose_geometry(data, 2, start.theta, 1.0, "auto", 1)
     assert (named.parametrization, named.chart_rank) == ("chart", 1)
