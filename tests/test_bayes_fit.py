@@ -529,6 +529,20 @@ def test_start_and_basis_must_match(problem):
         bb.fit_posterior(data, RANK, start=low_rank, basis=bl.rtv_basis(low_rank.theta, 1))
 
 
+def test_a_start_of_the_other_tie_model_is_refused(problem):
+    """As ``fit_low_rank`` refuses an initial fit of the other tie model: the start is fitted as the
+    posterior reads ties, which ``ties="davidson"``'s default start is (``test_bayes_ties``)."""
+    _, data, low_rank = problem
+    with pytest.raises(ValueError, match=r"^start was fitted with ties='half', this fit has "
+                                         r"ties='davidson': pass fit_low_rank\(data, 2, ties='davidson'\)"):
+        bb.fit_posterior(data, RANK, ties="davidson", start=low_rank, method="map")
+    davidson = bl.fit_low_rank(data, RANK, ties="davidson")
+    with pytest.raises(ValueError, match=r"^start was fitted with ties='davidson', this fit has ties='half'"):
+        bb.fit_posterior(data, RANK, start=davidson, method="map")
+    post = bb.fit_posterior(data, RANK, ties="davidson", start=davidson, method="map", predictive_draws=0)
+    assert post.start is davidson and post.settings["ties"] == "davidson"
+
+
 def test_available_samplers():
     found = bb.available_samplers()
     assert found[0] == "pymc" and set(found) <= set(bb.settings.NUTS_SAMPLERS)

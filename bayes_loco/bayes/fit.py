@@ -123,8 +123,9 @@ def fit_posterior(data: PreferenceData, rank: int, *, method: str = "nuts", ties
         "chains": 4, "sampler": "numpyro"}``.
     start : LowRankResult, optional
         The frequentist low-rank fit to start from (fitted here if not given,
-        with ``ridge``). Every chain, the MAP search and ADVI start at its
-        balanced factors U₀ = P S^½, V₀ = Q S^½, never at the origin.
+        with ``ridge`` and ``ties``; one given must have this fit's ``ties``). Every chain,
+        the MAP search and ADVI start at its balanced factors U₀ = P S^½, V₀ = Q S^½,
+        never at the origin.
     basis : RTVBasis or LowRankResult, optional
         The RTV coordinates of θ_rtv (a LowRankResult gives its own); the
         start's by default.
@@ -294,6 +295,9 @@ def _start_fit(data, rank, start, ridge, scale, ties) -> tuple[LowRankResult, fl
     if start.rank != rank or start.theta.shape != (data.d_x, data.d_phi):
         raise ValueError(f"start has rank {start.rank} and Θ of shape {start.theta.shape}; "
                          f"expected rank {rank} and ({data.d_x}, {data.d_phi})")
+    if start.ties != ties:  # as fit_low_rank refuses an initial fit of the other tie model
+        raise ValueError(f"start was fitted with ties={start.ties!r}, this fit has ties={ties!r}: pass "
+                         f"fit_low_rank(data, {rank}, ties={ties!r}) or no start")
     check_user_start(start, data, scale)
     return start, ridge, ""
 
