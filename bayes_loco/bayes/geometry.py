@@ -291,15 +291,14 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
     if r1 == rank:
         return Geometry(frame, why, True)
     frame = partial_frame(frame, data, r1, scale)
-    why = f"{why}; {get_config()['partial_draws']:g} × the draws (a partial chart's weak block mixes slowly)"
-    if frame.weak_product:
-        return Geometry(frame, why, True, draws_scale=get_config()["partial_draws"])
+    why = f"{why}; {config['partial_draws']:g} × the draws (a partial chart's weak block mixes slowly)"
     # Its weak block sampled as Z (d' < m: ChartFrame.weak_product) starts at the retry's target: six of
-    # eight such charts on strangers diverged at 0.9 and were kept at 0.95 (docs/results/posterior.md).
-    retry = get_config()["retry_target_accept"]
-    return Geometry(frame, f"{why}; at target_accept {retry:g} or above (its weak block is sampled as Z, "
-                           "whose charts diverge at lower targets)", True, retry,
-                    draws_scale=get_config()["partial_draws"])
+    # eight such charts on strangers diverged at 0.9 and were kept at 0.95 (docs/design.md).
+    target = None if frame.weak_product else config["retry_target_accept"]
+    if target is not None:
+        why += (f"; at target_accept {target:g} or above (its weak block is sampled as Z, whose charts "
+                "diverge at lower targets)")
+    return Geometry(frame, why, True, target, draws_scale=config["partial_draws"])
 
 
 def _weak_block_trouble(frame: ChartFrame, r1: int) -> str:
