@@ -22,6 +22,7 @@ import h5py
 import numpy as np
 import xarray as xr
 
+from ._domains import is_integer
 from ._h5safety import Refusal, budget, check_bytes, safe_dtype, scan
 from ._iotypes import (
     ATTRS_KEY,
@@ -247,7 +248,7 @@ class _Decoder:
     def sequence(self, node: xr.DataTree, where: str) -> list | tuple:
         length, kind = node.attrs.get(LENGTH_KEY), node.attrs.get(SEQUENCE_KEY)
         names = [str(i) for i in range(len(node.children))]
-        if isinstance(length, bool) or not isinstance(length, int | np.integer) or length != len(names):
+        if not is_integer(length) or length != len(names):
             raise Refusal(f"{where} records {length} items but holds {len(names)}")
         if sorted(node.children) != sorted(names) or kind not in ("list", "tuple"):
             raise Refusal(f"{where} is not a stored list or tuple of results (items {sorted(node.children)}, "

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 from scipy import linalg
 
+from ._domains import is_integer
 from .config import get_config
 from .coordinates import RTVBasis
 from .design import mean_candidate_features
@@ -144,7 +145,7 @@ def projection_directions(directions, named, labels) -> tuple[np.ndarray, list[s
                     raise ValueError(f"directions: {d!r} is not a coordinate label of the sets' "
                                      f"{type(coordinates).__name__} (labels: {shown})")
                 index.append(all_labels.index(d))
-            elif isinstance(d, int | np.integer) and not isinstance(d, bool):
+            elif is_integer(d):
                 if not 0 <= d < k:
                     raise ValueError(f"directions: coordinate index {d} is outside 0..{k - 1}")
                 index.append(int(d))

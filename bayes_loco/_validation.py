@@ -11,6 +11,7 @@ import numbers
 
 import numpy as np
 
+from ._domains import is_integer, is_real
 from .config import get_config
 
 
@@ -161,7 +162,7 @@ def fingerprint(*arrays: np.ndarray) -> str:
 
 def check_finite(value, name: str, allow_nan: bool = False) -> float:
     """Return ``value`` as a finite float (NaN too with ``allow_nan``), or one error naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not is_real(value):
         raise TypeError(f"{name} must be a real number, got {value!r}")
     if not (np.isfinite(value) or (allow_nan and np.isnan(value))):
         raise ValueError(f"{name} must be finite, got {value}")
@@ -185,7 +186,7 @@ def check_shape(arr: np.ndarray, name: str, shape: tuple[int, ...], why: str = "
 
 def check_int(value, name: str, low: int, high: int | None = None) -> int:
     """Return ``value`` as an int in ``[low, high]`` or raise naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    if not is_integer(value):
         raise TypeError(f"{name} must be an integer, got {value!r}")
     value = int(value)
     if value < low or (high is not None and value > high):
@@ -197,7 +198,7 @@ def check_int(value, name: str, low: int, high: int | None = None) -> int:
 def check_real(value, name: str, low: float = -np.inf, high: float = np.inf,
                low_open: bool = False, high_open: bool = False) -> float:
     """Return ``value`` as a finite float in the given interval or raise naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+    if not is_real(value):
         raise TypeError(f"{name} must be a real number, got {value!r}")
     value = float(value)
     below = value <= low if low_open else value < low
@@ -256,7 +257,7 @@ def rng_from(seed, name: str = "seed") -> np.random.Generator:
         raise ValueError(f"{name} must be given (an int, SeedSequence or Generator) so results reproduce")
     if isinstance(seed, np.random.SeedSequence | np.random.BitGenerator):
         return np.random.default_rng(seed)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+    if not is_integer(seed):
         raise TypeError(f"{name} must be a non-negative int, a SeedSequence or a Generator, got {seed!r}")
     if seed < 0:
         raise ValueError(f"{name} must be a non-negative int, got {seed}")

@@ -8,11 +8,10 @@ comparisons; :func:`bayes_loco.crossval.cross_validate` runs them fold by fold.
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import pandas as pd
 
+from ._domains import is_integer
 from ._validation import as_float_array, as_labels, as_weights, check_instance, check_int, check_option
 from .config import get_config
 from .data import PreferenceData
@@ -300,7 +299,7 @@ def calibration_curve(labels, p, bins=10, weights=None) -> pd.DataFrame:
     3       0.83      0.84     64
     """
     y, p, w = _labels_and_weights(labels, p, weights)
-    if isinstance(bins, numbers.Integral) and not isinstance(bins, bool):
+    if is_integer(bins):
         edges = np.linspace(0.0, 1.0, check_int(bins, "bins", 1) + 1)
     else:
         edges = as_float_array(bins, "bins", 1)

@@ -15,7 +15,6 @@ Nothing here knows about data, coordinates or sets: plain NumPy/LAPACK on matric
 
 from __future__ import annotations
 
-import numbers
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -23,6 +22,7 @@ import numpy as np
 from scipy import linalg
 from scipy.linalg import lapack
 
+from ._domains import is_real
 from ._validation import check_magnitude
 from .config import get_config
 
@@ -229,7 +229,7 @@ class PivotedCholesky:
         if not np.all(np.diag(lead) > 0):
             raise ValueError("cholesky must have a positive diagonal (a Cholesky factor)")
         rcond = self.rcond
-        if isinstance(rcond, bool) or not isinstance(rcond, numbers.Real) or not 0 < rcond <= 1:
+        if not is_real(rcond) or not 0 < rcond <= 1:
             raise ValueError(f"rcond must be in (0, 1], got {self.rcond!r}")
 
     @property

@@ -35,13 +35,13 @@ takes it.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
+from ._domains import is_real
 from ._validation import LEVEL, as_float_array, check_int, check_level, check_option, check_real
 from .config import get_config
 from .design import candidate_features, mean_candidate_features
@@ -152,7 +152,7 @@ class Policy:
             value = getattr(self, name)
             if value is None and name == "rounded_value":
                 continue
-            if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            if not is_real(value):
                 raise TypeError(f"{name} must be a real number, got {value!r}")
             # A greedy policy has no set, so no pessimistic value; a hand-built one may have no objective.
             if np.isnan(value) and not (self.objective == "greedy" and name != "rounded_value"):

@@ -33,7 +33,10 @@ def test_get_set_and_context_restore():
      r"^'newton_maks' is not a setting of bayes_loco.config \(did you mean 'newton_max'\?\)"),
     ({"newton_max": 2.5}, r"^newton_max must be an int like its default 1000, got 2.5$"),
     ({"snr_chart": "20"}, r"^snr_chart must be a real number like its default 20.0, got '20'$"),
-    ({"watch_draws": (50,)}, r"^watch_draws must be a tuple of 2 numbers like its default \(50, 150\)"),
+    ({"watch_draws": (50,)}, r"^watch_draws must be a tuple of 2 integers like its default \(50, 150\)"),
+    ({"watch_draws": (50.0, 150.5)}, r"^watch_draws must be a tuple of 2 integers like its default"),
+    ({"watch_poll": (0.5, "4")}, r"^watch_poll must be a tuple of 2 numbers like its default"),
+    ({"chunk": True}, r"^chunk must be an int like its default 20000, got True$"),
 ])
 def test_bad_settings_are_refused_naming_the_setting(settings, message):
     before = bl.get_config()
@@ -60,6 +63,25 @@ def test_values_outside_a_settings_domain_are_refused_naming_it(settings, messag
     with pytest.raises(ValueError, match=message), bl.config_context(**settings):
         pass
     assert bl.get_config() == before  # nothing half-set, by either
+
+
+def test_numpy_scalars_are_taken_and_stored_as_the_defaults_types():
+    """A number computed with NumPy is a setting's value as well as Python's own, and what is stored
+    has the default's type (an int given for a float setting is stored as a float)."""
+    given = {"chunk": np.int64(1000), "max_abs": np.float32(1e6), "retry_target_accept": np.float64(0.97),
+             "snr_chart": 5, "watch_draws": [0, np.int32(5)], "target_accept_steps": (np.float64(0.9), 1)}
+    stored = {"chunk": 1000, "max_abs": 1e6, "retry_target_accept": 0.97, "snr_chart": 5.0,
+              "watch_draws": (0, 5), "target_accept_steps": (0.9, 1.0)}
+    with pytest.raises(ValueError, match=r"^target_accept_steps's entries must each be in \(0, 1\)"):
+        bl.set_config(**given)  # the last entry, 1, lies outside (0, 1) whatever its type
+    given["target_accept_steps"] = (np.float64(0.9), np.float32(0.99))
+    stored["target_accept_steps"] = (0.9, float(np.float32(0.99)))
+    with bl.config_context(**given):
+        now = bl.get_config()
+        for name, value in stored.items():
+            assert now[name] == value and type(now[name]) is type(config.SETTINGS[name].default)
+            if isinstance(value, tuple):
+                assert [type(v) for v in now[name]] == [type(v) for v in config.SETTINGS[name].default]
 
 
 def test_every_default_lies_in_its_domain_and_every_setting_refuses_a_negative():

@@ -23,13 +23,13 @@ an exact Nash-welfare program implements ``solve_nash`` (:class:`NashSet`).
 from __future__ import annotations
 
 import enum
-import numbers
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from .._domains import is_real
 from .._validation import as_float_array
 from ..coordinates import Coordinates
 
@@ -52,7 +52,7 @@ class Certificate:
         # −inf and +inf are honest bounds (a set unbounded along a candidate); NaN is no bound at all.
         for name in ("lower", "upper"):
             value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, numbers.Real) or np.isnan(value):
+            if not is_real(value) or np.isnan(value):
                 raise ValueError(f"certificate {name} bound must be a real number, got {value!r}")
         if self.lower > self.upper + 1e-6 * max(1.0, abs(self.lower), abs(self.upper)):
             raise ValueError(f"certificate lower bound {self.lower:.6g} exceeds its upper bound "
