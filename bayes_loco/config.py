@@ -541,14 +541,18 @@ def set_config(**settings) -> None:
     Parameters
     ----------
     **settings
-        ``name=value`` for names of :data:`SETTINGS`. A value must have its default's type (an int
-        where the default is an int, a number where it is a float, a tuple of as many numbers
-        where it is a tuple).
+        ``name=value`` for names of :data:`SETTINGS`. A value must have its default's type (an
+        integer where the default is an int, a real number where it is a float, a tuple of as
+        many of these where it is a tuple; NumPy's scalars count) and lie in the setting's
+        ``domain``. It is stored as the default's type: ``snr_chart=np.float32(5)`` reads back 5.0.
 
     Raises
     ------
     TypeError
         An unknown name, or a value of another type than the default's.
+    ValueError
+        A value outside the setting's domain, e.g. ``chunk=0`` (a block size must be > 0).
+        Nothing is changed where any value is refused.
 
     Examples
     --------
