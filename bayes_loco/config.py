@@ -230,6 +230,11 @@ SETTINGS: dict[str, Setting] = {
         "§5.1 q = 10 problem's weak components stand 4.9 and 5.9 from 0, and its chart is 3x faster per "
         "ESS. The cost: one unseen chart of r₁ = 2 (q = 30, weakest 2.8) that had converged on its first "
         "run now runs the factored model, about 7x slower per ESS (docs/results/posterior.md)."),
+    "snr_transpose": Setting(
+        6.0, "bayes_loco.bayes.chart", NONNEGATIVE,
+        "A partial chart whose contexts' span is the larger is Θᵀ's (W in the differences' span) where every "
+        "weak component stands this many sd from 0: §5.1 at q = 10, N = 100,000 (6.7-8.7) drew 2.1-4.8x the "
+        "ESS per gradient; paper-grid charts at N = 10,000 (3.0-4.4) diverged at 0.9 (docs/design.md)."),
     "deep_tree": Setting(
         8.0, "bayes_loco.bayes.geometry", POSITIVE,
         "An automatic factored model chosen because its ridge looked short (leading SNR < ``snr_chart``, "
@@ -541,18 +546,15 @@ def set_config(**settings) -> None:
     Parameters
     ----------
     **settings
-        ``name=value`` for names of :data:`SETTINGS`. A value must have its default's type (an
-        integer where the default is an int, a real number where it is a float, a tuple of as
-        many of these where it is a tuple; NumPy's scalars count) and lie in the setting's
-        ``domain``. It is stored as the default's type: ``snr_chart=np.float32(5)`` reads back 5.0.
+        ``name=value`` for names of :data:`SETTINGS`: of the default's type (NumPy's scalars count;
+        stored as that type) and within the setting's ``domain``.
 
     Raises
     ------
     TypeError
         An unknown name, or a value of another type than the default's.
     ValueError
-        A value outside the setting's domain, e.g. ``chunk=0`` (a block size must be > 0).
-        Nothing is changed where any value is refused.
+        A value outside the setting's domain (``chunk=0``). Nothing changes where one is refused.
 
     Examples
     --------

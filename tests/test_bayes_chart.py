@@ -24,7 +24,7 @@ import bayes_loco as bl
 from bayes_loco import bayes as bb
 from bayes_loco.bayes import chart
 from bayes_loco.bayes import dims as D
-from bayes_loco.bayes.whitening import weak_gauge
+from bayes_loco.bayes.whitening import chart_start, weak_gauge
 
 
 def strong_data(d_x: int, d_phi: int, n: int, seed: int, *, unreached: int = 0, rank: int = 2,
@@ -71,7 +71,7 @@ def test_frame_spans_and_centre_reproduce_the_projected_start(unreached_problem)
     assert (frame.left.shape[1], frame.right.shape[1]) == (4, 4)
     assert frame.dim == 2 * (4 + 4 - 2)
     model = chart.build_chart_model(data, 2, frame)
-    start_point = chart.chart_start(frame, 0.0, np.random.default_rng(0))
+    start_point = chart_start(frame, 0.0, np.random.default_rng(0))
     start_point[D.RIGHT_NULL] = np.zeros_like(start_point[D.RIGHT_NULL])
     (theta,) = compiled(model, [D.THETA])(start_point)
     projected = frame.left @ frame.left.T @ start.theta @ frame.right @ frame.right.T
@@ -143,10 +143,11 @@ def _rotation(omega: np.ndarray, r: int, r1: int) -> np.ndarray:
     return expm(skew - skew.T)
 
 
-@pytest.mark.parametrize(("d_x", "d_phi", "r", "r1"),
-                         [(3, 4, 2, 2), (3, 4, 2, 1), (4, 5, 3, 1), (3, 5, 3, 1), (5, 6, 4, 2), (5, 3, 2, 1),
-                          (7, 4, 3, 1)])
-def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_phi, r, r1):
+@pytest.mark.parametrize(("d_x", "d_phi", "r", "r1", "transposed"),
+                         [(3, 4, 2, 2, False), (3, 4, 2, 1, False), (4, 5, 3, 1, False), (3, 5, 3, 1, False),
+                          (5, 6, 4, 2, False), (5, 3, 2, 1, False), (7, 4, 3, 1, False), (5, 3, 2, 1, True),
+                          (7, 4, 3, 1, True)])
+def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_phi, r, r1, transposed):
     """log p_chart(ξ) = log p_factored(U(ξ) R, V(ξ) R) + log |det ∂(U, V)/∂(ξ, ω)| + const.
 
     ξ are the chart's free coordinates (z, log T_ii, T below the diagonal and, for a partial
@@ -155,13 +156,15 @@ def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_p
     chart's |det T|^{d_x' − r₁ − m}, the weak block's |det L|^(−m) (where its V columns are M = Z L,
     (5, 3) and (7, 4); in Z for the other partial charts), the whitening and the partial
     chart's shears are all checked against the plain factored model (same likelihood, same Normal
-    priors).
+    priors). (5, 3) and (7, 4) are charted as Θᵀ too (``config["snr_transpose"]`` 0 lets their weak
+    components qualify): U and V must come back the data's way round.
     """
     data, _ = strong_data(d_x, d_phi, 60, seed=3, rank=r, singular_values=(3.0, 2.0, 1.0, 0.5))
     start = bl.fit_low_rank(data, r, ridge=1.0)
-    frame = chart.chart_frame(data, start.theta, r, chart_rank=r1)
+    with bl.config_context(snr_transpose=0.0 if transposed else np.inf):
+        frame = chart.chart_frame(data, start.theta, r, chart_rank=r1)
     assert frame.left_null.shape[1] == frame.right_null.shape[1] == 0
-    assert (frame.chart_rank, frame.weak_rank) == (r1, r - r1)
+    assert (frame.chart_rank, frame.weak_rank, frame.transposed) == (r1, r - r1, transposed)
     chart_model = chart.build_chart_model(data, r, frame)
     factored = bb.build_model(data, r)
     rw = r - r1
@@ -169,7 +172,8 @@ def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_p
     names = [D.CHART_Z, D.CHART_LOG_DIAG, D.CHART_LOWER, D.CHART_WEAK_LOG_DIAG, D.CHART_WEAK_FIRST,
              D.CHART_WEAK_UPPER, D.CHART_WEAK_LEFT, D.CHART_WEAK_RIGHT, D.CHART_WEAK_TOP]
     shapes = [(frame.dim,), (r1,), (r1 * (r1 - 1) // 2,), (rw - 1 if gauged else 0,), () if gauged else (0,),
-              (rw * (rw - 1) // 2,), (d_x - r1 - (rw if gauged else 0), rw), (d_phi - r1, rw), (r1, rw)]
+              (rw * (rw - 1) // 2,), (frame.left.shape[1] - r1 - (rw if gauged else 0), rw),
+              (frame.right.shape[1] - r1, rw), (r1, rw)]
     names, shapes = zip(*[(n, sh) for n, sh in zip(names, shapes, strict=True) if np.prod(sh) > 0],
                         strict=True)
     assert sorted(names) == sorted(v.name for v in chart_model.value_vars)
@@ -208,6 +212,55 @@ def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_p
         moved = point(xi)
         moved[D.CHART_WEAK_TOP] = moved[D.CHART_WEAK_TOP] + 1.0
         np.testing.assert_allclose(theta(moved)[0], theta(point(xi))[0], atol=1e-12)
+
+
+@pytest.mark.parametrize(("d_x", "d_phi", "unreached"), [(7, 4, 0), (8, 5, 1)])
+def test_a_transposed_chart_keeps_each_sides_prior_scale(d_x, d_phi, unreached):
+    """Θᵀ's chart puts s_U on U's side and s_V on V's (with U_⊥ and V_⊥ where a span is short): with
+    ``prior.hyper``, moving s_U or s_V alone at fixed chart coordinates changes its density exactly as
+    it changes the factored model's at the same (U, V) (the chart's map does not read them)."""
+    data, _ = strong_data(d_x, d_phi, 60, seed=5, rank=3, unreached=unreached,
+                          singular_values=(3.0, 2.0, 1.0))
+    start = bl.fit_low_rank(data, 3, ridge=1.0)
+    with bl.config_context(snr_transpose=0.0):
+        frame = chart.chart_frame(data, start.theta, 3, chart_rank=1)
+    assert frame.transposed and frame.nulls[1].shape[1] == unreached
+    prior = {"hyper": True}
+    chart_model = chart.build_chart_model(data, 3, frame, prior=prior)
+    factored = bb.build_model(data, 3, prior=prior)
+    factors = compiled(chart_model, [D.LEFT, D.RIGHT])
+    logp_chart, logp_factored = chart_model.compile_logp(), factored.compile_logp()
+    point = chart_start(frame, 0.3, np.random.default_rng(1))  # U_⊥, V_⊥ included, jittered
+    assert (D.RIGHT_NULL in point) is bool(unreached)
+    names = [v.name for v in factored.value_vars if v.name not in (D.LEFT, D.RIGHT)]
+    assert len(names) == 2  # the two scales' log values
+    gaps = []
+    for logs in ((0.0, 0.0), (0.7, 0.0), (0.0, 0.7), (-0.5, 0.4)):
+        here = {**point, **dict(zip(names, map(np.asarray, logs), strict=True))}
+        u, v = factors(here)
+        gaps.append(logp_chart(here) - logp_factored({D.LEFT: u, D.RIGHT: v, **{n: here[n] for n in names}}))
+    assert np.ptp(gaps) < 1e-8, gaps
+
+
+def test_a_partial_chart_is_thetas_transpose_where_the_contexts_span_is_larger_and_its_weak_block_sure():
+    """``partial_frame`` charts Θᵀ where d_x' > m and each weak component's SNR reaches
+    ``config["snr_transpose"]``, and never where the contexts' span is the smaller."""
+    for d_x, d_phi in ((7, 4), (4, 7)):
+        data, _ = strong_data(d_x, d_phi, 400, seed=6, rank=3, singular_values=(3.0, 2.0, 1.0))
+        start = bl.fit_low_rank(data, 3, ridge=1.0)
+        full = chart.chart_frame(data, start.theta, 3)
+        weakest = full.snr[1:].min()
+        for floor, expected in ((weakest, d_x > d_phi), (weakest + 0.01, False), (0.0, d_x > d_phi)):
+            with bl.config_context(snr_transpose=float(floor)):
+                frame = chart.partial_frame(full, data, 1)
+            assert frame.transposed is expected, (d_x, floor)
+            left, right = (full.right, full.left) if expected else (full.left, full.right)
+            assert frame.left.shape == left.shape and frame.right.shape == right.shape
+            # The same components either way round: Θ̂'s singular values.
+            np.testing.assert_allclose(frame.singular_values, full.singular_values, rtol=1e-10)
+            with bl.config_context(snr_transpose=np.inf):  # a transposed frame turns back where not
+                again = chart.partial_frame(frame, data, 1)
+            assert not again.transposed and again.left.shape == full.left.shape
 
 
 # ---------------------------------------------------------------------------------- the posterior
@@ -299,7 +352,7 @@ def test_fit_records_the_chart_and_rebuilds_its_model_after_pickling(chart_fit):
     clone = pickle.loads(pickle.dumps(post))
     assert "model" not in clone.__dict__
     frame = chart.chart_frame(post.data, post.start.theta, 2)
-    point = chart.chart_start(frame, 0.1, np.random.default_rng(4))
+    point = chart_start(frame, 0.1, np.random.default_rng(4))
     assert clone.model.compile_logp()(point) == pytest.approx(post.model.compile_logp()(point), rel=1e-12)
 
 
@@ -309,7 +362,7 @@ def test_partial_chart_is_recorded_and_rebuilt_after_pickling():
     assert post.model[D.CHART_WEAK_LEFT] in post.model.free_RVs
     clone = pickle.loads(pickle.dumps(post))
     frame = chart.chart_frame(post.data, post.start.theta, 2, chart_rank=1)
-    point = chart.chart_start(frame, 0.1, np.random.default_rng(4))
+    point = chart_start(frame, 0.1, np.random.default_rng(4))
     assert set(point) == {v.name for v in clone.model.value_vars}
     assert clone.model.compile_logp()(point) == pytest.approx(post.model.compile_logp()(point), rel=1e-12)
 
@@ -351,7 +404,7 @@ def test_the_weak_block_is_whitened_by_its_own_curvature(d_x, d_a, d_s, rank, pr
     frame = chart.chart_frame(data, start.theta, rank, chart_rank=1)
     assert frame.weak_product is product
     model = chart.build_chart_model(data, rank, frame)
-    point = chart.chart_start(frame, 0.0, np.random.default_rng(0))
+    point = chart_start(frame, 0.0, np.random.default_rng(0))
     rw = frame.weak_rank
     neg_hessian = -model.compile_d2logp(vars=[model[D.CHART_WEAK_RIGHT]], negate_output=False)(point)
     m = frame.right.shape[1] - 1

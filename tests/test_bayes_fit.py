@@ -457,8 +457,8 @@ def test_warning_marks_a_worst_coordinate_the_data_do_not_reach(nuts):
 
 
 def test_start_jitter_is_small_and_seeded():
-    from bayes_loco.bayes.chart import chart_start
     from bayes_loco.bayes.samplers import factor_start
+    from bayes_loco.bayes.whitening import chart_start
 
     u0, v0 = np.ones((3, 2)), 2 * np.ones((4, 2))
     starts = [factor_start(u0, v0, 0.01, np.random.default_rng(seed)) for seed in (0, 0, 1)]

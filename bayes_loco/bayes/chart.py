@@ -101,9 +101,7 @@ the smaller of the data's sd and s a, shrinks with a) whose mass falls like a^d'
 power at which the smallest singular value of a Gaussian (d_x' − r₁) × r_w matrix leaves 0; in (W, Z)
 the tail a → ∞ is one (Z's scale sd / a) whose mass falls like a^(d' − m). So Z and Y are sampled
 themselves wherever that tail falls, d' < m, and M where it does not, d' ≥ m (``ChartFrame.weak_product``):
-there (W, Z)'s mass runs out along the fibre's bend. Of five strangers with d' = 1–4 against m = 4–8
-(weak components 0.7–3.5 sd from 0), three ended in M on the factored model after two troubled chart
-runs (166–435 s) and two ran on past 7 minutes; in Z each kept the chart, at 0.95 or below (45–133 s).
+there (W, Z)'s mass runs out along the fibre's bend (docs/design.md measures both).
 
 **The weak block's rotation.** What remains of the fibre is the rotation (W, Z, Y) → (W R, Z R, Y R), R
 ∈ O(r_w), which leaves the density unchanged. For r_w ≥ 2 it is integrated out as T's is: the top r_w
@@ -113,9 +111,7 @@ exp(``chart_weak_log_diag``) (T_w,ii, i ≥ 2) and ``chart_weak_upper`` above th
 Bartlett's factor ∏ T_w,ii^(i − 1) (an RQ decomposition); the rows below are ``chart_weak_U``. Upper
 triangular because W → W G with G upper triangular keeps that form: the gauge and the fibre's straight
 part do not meet. For r_w = 1 the only rotation is a sign, W free. On the q = 10 chart above that ratio
-fell from 848 to 33, and partial charts seen diverging at 0.9 in (W, Z) did not, or once, so they run at
-the user's target: the default there drew 10.8 effective draws per 1,000 gradients where (W, Z) at 0.95
-had drawn 4.1, and 3.5 where it had drawn 3.3 at N = 100,000 (docs/results/posterior.md).
+fell from 848 to 33.
 
 **The weak block's whitening.** W = M_W W̃ with M_W lower triangular, M_Wᵀ H_W M_W = I for H_W the
 Fisher information of W's columns at the start averaged over them (``ChartFrame.weak_left_whitening``),
@@ -124,6 +120,13 @@ M_k's curvature at the start, the Fisher information of the comparisons seen thr
 the prior's (``ChartFrame.weak_whitening``): where some actions are rarely compared (the paper's
 q = 10) that information is ~80× larger in one direction than in the others and lies across the frame's
 axes, which NUTS's diagonal mass matrix cannot follow. N_Y and T are sampled in their own scale.
+
+**The weak block's side.** x_tᵀ Θ δ_t = δ_tᵀ Θᵀ x_t, so the chart of Θᵀ, with the differences as
+contexts, is a chart of the same posterior. Where the contexts' span is the larger (d_x' > m) and every
+weak component stands ``config["snr_transpose"]`` standard deviations or more from 0, a partial chart is
+Θᵀ's (``ChartFrame.transposed``): the plane of W, whose direction mixes slowest, then lies in the
+smaller span, and the larger span's weak directions are Z's columns, linear given W (d' < m there, so
+Z itself). Where a weak component is nearer 0, Z's funnel (above) opens: such charts diverged.
 """
 
 from __future__ import annotations
@@ -136,7 +139,6 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 from pytensor.tensor.linalg import solve_triangular
-from scipy.linalg import solve_triangular as np_solve_triangular
 
 from .._validation import check_int, check_rank
 from ..config import get_config
@@ -148,7 +150,7 @@ from .margins import row_coords, row_layout
 from .model import add_likelihood, model_coords, prior_scales
 from .settings import Prior, settings_group
 from .ties import tie_prior
-from .whitening import weak_gauge, weak_whitening
+from .whitening import weak_whitening
 from .whitening import whitening as chart_whitening
 
 
@@ -186,6 +188,12 @@ class ChartFrame:
         With a partial chart, M_W, lower triangular: W = M_W W̃, with
         M_Wᵀ H_W M_W = I for H_W the curvature of W's columns at the start,
         averaged over them.
+    transposed : bool
+        The frame of Θᵀ on the comparisons read as δ_tᵀ Θᵀ x_t: ``left`` (and
+        ``left_null``) then span the differences, ``right`` the contexts, and the chart's own
+        dims named for the contexts count the differences' side. A partial chart is built so
+        where the contexts' span is the larger and its weak components are determined
+        (:func:`partial_frame`); :func:`build_chart_model` returns U and V the data's way round.
     """
 
     left: np.ndarray
@@ -199,6 +207,7 @@ class ChartFrame:
     chart_rank: int | None = None
     weak_whitening: np.ndarray | None = None
     weak_left_whitening: np.ndarray | None = None
+    transposed: bool = False
 
     def __post_init__(self):
         if self.chart_rank is None:
@@ -213,6 +222,12 @@ class ChartFrame:
         """σ̂₁ over its Gauss–Newton standard deviation: about the factored posterior's ridge length
         over its width for the leading component, which sets the factored sampler's leapfrog steps."""
         return float(self.snr[0])
+
+    @property
+    def nulls(self) -> tuple[np.ndarray, np.ndarray]:
+        """(P⊥, Q⊥), the complements of the contexts' and the differences' spans, whichever side
+        of the chart each lies on."""
+        return (self.right_null, self.left_null) if self.transposed else (self.left_null, self.right_null)
 
     @property
     def weak_rank(self) -> int:
@@ -313,6 +328,16 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
     theta_start = np.asarray(theta_start, dtype=float)
     if theta_start.shape != (data.d_x, data.d_phi):
         raise ValueError(f"theta_start must have shape ({data.d_x}, {data.d_phi}), got {theta_start.shape}")
+    chart_rank = rank if chart_rank is None else check_int(chart_rank, "chart_rank", 1, rank)
+    frame = _full_frame(data, theta_start, rank, scale)
+    return frame if chart_rank == rank else partial_frame(frame, data, chart_rank, scale)
+
+
+def _full_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale: float,
+                transposed: bool = False) -> ChartFrame:
+    """The full chart's frame around ``theta_start``, of Θᵀ (``theta_start`` then d_φ × d_x) where
+    ``transposed``."""
+    data = frame_data(data, transposed)
     p_span, p_null = range_basis(data.contexts)
     q_span, q_null = range_basis(data.differences)
     if rank > min(p_span.shape[1], q_span.shape[1]):
@@ -320,7 +345,6 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
             f"nuts.parametrization='chart' needs rank <= the dimension of the span of the contexts "
             f"({p_span.shape[1]}) and of the differences ({q_span.shape[1]}); got rank {rank}. Lower the "
             f"rank, or use nuts={{'parametrization': 'factored'}}")
-    chart_rank = rank if chart_rank is None else check_int(chart_rank, "chart_rank", 1, rank)
     u, s, vt = np.linalg.svd(p_span.T @ theta_start @ q_span)
     left, right = p_span @ u, q_span @ vt.T
     sv = np.maximum(s[:rank], get_config()["singular_floor"] * max(s[0], np.finfo(float).tiny))
@@ -329,19 +353,37 @@ def chart_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
     variances = np.sum(whitening**2, axis=1)  # diag of (L Lᵀ)⁻¹ = L⁻ᵀ L⁻¹
     angles = np.sqrt(variances[rank * right.shape[1]:].reshape(-1, rank).sum(axis=0))
     snr = sv / np.sqrt(variances[np.arange(rank) * (rank + 1)])  # A_kk sits at k r + k of vec A
-    frame = ChartFrame(left, p_null, right, q_null, sv, whitening, angles, snr)
-    return frame if chart_rank == rank else partial_frame(frame, data, chart_rank, scale)
+    return ChartFrame(left, p_null, right, q_null, sv, whitening, angles, snr, transposed=transposed)
+
+
+def frame_data(data: PreferenceData, transposed: bool) -> PreferenceData:
+    """``data`` as a frame reads it: contexts and differences swapped where ``transposed``
+    (x_tᵀ Θ δ_t = δ_tᵀ Θᵀ x_t), for the spans and the curvature only."""
+    return PreferenceData(data.differences, data.contexts, data.labels, copy=False) if transposed else data
 
 
 def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scale: float = 1.0) -> ChartFrame:
     """``frame`` (of the full chart) charting only its leading ``chart_rank`` components.
 
-    The spans, singular values and angles are kept; only the whitening of the charted
-    (A, B, C) is computed: a caller that has read the full frame's angles need not build it again.
+    The spans, singular values and angles are kept, and only the whitening of the charted
+    (A, B, C) is computed (a caller that has read the full frame's angles need not build it
+    again), but where the contexts' span is the larger and each weak component stands
+    ``config["snr_transpose"]`` standard deviations or more from 0: there the frame is Θᵀ's
+    (:attr:`ChartFrame.transposed`), so that the weak block's plane W lies in the smaller span.
     """
     chart_rank = check_int(chart_rank, "chart_rank", 1, frame.rank)
     r, sv = frame.rank, frame.singular_values
     theta0 = frame.left[:, :r] @ np.diag(sv) @ frame.right[:, :r].T
+    d_x, m = frame.left.shape[1], frame.right.shape[1]
+    if frame.transposed:
+        d_x, m = m, d_x
+    # §5.1 at q = 10, N = 100,000 (d_x' = 20, m = 9, r₁ = 1, weak SNRs 6.7-8.7): Θᵀ's chart drew 2.1 and
+    # 4.8 times the effective draws per gradient (docs/design.md, "The weak block's side").
+    transposed = bool(d_x > m and frame.snr[chart_rank:].min() >= get_config()["snr_transpose"])
+    if transposed != frame.transposed:
+        frame = _full_frame(data, theta0.T, r, scale, transposed=transposed)
+        theta0 = theta0.T
+    data = frame_data(data, frame.transposed)
     whitening = chart_whitening(frame.left, frame.right, sv[:chart_rank], theta0, data, scale)
     partial = dataclasses.replace(frame, whitening=whitening, chart_rank=chart_rank)
     right, left = weak_whitening(partial, data, theta0, scale) if partial.weak_rank else (None, None)
@@ -396,9 +438,11 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     rank = check_rank(rank, data.d_x, data.d_phi)
     if not isinstance(frame, ChartFrame):
         raise TypeError(f"frame must be a ChartFrame, got {type(frame).__name__}")
-    if frame.rank != rank or frame.left.shape[0] != data.d_x or frame.right.shape[0] != data.d_phi:
-        raise ValueError(f"frame is for rank {frame.rank} and (d_x, d_phi) = ({frame.left.shape[0]}, "
-                         f"{frame.right.shape[0]}); expected rank {rank} and ({data.d_x}, {data.d_phi})")
+    context_null, feature_null = frame.nulls
+    d_x, d_phi = context_null.shape[0], feature_null.shape[0]
+    if frame.rank != rank or (d_x, d_phi) != (data.d_x, data.d_phi):
+        raise ValueError(f"frame is for rank {frame.rank} and (d_x, d_phi) = ({d_x}, {d_phi}); expected "
+                         f"rank {rank} and ({data.d_x}, {data.d_phi})")
     prior = tie_prior(settings_group(prior, Prior, "prior"), check_ties(ties))
     if span_only and prior.balance > 0:
         raise ValueError("span_only needs prior.balance = 0: the balancing potential couples U_⊥, V_⊥")
@@ -410,6 +454,7 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
     inputs = frame_inputs(frame)
     with pm.Model(coords=coords) as model:
         s_u, s_v = prior_scales(prior)
+        s_left, s_right = (s_v, s_u) if frame.transposed else (s_u, s_v)  # the chart's sides' scales
         z = pm.Flat(D.CHART_Z, dims=D.CHART_COORD)
         a, c, b = frame.unpack(inputs["chart_center"] + pt.dot(inputs["chart_whitening"], z))
         log_diag = pm.Flat(D.CHART_LOG_DIAG, dims=D.CHART_RANK)
@@ -429,18 +474,19 @@ def build_chart_model(data: PreferenceData, rank: int, frame: ChartFrame, *, pri
             log_gauge = 0.0
         # Bartlett's χ diagonal (r − i), the log transform (1) and the chart's Jacobian (d_x' − r₁ − m).
         powers = (r - 1 - np.arange(r1)) + 1 + (dx - r1 - m)
-        log_prior = (pt.dot(powers, log_diag) + log_gauge - left_sq / (2 * s_u**2)
-                     - pt.sum(v_s * v_s) / (2 * s_v**2))
+        log_prior = (pt.dot(powers, log_diag) + log_gauge - left_sq / (2 * s_left**2)
+                     - pt.sum(v_s * v_s) / (2 * s_right**2))
         if prior.hyper:  # the Normal densities' normalising constants, which depend on s_U, s_V
-            log_prior = log_prior - dx * r * pt.log(s_u) - m * r * pt.log(s_v)
+            log_prior = log_prior - dx * r * pt.log(s_left) - m * r * pt.log(s_right)
         pm.Potential(D.CHART_PRIOR, log_prior)
-        u = pt.dot(inputs["chart_left"], u_s)
-        v = pt.dot(inputs["chart_right"], v_s)
-        if frame.left_null.shape[1] and not span_only:
-            u = u + pt.dot(inputs["chart_left_null"],
+        u, v = pt.dot(inputs["chart_left"], u_s), pt.dot(inputs["chart_right"], v_s)
+        if frame.transposed:  # Θᵀ = U_c V_cᵀ: U = V_c, V = U_c
+            u, v = v, u
+        if context_null.shape[1] and not span_only:
+            u = u + pt.dot(inputs["chart_context_null"],
                            pm.Normal(D.LEFT_NULL, 0.0, s_u, dims=(D.CONTEXT_NULL, D.RANK)))
-        if frame.right_null.shape[1] and not span_only:
-            v = v + pt.dot(inputs["chart_right_null"],
+        if feature_null.shape[1] and not span_only:
+            v = v + pt.dot(inputs["chart_feature_null"],
                            pm.Normal(D.RIGHT_NULL, 0.0, s_v, dims=(D.FEATURE_NULL, D.RANK)))
         u = pm.Deterministic(D.LEFT, u, dims=(D.CONTEXT, D.RANK))
         v = pm.Deterministic(D.RIGHT, v, dims=(D.FEATURE, D.RANK))
@@ -502,8 +548,8 @@ def chart_coords(frame: ChartFrame) -> dict:
     r1, rw = frame.chart_rank, frame.weak_rank
     coords = {D.CHART_COORD: np.arange(frame.dim), D.CHART_RANK: np.arange(r1),
               D.RANK_PAIR: np.arange(r1 * (r1 - 1) // 2),
-              D.CONTEXT_NULL: np.arange(frame.left_null.shape[1]),
-              D.FEATURE_NULL: np.arange(frame.right_null.shape[1])}
+              D.CONTEXT_NULL: np.arange(frame.nulls[0].shape[1]),
+              D.FEATURE_NULL: np.arange(frame.nulls[1].shape[1])}
     if rw:
         coords |= {D.WEAK_RANK: np.arange(rw), D.WEAK_LEAD: np.arange(rw - 1),
                    D.CONTEXT_REST: np.arange(frame.left.shape[1] - r1),
@@ -520,58 +566,10 @@ def frame_inputs(frame: ChartFrame) -> dict:
     shape, its frame swapped in with the data (:mod:`.samplers`).
     """
     arrays = {"chart_center": frame.center, "chart_whitening": frame.whitening, "chart_left": frame.left,
-              "chart_right": frame.right, "chart_left_null": frame.left_null,
-              "chart_right_null": frame.right_null}
+              "chart_right": frame.right, "chart_context_null": frame.nulls[0],
+              "chart_feature_null": frame.nulls[1]}
     if frame.weak_whitening is not None:
         arrays |= {"chart_weak_whitening": frame.weak_whitening,
                    "chart_weak_left_whitening": frame.weak_left_whitening}
     return {name: pytensor.shared(np.ascontiguousarray(value, dtype=float), name=name)
             for name, value in arrays.items()}
-
-
-def chart_start(frame: ChartFrame, jitter: float, rng: np.random.Generator, scale: float = 1.0) -> dict:
-    """A start for :func:`build_chart_model`: the centre c₀ (the start's Θ̂ projected), T = diag(σ̂)^½.
-
-    With a partial chart, W = Z = [diag(σ̂_(r₁+1) … σ̂_r)^½; 0] (the rest of Θ̂'s
-    SVD) and Y = 0, jittered, then rotated into the gauge (W̃'s top block upper triangular
-    when r_w ≥ 2; :func:`~.whitening.weak_gauge`) and mapped to M̃ and N_Y (Z̃ and Y where not
-    ``frame.weak_product``). ``jitter`` is added
-    to z (whose posterior sd is about 1) and, times ``scale``, to U_⊥, V_⊥, W, Z, Y
-    and T's entries below its diagonal: nutpie refuses a start with a gradient entry
-    exactly 0, which JAX's gradient at T's zero lower entries is.
-    """
-    r1, rw = frame.chart_rank, frame.weak_rank
-    sv = frame.singular_values
-    start = {D.CHART_Z: jitter * rng.standard_normal(frame.dim),
-             D.CHART_LOG_DIAG: 0.5 * np.log(sv[:r1])}
-    if rw:
-        w, z = (jitter * scale * rng.standard_normal((basis.shape[1] - r1, rw))
-                for basis in (frame.left, frame.right))
-        w[:rw] += np.diag(np.sqrt(sv[r1:]))
-        z[:rw] += np.diag(np.sqrt(sv[r1:]))
-        y = jitter * scale * rng.standard_normal((r1, rw))
-        w_t = np_solve_triangular(frame.weak_left_whitening, w, lower=True)  # W̃ = M_W⁻¹ W
-        rot = weak_gauge(w_t)
-        w_t, z, y = w_t @ rot.T, z @ rot.T, y @ rot.T
-        if frame.weak_product:  # M = Z L, N_Y = Y L
-            w = frame.weak_left_whitening @ w_t
-            chol = np.linalg.cholesky(w.T @ w)
-            z, y = z @ chol, y @ chol
-        columns = zip(frame.weak_whitening, z.T, strict=True)
-        start[D.CHART_WEAK_RIGHT] = np.stack(
-            [np_solve_triangular(m_k, z_k, lower=False) for m_k, z_k in columns], axis=1)
-        start[D.CHART_WEAK_TOP] = y
-        if rw > 1:
-            start[D.CHART_WEAK_LOG_DIAG] = np.log(np.diag(w_t[:rw])[1:])
-            start[D.CHART_WEAK_FIRST] = w_t[0, 0]
-            start[D.CHART_WEAK_UPPER] = w_t[:rw][np.triu_indices(rw, 1)]
-            w_t = w_t[rw:]
-        if w_t.size:
-            start[D.CHART_WEAK_LEFT] = w_t
-    for name, null in ((D.LEFT_NULL, frame.left_null), (D.RIGHT_NULL, frame.right_null)):
-        if null.shape[1]:
-            start[name] = jitter * scale * rng.standard_normal((null.shape[1], frame.rank))
-    if r1 > 1:  # drawn last, so that the other entries are what they were before T's were jittered
-        start[D.CHART_LOWER] = jitter * scale * rng.standard_normal(r1 * (r1 - 1) // 2)
-    return start
-

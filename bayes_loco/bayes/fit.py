@@ -39,7 +39,7 @@ from ..frequentist.fgd import LowRankResult
 from ..linalg import range_basis
 from ..model import Ties, check_ties
 from ..results import Diagnostics
-from .chart import build_chart_model, chart_start
+from .chart import build_chart_model
 from .diagnostics import (
     diagnostic_table,
     geometry_record,
@@ -85,6 +85,7 @@ from .samplers import (
 from .settings import MAP, METHODS, NUTS, VI, Prior, prior_record, settings_group
 from .ties import tie_prior, tie_record
 from .watch import DeepWarmup, Diverged, Watch
+from .whitening import chart_start
 
 # Each NUTS run's start and end at INFO: a default fit may run several (docs/design.md, "The chart
 # parametrisation"), and a user waiting on one at N = 100,000 (minutes a run) can see which run and why.
@@ -458,7 +459,7 @@ def _sampled_models(run: _Run, frame, grouped: bool) -> tuple[pm.Model, pm.Model
             return model, model, None
         return model, model, (model, lambda draws: redraw_off_spans(draws, left, right, prior, rng))
     model = build_chart_model(run.data, run.rank, frame, prior=prior, ties=run.ties, group_rows=grouped)
-    if not exact_null(frame.left_null, frame.right_null, prior):
+    if not exact_null(*frame.nulls, prior):
         return model, model, None
     sampled = model if frame.weak_rank else build_chart_model(
         run.data, run.rank, frame, prior=prior, ties=run.ties, group_rows=grouped, span_only=True)

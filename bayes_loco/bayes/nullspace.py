@@ -63,8 +63,8 @@ def draw_null(posterior: xr.Dataset, frame: ChartFrame, prior, rng: np.random.Ge
     U_⊥'s and V_⊥'s prior.
     """
     out = posterior.copy()
-    blocks = ((D.LEFT_NULL, frame.left_null, D.CONTEXT_NULL, D.LEFT_SCALE),
-              (D.RIGHT_NULL, frame.right_null, D.FEATURE_NULL, D.RIGHT_SCALE))
+    blocks = ((D.LEFT_NULL, frame.nulls[0], D.CONTEXT_NULL, D.LEFT_SCALE),
+              (D.RIGHT_NULL, frame.nulls[1], D.FEATURE_NULL, D.RIGHT_SCALE))
     for name, null, dim, scale_name in blocks:
         if null.shape[1]:
             values = _prior_draws(posterior, prior, null.shape[1], frame.rank, scale_name, rng)

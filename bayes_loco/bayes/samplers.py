@@ -434,8 +434,8 @@ def model_key(model: pm.Model, frame, prior: Prior) -> tuple:
     likelihood the graph holds: Bernoulli, "half" or Davidson's, :mod:`.ties`) and the free
     variables' (a chart sampled with U_⊥ and V_⊥ or without them, :mod:`.nullspace`).
     """
-    shape = None if frame is None else (frame.rank, frame.chart_rank, frame.left.shape, frame.right.shape,
-                                         frame.left_null.shape, frame.right_null.shape)
+    shape = None if frame is None else (frame.rank, frame.chart_rank, frame.transposed, frame.left.shape,
+                                         frame.right.shape, frame.left_null.shape, frame.right_null.shape)
     coords = tuple((name, len(values) if name == D.COMPARISON else tuple(map(str, values)))
                    for name, values in model.coords.items())
     return (shape, dataclasses.astuple(prior), coords, tuple(sorted(var.name for var in model.data_vars)),

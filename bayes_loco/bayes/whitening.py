@@ -3,6 +3,7 @@
 :func:`~bayes_loco.bayes.chart.chart_frame` samples the charted coordinates c = (A, C, B) as
 c₀ + L⁻ᵀ z with L Lᵀ the curvature at the start (:func:`whitening`), and a partial chart's weak
 block in whitened coordinates too (:func:`weak_whitening`); :mod:`.chart`'s docstring says why.
+:func:`chart_start` is the start Θ̂ in those coordinates.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from scipy.linalg import solve_triangular as np_solve_triangular
 from ..config import get_config
 from ..data import PreferenceData
 from ..model import fisher_information, margins
+from . import dims as D
 
 
 def weak_whitening(frame, data: PreferenceData, theta0, scale: float) -> tuple[np.ndarray, np.ndarray]:
@@ -126,3 +128,51 @@ def prior_curvature(left, right, sv, scale: float) -> np.ndarray:
     r, m, dx = sv.size, right.shape[1], left.shape[1]
     diagonal = np.concatenate([np.repeat(1.0 / sv, r), np.repeat(1.0 / sv, m - r), np.tile(sv, dx - r)])
     return diagonal / scale**2
+
+
+def chart_start(frame, jitter: float, rng: np.random.Generator, scale: float = 1.0) -> dict:
+    """A start for :func:`~.chart.build_chart_model` in ``frame`` (a ChartFrame): the centre c₀ (the
+    start's Θ̂ projected), T = diag(σ̂)^½.
+
+    With a partial chart, W = Z = [diag(σ̂_(r₁+1) … σ̂_r)^½; 0] (the rest of Θ̂'s
+    SVD) and Y = 0, jittered, then rotated into the gauge (W̃'s top block upper triangular
+    when r_w ≥ 2; :func:`~.whitening.weak_gauge`) and mapped to M̃ and N_Y (Z̃ and Y where not
+    ``frame.weak_product``). ``jitter`` is added
+    to z (whose posterior sd is about 1) and, times ``scale``, to U_⊥, V_⊥, W, Z, Y
+    and T's entries below its diagonal: nutpie refuses a start with a gradient entry
+    exactly 0, which JAX's gradient at T's zero lower entries is.
+    """
+    r1, rw = frame.chart_rank, frame.weak_rank
+    sv = frame.singular_values
+    start = {D.CHART_Z: jitter * rng.standard_normal(frame.dim),
+             D.CHART_LOG_DIAG: 0.5 * np.log(sv[:r1])}
+    if rw:
+        w, z = (jitter * scale * rng.standard_normal((basis.shape[1] - r1, rw))
+                for basis in (frame.left, frame.right))
+        w[:rw] += np.diag(np.sqrt(sv[r1:]))
+        z[:rw] += np.diag(np.sqrt(sv[r1:]))
+        y = jitter * scale * rng.standard_normal((r1, rw))
+        w_t = np_solve_triangular(frame.weak_left_whitening, w, lower=True)  # W̃ = M_W⁻¹ W
+        rot = weak_gauge(w_t)
+        w_t, z, y = w_t @ rot.T, z @ rot.T, y @ rot.T
+        if frame.weak_product:  # M = Z L, N_Y = Y L
+            w = frame.weak_left_whitening @ w_t
+            chol = np.linalg.cholesky(w.T @ w)
+            z, y = z @ chol, y @ chol
+        columns = zip(frame.weak_whitening, z.T, strict=True)
+        start[D.CHART_WEAK_RIGHT] = np.stack(
+            [np_solve_triangular(m_k, z_k, lower=False) for m_k, z_k in columns], axis=1)
+        start[D.CHART_WEAK_TOP] = y
+        if rw > 1:
+            start[D.CHART_WEAK_LOG_DIAG] = np.log(np.diag(w_t[:rw])[1:])
+            start[D.CHART_WEAK_FIRST] = w_t[0, 0]
+            start[D.CHART_WEAK_UPPER] = w_t[:rw][np.triu_indices(rw, 1)]
+            w_t = w_t[rw:]
+        if w_t.size:
+            start[D.CHART_WEAK_LEFT] = w_t
+    for name, null in zip((D.LEFT_NULL, D.RIGHT_NULL), frame.nulls, strict=True):
+        if null.shape[1]:
+            start[name] = jitter * scale * rng.standard_normal((null.shape[1], frame.rank))
+    if r1 > 1:  # drawn last, so that the other entries are what they were before T's were jittered
+        start[D.CHART_LOWER] = jitter * scale * rng.standard_normal(r1 * (r1 - 1) // 2)
+    return start
