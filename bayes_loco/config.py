@@ -232,9 +232,9 @@ SETTINGS: dict[str, Setting] = {
         "run now runs the factored model, about 7x slower per ESS (docs/results/posterior.md)."),
     "snr_transpose": Setting(
         6.0, "bayes_loco.bayes.chart", NONNEGATIVE,
-        "A partial chart whose contexts' span is the larger is Θᵀ's (W in the differences' span) where every "
-        "weak component stands this many sd from 0: §5.1 at q = 10, N = 100,000 (6.7-8.7) drew 2.1-4.8x the "
-        "ESS per gradient; paper-grid charts at N = 10,000 (3.0-4.4) diverged at 0.9 (docs/design.md)."),
+        "A partial chart with a larger contexts' span is Θᵀ's (W in the differences' span) where its 2+ weak "
+        "components each stand this many sd from 0: §5.1 at q = 10, N = 100,000 (6.7-8.7) drew 2.1-4.8x "
+        "the ESS per gradient; paper-grid charts at N = 10,000 (3.0-4.4) diverged at 0.9 (docs/design.md)."),
     "deep_tree": Setting(
         8.0, "bayes_loco.bayes.geometry", POSITIVE,
         "An automatic factored model chosen because its ridge looked short (leading SNR < ``snr_chart``, "

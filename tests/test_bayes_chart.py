@@ -145,7 +145,7 @@ def _rotation(omega: np.ndarray, r: int, r1: int) -> np.ndarray:
 
 @pytest.mark.parametrize(("d_x", "d_phi", "r", "r1", "transposed"),
                          [(3, 4, 2, 2, False), (3, 4, 2, 1, False), (4, 5, 3, 1, False), (3, 5, 3, 1, False),
-                          (5, 6, 4, 2, False), (5, 3, 2, 1, False), (7, 4, 3, 1, False), (5, 3, 2, 1, True),
+                          (5, 6, 4, 2, False), (5, 3, 2, 1, False), (7, 4, 3, 1, False), (5, 4, 3, 1, True),
                           (7, 4, 3, 1, True)])
 def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_phi, r, r1, transposed):
     """log p_chart(ξ) = log p_factored(U(ξ) R, V(ξ) R) + log |det ∂(U, V)/∂(ξ, ω)| + const.
@@ -156,8 +156,8 @@ def test_chart_density_is_the_factored_density_pushed_through_the_chart(d_x, d_p
     chart's |det T|^{d_x' − r₁ − m}, the weak block's |det L|^(−m) (where its V columns are M = Z L,
     (5, 3) and (7, 4); in Z for the other partial charts), the whitening and the partial
     chart's shears are all checked against the plain factored model (same likelihood, same Normal
-    priors). (5, 3) and (7, 4) are charted as Θᵀ too (``config["snr_transpose"]`` 0 lets their weak
-    components qualify): U and V must come back the data's way round.
+    priors). (5, 4) and (7, 4) at r₁ = 1 of 3 are charted as Θᵀ too (``config["snr_transpose"]`` 0 lets
+    their weak components qualify): U and V must come back the data's way round.
     """
     data, _ = strong_data(d_x, d_phi, 60, seed=3, rank=r, singular_values=(3.0, 2.0, 1.0, 0.5))
     start = bl.fit_low_rank(data, r, ridge=1.0)
@@ -243,8 +243,9 @@ def test_a_transposed_chart_keeps_each_sides_prior_scale(d_x, d_phi, unreached):
 
 
 def test_a_partial_chart_is_thetas_transpose_where_the_contexts_span_is_larger_and_its_weak_block_sure():
-    """``partial_frame`` charts Θᵀ where d_x' > m and each weak component's SNR reaches
-    ``config["snr_transpose"]``, and never where the contexts' span is the smaller."""
+    """``partial_frame`` charts Θᵀ where d_x' > m and each of two or more weak components' SNR reaches
+    ``config["snr_transpose"]``, and never where the contexts' span is the smaller or one component is
+    weak."""
     for d_x, d_phi in ((7, 4), (4, 7)):
         data, _ = strong_data(d_x, d_phi, 400, seed=6, rank=3, singular_values=(3.0, 2.0, 1.0))
         start = bl.fit_low_rank(data, 3, ridge=1.0)
@@ -261,6 +262,8 @@ def test_a_partial_chart_is_thetas_transpose_where_the_contexts_span_is_larger_a
             with bl.config_context(snr_transpose=np.inf):  # a transposed frame turns back where not
                 again = chart.partial_frame(frame, data, 1)
             assert not again.transposed and again.left.shape == full.left.shape
+        with bl.config_context(snr_transpose=0.0):  # r_w = 1: a line, not a plane
+            assert not chart.partial_frame(full, data, 2).transposed
 
 
 # ---------------------------------------------------------------------------------- the posterior

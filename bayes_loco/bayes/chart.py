@@ -122,8 +122,8 @@ q = 10) that information is ~80× larger in one direction than in the others and
 axes, which NUTS's diagonal mass matrix cannot follow. N_Y and T are sampled in their own scale.
 
 **The weak block's side.** x_tᵀ Θ δ_t = δ_tᵀ Θᵀ x_t, so the chart of Θᵀ, with the differences as
-contexts, is a chart of the same posterior. Where the contexts' span is the larger (d_x' > m) and every
-weak component stands ``config["snr_transpose"]`` standard deviations or more from 0, a partial chart is
+contexts, is a chart of the same posterior. Where the contexts' span is the larger (d_x' > m) and r_w ≥ 2
+weak components each stand ``config["snr_transpose"]`` standard deviations or more from 0, a partial chart is
 Θᵀ's (``ChartFrame.transposed``): the plane of W, whose direction mixes slowest, then lies in the
 smaller span, and the larger span's weak directions are Z's columns, linear given W (d' < m there, so
 Z itself). Where a weak component is nearer 0, Z's funnel (above) opens: such charts diverged.
@@ -367,8 +367,8 @@ def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scal
 
     The spans, singular values and angles are kept, and only the whitening of the charted
     (A, B, C) is computed (a caller that has read the full frame's angles need not build it
-    again), but where the contexts' span is the larger and each weak component stands
-    ``config["snr_transpose"]`` standard deviations or more from 0: there the frame is Θᵀ's
+    again), but where the contexts' span is the larger and the weak block holds two or more
+    components, each ``config["snr_transpose"]`` standard deviations or more from 0: there the frame is Θᵀ's
     (:attr:`ChartFrame.transposed`), so that the weak block's plane W lies in the smaller span.
     """
     chart_rank = check_int(chart_rank, "chart_rank", 1, frame.rank)
@@ -379,7 +379,8 @@ def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scal
         d_x, m = m, d_x
     # §5.1 at q = 10, N = 100,000 (d_x' = 20, m = 9, r₁ = 1, weak SNRs 6.7-8.7): Θᵀ's chart drew 2.1 and
     # 4.8 times the effective draws per gradient (docs/design.md, "The weak block's side").
-    transposed = bool(d_x > m and frame.snr[chart_rank:].min() >= get_config()["snr_transpose"])
+    transposed = bool(d_x > m and frame.rank - chart_rank >= 2
+                      and frame.snr[chart_rank:].min() >= get_config()["snr_transpose"])
     if transposed != frame.transposed:
         frame = _full_frame(data, theta0.T, r, scale, transposed=transposed)
         theta0 = theta0.T
