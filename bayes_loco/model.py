@@ -265,9 +265,10 @@ def fisher_weights(eta: np.ndarray, weights: np.ndarray | None = None) -> np.nda
     return curvature if weights is None else weights * curvature
 
 
-def fisher_information(design: np.ndarray, eta: np.ndarray) -> np.ndarray:
-    """Σ_t p_t(1 − p_t) z_t z_tᵀ: the Fisher information of a linear logit with rows z_t of ``design``."""
-    return gram_rows(design, fisher_weights(eta))
+def fisher_information(design: np.ndarray, eta: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+    """Σ_t w_t p_t(1 − p_t) z_t z_tᵀ: the Fisher information of a linear logit with rows z_t of
+    ``design``, each row's term times ``weights`` (a row's count times its sampling weight) if given."""
+    return gram_rows(design, fisher_weights(eta, weights))
 
 
 # The covariances a frequentist fit's Wald set can use (statsmodels' names: "nonrobust" is "model").

@@ -266,6 +266,28 @@ def test_a_partial_chart_is_thetas_transpose_where_the_contexts_span_is_larger_a
             assert not chart.partial_frame(full, data, 2).transposed
 
 
+@pytest.mark.parametrize("transposed", [False, True])
+def test_a_frame_of_counted_rows_is_the_frame_of_the_rows_they_stand_for(transposed):
+    """The frame reads the curvature Σ_t f_t w_t p_t(1 − p_t) j_t j_tᵀ: rows given once each with count 3
+    (``PreferenceData.aggregate``) give the SNRs, angles and weak block's whitening of the rows given three
+    times, in Θ's chart and in Θᵀ's (``frame_data`` keeps the counts)."""
+    data, _ = strong_data(7, 4, 150, seed=7, rank=3, singular_values=(3.0, 2.0, 1.0))
+    rows = (data.contexts, data.differences, data.labels)
+    repeated = bl.PreferenceData(*(np.repeat(a, 3, axis=0) for a in rows))
+    counted = repeated.aggregate()
+    assert counted.n == data.n and np.all(counted.counts == 3)
+    theta = bl.fit_low_rank(repeated, 3, ridge=1.0).theta
+    with bl.config_context(snr_transpose=0.0 if transposed else np.inf):
+        frames = [chart.chart_frame(d, theta, 3, chart_rank=1) for d in (repeated, counted)]
+    assert [f.transposed for f in frames] == [transposed, transposed]
+    for name in ("singular_values", "snr", "angles"):
+        np.testing.assert_allclose(*(getattr(f, name) for f in frames), rtol=1e-7, err_msg=name)
+    # W's covariance M_W M_Wᵀ in the data's coordinates: the trailing basis beyond Θ̂'s rank is any.
+    covariances = [f.left[:, 1:] @ f.weak_left_whitening @ f.weak_left_whitening.T @ f.left[:, 1:].T
+                   for f in frames]
+    np.testing.assert_allclose(*covariances, rtol=1e-7, atol=1e-12)
+
+
 # ---------------------------------------------------------------------------------- the posterior
 
 

@@ -358,8 +358,11 @@ def _full_frame(data: PreferenceData, theta_start: np.ndarray, rank: int, scale:
 
 def frame_data(data: PreferenceData, transposed: bool) -> PreferenceData:
     """``data`` as a frame reads it: contexts and differences swapped where ``transposed``
-    (x_tᵀ Θ δ_t = δ_tᵀ Θᵀ x_t), for the spans and the curvature only."""
-    return PreferenceData(data.differences, data.contexts, data.labels, copy=False) if transposed else data
+    (x_tᵀ Θ δ_t = δ_tᵀ Θᵀ x_t), for the spans and the curvature only (each row's count and weight kept)."""
+    if not transposed:
+        return data
+    return PreferenceData(data.differences, data.contexts, data.labels, copy=False, weights=data.weights,
+                          counts=data.counts)
 
 
 def partial_frame(frame: ChartFrame, data: PreferenceData, chart_rank: int, scale: float = 1.0) -> ChartFrame:

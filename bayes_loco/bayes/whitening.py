@@ -22,7 +22,8 @@ def weak_whitening(frame, data: PreferenceData, theta0, scale: float) -> tuple[n
     """(S_k per weak column k of M, M_W): the weak block's whitening (:mod:`.chart`'s docstring).
 
     With x̃_t, δ̃_t the comparisons in the frame's trailing coordinates and the start's W = Z =
-    [diag(σ̂)^½; 0], the Fisher information of W_k is σ̂_k Σ_t w_t δ̃_tk² x̃_t x̃_tᵀ (w_t = p_t(1 − p_t)).
+    [diag(σ̂)^½; 0], the Fisher information of W_k is σ̂_k Σ_t w_t δ̃_tk² x̃_t x̃_tᵀ (w_t = p_t(1 − p_t)
+    times the row's count and sampling weight).
     M_W, shared by W's columns (their average curvature plus the prior's I/s²), is lower triangular.
     At that start rotated into the gauge (:func:`weak_gauge`), W Zᵀ = Q Mᵀ with Q = W L⁻ᵀ, so the
     Fisher information of M_k is Σ_t w_t (x̃_tᵀ q_k)² δ̃_t δ̃_tᵀ, and ‖Z‖² = tr(M (LᵀL)⁻¹ Mᵀ) adds
@@ -33,9 +34,9 @@ def weak_whitening(frame, data: PreferenceData, theta0, scale: float) -> tuple[n
     sv = frame.singular_values[r1:]
     dx, m = frame.left.shape[1] - r1, frame.right.shape[1] - r1
     left_info = np.zeros((dx, dx))
-    for xt, dt, eta in _trailing_blocks(frame, data, r1, theta0):
+    for xt, dt, eta, weights in _trailing_blocks(frame, data, r1, theta0):
         for k, s_k in enumerate(sv):
-            left_info += fisher_information(np.sqrt(s_k) * dt[:, [k]] * xt, eta)
+            left_info += fisher_information(np.sqrt(s_k) * dt[:, [k]] * xt, eta, weights)
     # H = U Uᵀ with U upper triangular (Cholesky with the axes reversed), M_W = U⁻ᵀ.
     precision = left_info / sv.size + np.eye(dx) / scale**2
     upper = np.linalg.cholesky(precision[::-1, ::-1])[::-1, ::-1]
@@ -51,25 +52,26 @@ def weak_whitening(frame, data: PreferenceData, theta0, scale: float) -> tuple[n
     # A second pass over the comparisons (the gauge needs M_W from the first), block by block as the first:
     # keeping the first pass's blocks would hold all N rows at once.
     right_info = np.zeros((sv.size, m, m))
-    for xt, dt, eta in _trailing_blocks(frame, data, r1, theta0):
+    for xt, dt, eta, weights in _trailing_blocks(frame, data, r1, theta0):
         for k in range(sv.size):
-            right_info[k] += fisher_information((xt @ through[:, [k]]) * dt, eta)
+            right_info[k] += fisher_information((xt @ through[:, [k]]) * dt, eta, weights)
     right = np.stack([inverse_cholesky_t(info + prior[k] * np.eye(m)) for k, info in enumerate(right_info)])
     return right, left
 
 
 def _blocks(data: PreferenceData):
-    """(x, δφ) of each block of ``config["chunk"]`` comparisons."""
-    chunk = get_config()["chunk"]
+    """(x, δφ, f w) of each block of ``config["chunk"]`` comparisons: f w each row's count times its
+    sampling weight, what its log-likelihood term is multiplied by, and so its curvature."""
+    chunk, weights = get_config()["chunk"], data.loss_weights
     for lo in range(0, data.n, chunk):
-        yield data.contexts[lo:lo + chunk], data.differences[lo:lo + chunk]
+        yield data.contexts[lo:lo + chunk], data.differences[lo:lo + chunk], weights[lo:lo + chunk]
 
 
 def _trailing_blocks(frame, data: PreferenceData, r1: int, theta0):
-    """(x̃, δ̃, η) of each of :func:`_blocks`: contexts and differences in the frame's trailing
-    coordinates, margins at ``theta0``."""
-    for x, dphi in _blocks(data):
-        yield x @ frame.left[:, r1:], dphi @ frame.right[:, r1:], margins(theta0, x, dphi)
+    """(x̃, δ̃, η, f w) of each of :func:`_blocks`: contexts and differences in the frame's trailing
+    coordinates, margins at ``theta0``, the rows' weights."""
+    for x, dphi, weights in _blocks(data):
+        yield x @ frame.left[:, r1:], dphi @ frame.right[:, r1:], margins(theta0, x, dphi), weights
 
 
 def weak_gauge(w_t: np.ndarray) -> np.ndarray:
@@ -110,7 +112,8 @@ def jacobian_rows(left, right, sv, x: np.ndarray, dphi: np.ndarray) -> np.ndarra
 
 
 def chart_information(left, right, sv, theta0, data: PreferenceData) -> np.ndarray:
-    """Σ_t p_t(1 − p_t) j_t j_tᵀ at c₀, j_t = ∂η_t/∂c, in blocks of ``config["chunk"]`` rows.
+    """Σ_t f_t w_t p_t(1 − p_t) j_t j_tᵀ at c₀, j_t = ∂η_t/∂c (f_t w_t a row's count times its sampling
+    weight), in blocks of ``config["chunk"]`` rows.
 
     ``left``, ``right``, ``sv``: P, Q and the charted σ̂ of the frame being built; ``theta0``: Θ̂
     projected on the spans, where the weights p_t(1 − p_t) are taken.
@@ -118,8 +121,8 @@ def chart_information(left, right, sv, theta0, data: PreferenceData) -> np.ndarr
     r = sv.size
     k_c = r * (left.shape[1] + right.shape[1] - r)
     info = np.zeros((k_c, k_c))
-    for x, dphi in _blocks(data):
-        info += fisher_information(jacobian_rows(left, right, sv, x, dphi), margins(theta0, x, dphi))
+    for x, dphi, weights in _blocks(data):
+        info += fisher_information(jacobian_rows(left, right, sv, x, dphi), margins(theta0, x, dphi), weights)
     return info
 
 
