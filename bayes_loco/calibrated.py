@@ -77,8 +77,9 @@ def calibrated_policy(data: PreferenceData, rank: int, population: Population, l
     max_iter = check_int(max_iter, "max_iter", 1)
     k = manifold_dim(data.d_x, data.d_phi, rank)
     limit = get_config()["certify_dimension_ratio"]
-    sizes = f"k / N = {k:,} / {data.n:,} = {k / data.n:.2g}"
-    if k / data.n > limit:
+    n = data.n_comparisons
+    sizes = f"k / N = {k:,} / {n:,} = {k / n:.2g}"
+    if k / n > limit:
         policy = split_policy(data, rank, population, level, ridge=ridge, scope=scope, model="row-space",
                               max_iter=max_iter).policy
         road = f"{sizes} > {limit:g}: certified in a row space fitted on other comparisons"

@@ -395,10 +395,11 @@ def check_dimension(fit: PRSResult) -> float:
     >>> round(ratio, 3), [type(w.message).__name__ for w in caught]
     (0.107, ['DataWarning'])
     """
-    ratio = fit.k / fit.estimation_data.n
+    n = fit.estimation_data.n_comparisons
+    ratio = fit.k / n
     limit = get_config()["certify_dimension_ratio"]
     if ratio > limit:
-        warnings.warn(f"the certifying fit has {fit.k} coordinates for {fit.estimation_data.n} comparisons "
+        warnings.warn(f"the certifying fit has {fit.k} coordinates for {n} comparisons "
                       f"(k / N = {ratio:.3g} > {limit:g}): there the reduced MLE's values are inflated and "
                       "its standard errors too small, so the bounds can exceed the true values (at a "
                       "reward model's width every bound failed). Certify with more comparisons, a lower "

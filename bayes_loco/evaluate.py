@@ -169,8 +169,9 @@ def _labels_and_weights(labels, p, weights) -> tuple[np.ndarray, np.ndarray, np.
     """y (float, in {0, ½, 1}), p (in [0, 1]) and normalised weights w (Σ w = 1), or one error.
 
     ``labels`` may be a :class:`~bayes_loco.PreferenceData`: its labels, and its weights
-    unless ``weights`` is given too.
+    unless ``weights`` is given too, each row times its count (the comparisons it stands for).
     """
+    counts = _counts(labels)
     if isinstance(labels, PreferenceData):
         if weights is not None and labels.weights is not None:
             raise ValueError("weights were given twice: labels is a PreferenceData that carries weights; "
@@ -185,8 +186,13 @@ def _labels_and_weights(labels, p, weights) -> tuple[np.ndarray, np.ndarray, np.
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise ValueError(f"p[{i}] = {p[i].item()!r} is not a probability (expected 0 <= p <= 1)")
-    w = np.ones(y.shape[0]) if weights is None else as_weights(weights, y.shape[0])
+    w = counts * (np.ones(y.shape[0]) if weights is None else as_weights(weights, y.shape[0]))
     return y, p, w / w.sum()
+
+
+def _counts(labels) -> np.ndarray | float:
+    """f_t of a PreferenceData's counted rows, else 1."""
+    return labels.counts if isinstance(labels, PreferenceData) and labels.counts is not None else 1.0
 
 
 def log_loss(labels, p, weights=None) -> float:
@@ -196,7 +202,8 @@ def log_loss(labels, p, weights=None) -> float:
     ----------
     labels : array_like of {0, ½, 1}, or PreferenceData
         y_t; a tie (½) scores −½[log p_t + log(1 − p_t)], the "half" tie convention
-        (a tie counts half a win each way). A PreferenceData brings its weights.
+        (a tie counts half a win each way). A PreferenceData brings its weights, and each
+        counted row weighs its count f_t (the comparisons it stands for).
     p : array_like, shape (N,)
         Predicted P(a_t1 preferred) (``fit.predict_proba(data)``), clipped to
         [``config["eps"]``, 1 − EPS] (p_t and 1 − p_t each at least EPS).
@@ -284,9 +291,10 @@ def calibration_curve(labels, p, bins=10, weights=None) -> pd.DataFrame:
     pandas.DataFrame
         One row per non-empty bin: ``bin`` (its index), ``lower``, ``upper`` (edges),
         ``predicted`` (weighted mean p), ``observed`` (weighted mean y, ties ½),
-        ``count`` (comparisons), ``std_err`` of ``observed``:
-        sqrt(n/(n − 1) · Σ w_t² (y_t − ȳ)²) / Σ w_t, which is s/√n without weights (NaN for
-        a bin of one). A calibrated model has ``observed`` ≈ ``predicted`` within a few s.e.
+        ``count`` (comparisons n = Σ f_t, counted rows standing for f_t each), ``std_err`` of
+        ``observed``: sqrt(n/(n − 1) · Σ w_t² (y_t − ȳ)² / f_t) / Σ w_t, that of the comparisons
+        the rows stand for, which is s/√n without weights and counts (NaN for a bin of one).
+        A calibrated model has ``observed`` ≈ ``predicted`` within a few s.e.
 
     Examples
     --------
@@ -299,6 +307,7 @@ def calibration_curve(labels, p, bins=10, weights=None) -> pd.DataFrame:
     3       0.83      0.84     64
     """
     y, p, w = _labels_and_weights(labels, p, weights)
+    counts = np.broadcast_to(_counts(labels), y.shape)
     if is_integer(bins):
         edges = np.linspace(0.0, 1.0, check_int(bins, "bins", 1) + 1)
     else:
@@ -309,18 +318,19 @@ def calibration_curve(labels, p, bins=10, weights=None) -> pd.DataFrame:
     rows = []
     for b in np.unique(index):
         mask = index == b
-        wb, yb, n = w[mask], y[mask], int(mask.sum())
-        total = wb.sum()
+        wb, yb, fb = w[mask], y[mask], counts[mask]
+        n, total = float(fb.sum()), wb.sum()
         observed = float(wb @ yb / total)
-        spread = np.sqrt(n / (n - 1) * np.sum(wb**2 * (yb - observed) ** 2)) / total if n > 1 else np.nan
-        rows.append((int(b), edges[b], edges[b + 1], float(wb @ p[mask] / total), observed, n, float(spread)))
+        spread = np.sqrt(n / (n - 1) * np.sum(wb**2 / fb * (yb - observed) ** 2)) / total if n > 1 else np.nan
+        rows.append((int(b), edges[b], edges[b + 1], float(wb @ p[mask] / total), observed, round(n),
+                     float(spread)))
     return pd.DataFrame(rows, columns=["bin", "lower", "upper", "predicted", "observed", "count", "std_err"])
 
 
 def score(fit, data: PreferenceData) -> dict[str, float]:
     """Held-out :data:`METRICS` of ``fit`` on ``data``: log-loss, accuracy and Brier score.
 
-    Weighted by the data's weights when it carries them.
+    Weighted by the data's weights when it carries them, each counted row by its count.
 
     Parameters
     ----------

@@ -131,6 +131,22 @@ def test_auto_charts_only_where_the_ridge_is_long(n, rank):
             assert f"rank 1 and N = {n} < {setting("n_chart")}" in chosen.reason
 
 
+@pytest.mark.parametrize("rank", [1, 2])
+def test_auto_judges_counted_rows_by_the_comparisons_they_stand_for(rank):
+    # 1,800 rows each counted 3 times: N = 5,400 comparisons reach config["n_chart"] where 1,800 rows do not.
+    data = strong_data(1800, seed=2)
+    rows = np.repeat(np.arange(data.n), 3)
+    expanded = bl.PreferenceData(data.contexts[rows], data.delta[rows], data.labels[rows])
+    counted = expanded.aggregate()
+    assert counted.n == data.n < setting("n_chart") <= counted.n_comparisons
+    chosen = [geometry.choose_geometry(d, rank, bl.fit_low_rank(d, rank).theta, 1.0, "auto", None)
+              for d in (counted, expanded)]
+    assert [(c.parametrization, c.chart_rank, c.reason) for c in chosen] == \
+        [(chosen[1].parametrization, chosen[1].chart_rank, chosen[1].reason)] * 2
+    if rank == 1:  # at rank 1 only N decides
+        assert chosen[0].parametrization == "chart"
+
+
 def test_auto_does_not_chart_a_determined_component_near_zero(monkeypatch):
     # Θ* of rank 1 fitted at rank 2 on 4 x 5 features: the noise component's column space looks
     # determined (a small space), but its singular value is within a few standard deviations of 0.

@@ -35,6 +35,16 @@ def test_many_coordinates_per_comparison_give_the_row_space_certificate(problem)
     assert policy.level_meaning.startswith("k / N = 16 / 300 = 0.053 > 0.05: certified in a row space")
 
 
+def test_counted_rows_are_judged_by_the_comparisons_they_stand_for(problem):
+    data, population = problem.sample(200, seed=1), problem.population(40, seed=2)
+    rows = np.repeat(np.arange(data.n), 2)
+    expanded = bl.PreferenceData(data.contexts[rows], data.delta[rows], data.labels[rows])
+    counted = expanded.aggregate()  # 200 rows (k / 200 = 0.08) standing for 400 comparisons
+    roads = [bl.calibrated_policy(d, 2, population, LEVEL).level_meaning.split(":")[0]
+             for d in (counted, expanded)]
+    assert counted.n == 200 and roads == ["k / N = 16 / 400 = 0.04 ≤ 0.05"] * 2
+
+
 def test_the_road_reads_the_sizes_and_the_setting_not_the_outcomes(problem):
     """Flipping every outcome changes the fits but not the road; the threshold is the setting's."""
     data, population = problem.sample(2_000, seed=1), problem.population(40, seed=2)

@@ -226,6 +226,17 @@ def test_a_certificate_from_many_coordinates_per_comparison_warns():
         bl.split_policy(data, 2, population)
 
 
+def test_the_ratio_counts_the_comparisons_that_counted_rows_stand_for():
+    data = bl.simulate.paper_problem(d_x=6, d_s=5, rank=2, seed=5).sample(300, seed=5)
+    rows = np.repeat(np.arange(data.n), 2)
+    expanded = bl.PreferenceData(data.contexts[rows], data.delta[rows], data.labels[rows])
+    counted = expanded.aggregate()
+    for d in (counted, expanded):  # 300 comparisons to estimate on either way: 36 / 300
+        with pytest.warns(bl.DataWarning, match=r"36 coordinates for 300 comparisons \(k / N = 0.12"):
+            fit = bl.fit_prs(d, 2, ridge=1.0, n_initial=d.n // 2)
+            assert bl.certify.check_dimension(fit) == pytest.approx(0.12)
+
+
 def test_certify_split_is_split_policys_certificate_and_needs_a_split():
     problem = bl.simulate.paper_problem(d_x=4, d_s=3, rank=2, seed=1)
     data = problem.sample(2_000, seed=1)

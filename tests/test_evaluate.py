@@ -272,6 +272,25 @@ def test_metrics_read_labels_and_weights_from_preference_data():
         log_loss(data, p, w)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_counted_rows_score_as_the_comparisons_they_stand_for(weighted):
+    """Each metric and the reliability curve (counts, means, standard errors) of rows given f_t times
+    equal those of the same rows counted f_t, with or without sampling weights."""
+    y, p, w = labelled(6, n=60)
+    f = 1 + np.arange(60) % 4
+    rows = np.repeat(np.arange(60), f)
+    weights = w if weighted else None
+    counted = bl.PreferenceData(np.ones((60, 1)), np.ones((60, 1)), y, counts=f, weights=weights)
+    expanded = bl.PreferenceData(np.ones((rows.size, 1)), np.ones((rows.size, 1)), y[rows],
+                                 weights=None if weights is None else w[rows])
+    for metric in (log_loss, accuracy, brier):
+        assert metric(counted, p) == pytest.approx(metric(expanded, p[rows]), rel=1e-12)
+    a, b = calibration_curve(counted, p, bins=4), calibration_curve(expanded, p[rows], bins=4)
+    assert a["count"].tolist() == b["count"].tolist() and a["count"].sum() == rows.size
+    columns = ["predicted", "observed", "std_err"]
+    np.testing.assert_allclose(a[columns], b[columns], rtol=1e-12)
+
+
 @pytest.mark.parametrize(("args", "error", "match"), [
     (([0, 1], [0.5]), ValueError, "p has 1 entries"),
     (([0, 1], [0.5, 1.2]), ValueError, r"p\[1\] = 1.2"),

@@ -97,6 +97,28 @@ def test_counts_equal_expanded_rows(ties):
     assert bl.fit_mle(counted).summary().header["N"] == indexed.n
 
 
+PENALISED = {"mle": lambda d: bl.fit_mle(d, ridge=1.0),
+             "low_rank": lambda d: bl.fit_low_rank(d, 2, ridge=1.0),
+             "prs": lambda d: bl.fit_prs(d, 2, ridge=1.0),
+             "map": lambda d: bl.bayes.fit_posterior(d, 2, method="map", random_seed=0, progressbar=False)}
+
+
+@pytest.mark.parametrize("fit", sorted(PENALISED))
+def test_a_penalty_set_of_counted_rows_is_the_penalty_set_of_the_rows_they_stand_for(fit):
+    """The paper's W = Σ_t z_t z_tᵀ and N in C₂·sqrt(k/N) run over comparisons, so rows aggregated with
+    their counts give the expanded rows' set (W in each fit's own coordinates, which may differ
+    by a reflection: its eigenvalues and the radius)."""
+    data = bl.simulate.paper_problem(rank=2, imbalance=3, theta_kind="paper").sample(400, seed=3)
+    rows = np.repeat(np.arange(data.n), 1 + np.arange(data.n) % 3)  # each row 1, 2 or 3 times
+    expanded = bl.PreferenceData(data.contexts[rows], data.delta[rows], data.labels[rows])
+    counted = expanded.aggregate()
+    assert counted.n == data.n and counted.n_comparisons == expanded.n
+    a, b = PENALISED[fit](counted).penalty_set(), PENALISED[fit](expanded).penalty_set()
+    assert a.radius == pytest.approx(b.radius, rel=1e-9)
+    wa, wb = np.linalg.eigvalsh(a.precision), np.linalg.eigvalsh(b.precision)
+    np.testing.assert_allclose(wa, wb, rtol=1e-5, atol=1e-6 * wb.max())
+
+
 def _full_rank(seed=6, n=2500, ties=0.2):
     """Battles on one-hot features without the first item (a full-rank design, as a GLM needs)."""
     _, first, second, labels, _ = _battles(n, seed, ties=ties)

@@ -433,8 +433,9 @@ def _nuts_attempt(run: _Run, geometry: Geometry, nuts: NUTS, watch: Watch | None
         seconds = time.perf_counter() - t0
     tree = run.arrange(raw, "nuts")
     table = diagnostic_table(tree)
-    diagnostics, advice = nuts_diagnostics(tree, nuts, seconds, advised_target(geometry, run.data.n),
-                                           table=table, draws_scale=geometry.draws_scale)
+    advised = advised_target(geometry, run.data.n_comparisons)
+    diagnostics, advice = nuts_diagnostics(tree, nuts, seconds, advised, table=table,
+                                           draws_scale=geometry.draws_scale)
     _LOG.info("NUTS run ends after %.0f s: %s divergences, max R-hat %.4f, min ESS %.0f", seconds,
               diagnostics.divergences, diagnostics.max_rhat, diagnostics.min_ess_bulk)
     if diagnostics.warnings and frame is not None and not geometry.automatic:

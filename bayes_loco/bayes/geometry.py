@@ -235,14 +235,14 @@ def choose_geometry(data: PreferenceData, rank: int, theta_start: np.ndarray, sc
     except ValueError:
         return Geometry(None, f"no chart of rank {rank} exists: the contexts or the differences span fewer "
                               "dimensions", True)
-    if not long_ridge(frame, data.n):
+    if not long_ridge(frame, data.n_comparisons):
         return Geometry(None, f"the leading component's signal-to-noise ratio {frame.leading_snr:.1f} < "
-                              f"{get_config()["snr_chart"]:g} and N = {data.n} < "
+                              f"{get_config()["snr_chart"]:g} and N = {data.n_comparisons} < "
                               f"{get_config()["n_chart"]}: the factored model's ridge is "
                               "short here", True, short_ridge_frame=frame if rank >= 2 else None)
     why = (f"signal-to-noise ratio {frame.leading_snr:.1f} >= "
            f"{get_config()["snr_chart"]:g}" if frame.leading_snr >= get_config()["snr_chart"]
-           else f"N = {data.n} >= {get_config()["n_chart"]}")
+           else f"N = {data.n_comparisons} >= {get_config()["n_chart"]}")
     return _auto_chart(frame, data, rank, scale, chart_rank, why)
 
 
@@ -259,9 +259,9 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
     # At rank 1 only N decides: a problem of the unseen grid (§5.1, r = 1, N = 3,000, 20 × 10 × 20, ratio
     # 23.9) charted drew 0.58-0.74x the factored model's ESS per second, the chart's compilation being half
     # its time; at N = 100,000 (ratio ~120) the chart took 7.0 steps per draw against 36.9.
-    if rank == 1 and data.n < get_config()["n_chart"]:
-        why = (f"rank 1 and N = {data.n} < {get_config()["n_chart"]}: the factored model has no rotation "
-               f"ridge, and the "
+    if rank == 1 and data.n_comparisons < get_config()["n_chart"]:
+        why = (f"rank 1 and N = {data.n_comparisons} < {get_config()["n_chart"]}: the factored model has no "
+               f"rotation ridge, and the "
                "chart's compilation would cost more than its shorter trajectories save")
         return Geometry(None, why, True)
     r1 = frame.chartable_rank if chart_rank is None else chart_rank
@@ -271,9 +271,9 @@ def _auto_chart(frame: ChartFrame, data: PreferenceData, rank: int, scale: float
                               f"{get_config()["snr_chart"]:g}, and "
                               f"{trouble}", True)
     # One component's block is its SNR, judged by config["snr_chart"] or config["n_chart"].
-    few = r1 >= 2 and data.n < get_config()["n_block"] and not measured
+    few = r1 >= 2 and data.n_comparisons < get_config()["n_block"] and not measured
     config = get_config()
-    floor, why_few = ((config["snr_block_few"], f" (N = {data.n} < {config['n_block']})") if few
+    floor, why_few = ((config["snr_block_few"], f" (N = {data.n_comparisons} < {config['n_block']})") if few
                       else (config["snr_block_min"], ""))
     if chart_rank is None and r1 and (block := block_snr(frame, r1)) < floor:
         # Refused for config["snr_block_few"], the factored model is watched as a short-looking ridge is:

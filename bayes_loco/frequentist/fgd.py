@@ -151,7 +151,7 @@ class LowRankResult(WaldFit):
 
     @cached_property
     def _gram(self) -> np.ndarray:
-        return information(self.coordinates, self.data)
+        return information(self.coordinates, self.data, self.data.counts)  # W of the rows counts stand for
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """The paper's Gram-W ellipsoid around Θ̂'s RTV coordinates, C = C₂·sqrt(k/N).
@@ -174,7 +174,7 @@ class LowRankResult(WaldFit):
         >>> fit.low_rank.penalty_set(c2=5.0)
         EllipsoidSet(kind='gram', k=16, k_eff=8, radius=1.155)
         """
-        return EllipsoidSet.penalty(self.estimate, self._gram, self.data.n, self.coordinates, c2)
+        return EllipsoidSet.penalty(self.estimate, self._gram, self.data.n_comparisons, self.coordinates, c2)
 
     def _fitted(self):
         """The data, Θ̂'s own margins (not the reduced ones) and Σ_t c_t z_t z_tᵀ in its RTV coordinates."""

@@ -143,8 +143,8 @@ class MLEResult(WaldFit):
         EllipsoidSet(kind='gram', k=21, k_eff=9, radius=1.323)
         """
         counts = self.data.counts  # W and N of the expanded rows
-        return EllipsoidSet.penalty(self.estimate, self._gram(counts), self.data.n if counts is None else
-                                    self.data.n_comparisons, self.coordinates, c2)
+        return EllipsoidSet.penalty(self.estimate, self._gram(counts), self.data.n_comparisons,
+                                    self.coordinates, c2)
 
     def _fitted(self):
         """The data, the margins at Θ̂ and Σ_t c_t z_t z_tᵀ in vec(Θ) (refused above 2 GiB, as W)."""

@@ -162,11 +162,11 @@ class PRSResult(InRTVCoordinates, WaldFit):
         EllipsoidSet(kind='gram', k=16, k_eff=8, radius=1.155)
         """
         gram = self.gram if self.gram is not None else self._gram
-        return EllipsoidSet.penalty(self.theta_rtv, gram, self.estimation_data.n, self.basis, c2)
+        return EllipsoidSet.penalty(self.theta_rtv, gram, self.estimation_data.n_comparisons, self.basis, c2)
 
     @cached_property
     def _gram(self) -> np.ndarray:
-        return information(self.basis, self.estimation_data)
+        return information(self.basis, self.estimation_data, self.estimation_data.counts)
 
     def _fitted(self):
         """The estimation data, the reduced model's margins z_tᵀθ̂_rtv and Σ_t c_t z_t z_tᵀ.
@@ -308,7 +308,9 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     status = own.status if own.status is not FitStatus.CONVERGED or converged else FitStatus.NOT_CONVERGED
     diagnostics = Diagnostics("prs", converged, own.n_iter, status, own.message, fgd.warnings + own.warnings,
                               own.seconds)
-    gram = None if z is None else (information(basis, estimation) if estimation.indexed else gram_rows(z))
+    counts = estimation.counts  # W of the rows the counts stand for
+    gram = None if z is None else (information(basis, estimation, counts) if estimation.indexed
+                                   else gram_rows(z, counts))
     return PRSResult(reduced.params, basis, gram, low_rank, estimation, n_initial, reduced.nll,
                      reduced.max_abs_margin, reduced.separated, diagnostics, ties, fitted_nu(ties, reduced))
 

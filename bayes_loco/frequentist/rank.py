@@ -213,14 +213,14 @@ def select_rank(data: PreferenceData, ranks: Sequence[int] | None = None, *, cri
     if ranks.size == 0:
         raise ValueError("ranks is empty")
     check_option(criterion, "criterion", CRITERIA)
-    n = data.n
+    n = data.n_comparisons  # the N of the likelihood: counted rows stand for their comparisons
     a_n = 0.1 * np.log(n) / n if penalty is None else check_real(penalty, "penalty", 0.0)
     fits = _fits(data, ranks, ridge, fit_options)
     mean_nll = np.array([f.nll / n for f in fits])
     k = np.array([f.n_params for f in fits])
     cv = fold_of = None
     if criterion == "cv":
-        fold_of = fold_indices(n, folds, groups, seed)
+        fold_of = fold_indices(data.n, folds, groups, seed)
         cv = np.empty((ranks.size, folds))
         for f in range(folds):
             test = fold_of == f
