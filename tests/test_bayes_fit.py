@@ -199,6 +199,19 @@ def test_sandwich_set_uses_the_fisher_information_at_the_posterior_mean(nuts):
         bb.credible_set(nuts.rtv_draws, nuts.basis, 0.9, "draws", information=nuts.information())
 
 
+def test_the_sandwichs_information_counts_each_row_and_squares_its_sampling_weight():
+    # The score's variance: a row counted f_t is f_t comparisons; a weight w_t scales the score.
+    data = bl.simulate.paper_problem(rank=2, imbalance=3, theta_kind="paper").sample(300, seed=3)
+    f = 1.0 + np.arange(data.n) % 3
+    w = np.random.default_rng(0).uniform(0.5, 2.0, data.n)
+    counted = bl.PreferenceData(data.contexts, data.delta, data.labels, counts=f, weights=w)
+    post = bb.fit_posterior(counted, 2, method="map", random_seed=0, progressbar=False)
+    z = post.basis.transform(data.contexts, data.differences)
+    p = 1.0 / (1.0 + np.exp(-np.einsum("ti,ij,tj->t", data.contexts, post.theta, data.differences)))
+    expected = z.T @ (z * (f * w**2 * p * (1.0 - p))[:, None])
+    np.testing.assert_allclose(post.information(), expected, rtol=1e-8, atol=1e-10 * np.abs(expected).max())
+
+
 def test_sets_go_through_the_same_solver(nuts, problem):
     truth, _, _ = problem
     pop = truth.population(60, seed=4)

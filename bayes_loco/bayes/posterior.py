@@ -316,8 +316,10 @@ class Posterior(DrawsPredictive, InRTVCoordinates, SummaryHTML, PosteriorLikelih
                             population=population)
 
     def information(self) -> np.ndarray:
-        """Fisher information of θ_rtv at the posterior mean, Σ_t p̄_t(1 − p̄_t) z_t z_tᵀ (k × k).
+        """Fisher information of θ_rtv at the posterior mean, Σ_t f_t w_t² p̄_t(1 − p̄_t) z_t z_tᵀ (k × k).
 
+        The variance of the score under the model: a row with count f_t stands for f_t comparisons,
+        and a sampling weight w_t scales its score (f_t = w_t = 1 where the data carry none).
         p̄_t uses the posterior mean Θ̄ itself, x_tᵀ Θ̄ Δφ_t, not its reduction
         (Θ̄ has a component outside the reduced subspace). Summed by
         :func:`bayes_loco.design.information`, as a Wald set's is, never forming the N × k design.
@@ -333,7 +335,7 @@ class Posterior(DrawsPredictive, InRTVCoordinates, SummaryHTML, PosteriorLikelih
         """
         data = self.data
         eta = margins(self.theta, data.contexts, data.delta)
-        return information(self.basis, data, fisher_weights(eta))
+        return information(self.basis, data, fisher_weights(eta, data.loss_weights * data.sample_weights))
 
     def _summary_table(self, level: float) -> pd.DataFrame:
         index = pd.Index(self.basis.labels(), name="coordinate")
