@@ -80,6 +80,23 @@ def test_a_separated_start_is_replaced_by_the_ridge_fit_and_said_so():
     assert "ridge fit (λ = 0.25)" in note and "separated" in note
 
 
+@pytest.mark.parametrize("separable", [True, False])
+def test_chains_that_disagree_on_separable_data_are_told_why_more_draws_may_not_help(separable):
+    # Any R-hat misses 1 + 1e-7: the warning names separation only where the plain start was separated.
+    data = separable_data() if separable else strong_data(400, seed=1)
+    nuts = {"draws": 100, "tune": 100, "chains": 2, "rhat_max": 1.0000001,
+            "plan": [{"parametrization": "factored"}]}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        post = bb.fit_posterior(data, 1, nuts=nuts, progressbar=False, predictive_draws=0, random_seed=1)
+    told = [str(w.message) for w in caught if "look separable" in str(w.message)]
+    assert any("chains disagree" in str(w.message) for w in caught)
+    start_note = post.settings["geometry"].get("start", "")
+    assert len(told) == int(separable) and (geometry.SEPARATED in start_note) == separable
+    assert all("prior={'scale': ...}" in t for t in told)
+    assert len([m for m in post.diagnostics.warnings if "look separable" in m]) == int(separable)
+
+
 def test_a_separated_start_the_user_gives_is_kept_and_warned_about():
     data = separable_data()
     with pytest.warns(bl.SeparationWarning):

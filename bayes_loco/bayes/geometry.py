@@ -157,6 +157,9 @@ class Geometry:
         return max(self.target_accept or 0.0, nuts.target_accept)
 
 
+SEPARATED = "separated"  # the word default_start's note names a separated start by (read by fit_posterior)
+
+
 def largest_margin(theta: np.ndarray, data: PreferenceData) -> float:
     """max_t |η_t| of Θ on the data: above ``config["margin_max"]`` a start is separated in effect."""
     return float(np.abs(margins(theta, data.contexts, data.delta)).max())
@@ -203,7 +206,7 @@ def default_start(data: PreferenceData, rank: int, ridge: float, scale: float,
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return plain, ridge, ""
     lam = get_config()["start_ridge"] / scale**2
-    why = f"separated: max |η| = {margin:.3g}" if separated else "FGD did not converge"
+    why = f"{SEPARATED}: max |η| = {margin:.3g}" if separated else "FGD did not converge"
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", (SeparationWarning, ConvergenceWarning))
         fit = fit_low_rank(data, rank, ridge=lam, ties=ties)
