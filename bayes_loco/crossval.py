@@ -96,8 +96,9 @@ class CrossValidation:
     Attributes
     ----------
     table : pandas.DataFrame
-        One row per fold: ``fold``, ``n_train``, ``n_test``, the :data:`~bayes_loco.evaluate.METRICS`
-        (``log_loss``, ``accuracy``, ``brier``; weighted by the data's weights) and ``seconds``.
+        One row per fold: ``fold``, ``n_train``, ``n_test`` (comparisons: a counted row counts f_t),
+        the :data:`~bayes_loco.evaluate.METRICS` (``log_loss``, ``accuracy``, ``brier``; weighted by the
+        data's weights and counts) and ``seconds``.
     fold_of : ndarray of int, shape (N,)
         The test fold of each comparison.
     by : {"comparison", "group"}
@@ -201,22 +202,23 @@ def cross_validate(data: PreferenceData, fit_fn: Callable[[PreferenceData], obje
     for f in range(folds):
         test_rows = fold_of == f
         train, test = data.subset(~test_rows), data.subset(test_rows)
+        sizes = train.n_comparisons, test.n_comparisons  # a counted row stands for its comparisons
         start = time.perf_counter()
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             try:
                 scores = score(fit_fn(train), test)
             except Exception as exc:
-                exc.add_note(f"cross_validate: in fold {f} ({f + 1} of {folds}; {train.n} training, {test.n} "
-                             "test comparisons)")
+                exc.add_note(f"cross_validate: in fold {f} ({f + 1} of {folds}; {sizes[0]} training, "
+                             f"{sizes[1]} test comparisons)")
                 raise
         seconds = time.perf_counter() - start
         for w in caught:
             issued.append(f"fold {f}: {w.category.__name__}: {w.message}")
             warnings.warn(f"fold {f}: {w.message}", w.category, stacklevel=2)
-        rows.append({"fold": f, "n_train": train.n, "n_test": test.n, **scores, "seconds": seconds})
+        rows.append({"fold": f, "n_train": sizes[0], "n_test": sizes[1], **scores, "seconds": seconds})
         if progress:
-            print(f"fold {f} ({f + 1} of {folds}): {train.n} train, {test.n} test, log-loss "
+            print(f"fold {f} ({f + 1} of {folds}): {sizes[0]} train, {sizes[1]} test, log-loss "
                   f"{scores['log_loss']:.4f}, {seconds:.1f} s", flush=True)
     return CrossValidation(pd.DataFrame(rows), fold_of, "comparison" if groups is None else "group",
                            seed if isinstance(seed, int) else None, tuple(issued))

@@ -81,6 +81,19 @@ def test_cross_validate_scores_each_fold_on_its_held_out_rows(data, users):
     assert cv.mean["log_loss"] + 3 * cv.std_err["log_loss"] < np.log(2)
 
 
+def test_counted_folds_are_sized_and_scored_by_the_comparisons_they_stand_for(data):
+    f = 1.0 + np.arange(data.n) % 4
+    counted = bl.PreferenceData(data.contexts, data.differences, data.labels, counts=f)
+    cv = cross_validate(counted, lambda d: bl.fit_prs(d, 2), folds=3, seed=1)
+    assert cv.table["n_test"].sum() == counted.n_comparisons
+    for row in cv.table.itertuples():
+        test = cv.fold_of == row.fold
+        assert (row.n_train, row.n_test) == (f[~test].sum(), f[test].sum())
+        held_out = counted.subset(test)
+        p = bl.fit_prs(counted.subset(~test), 2).predict_proba(held_out)
+        assert row.log_loss == pytest.approx(log_loss(held_out.labels, p, f[test]), rel=1e-12)
+
+
 def test_unseen_users_never_leak_into_training(data, users):
     seen = []
 
