@@ -132,12 +132,14 @@ def test_pointwise_log_likelihood_with_ties_and_weights_is_the_hand_formula():
         assert result.pareto_k.shape == (n,)
 
 
-def test_the_note_counts_the_comparisons_above_the_k_threshold():
+def test_the_note_counts_the_units_above_the_k_threshold():
     k = np.array([0.1, 0.69, 0.71, 1.3, 0.2])
     high, note = loocv._k_note(k, 0.7)
     assert high == 2 and "for 2 of 5 comparisons (40.0 %, max 1.30)" in note
     high, note = loocv._k_note(k[:2], 0.7)
     assert high == 0 and "for all 2 comparisons (max 0.69)" in note
+    high, note = loocv._k_note(k, 0.7, "counted rows")  # a counted row is left out whole
+    assert high == 2 and "for 2 of 5 counted rows" in note and "check those counted rows" in note
 
 
 def test_a_plain_posteriors_ties_and_nu(ranks):

@@ -178,15 +178,17 @@ class LOOResult:
         return f"{self.elpd}\n{self.note}"
 
 
-def _k_note(pareto_k: np.ndarray, threshold: float) -> tuple[int, str]:
+def _k_note(pareto_k: np.ndarray, threshold: float, units: str = "comparisons") -> tuple[int, str]:
+    """How many of the left-out ``units`` (comparisons, or counted rows) have k̂ above ``threshold``, and
+    what to do."""
     n = pareto_k.size
     high = int((pareto_k > threshold).sum())
     if high == 0:
-        return 0, (f"Pareto k̂ ≤ {threshold:.2f} for all {n} comparisons (max {pareto_k.max():.2f}): "
+        return 0, (f"Pareto k̂ ≤ {threshold:.2f} for all {n} {units} (max {pareto_k.max():.2f}): "
                    "the PSIS-LOO estimate is reliable.")
-    return high, (f"Pareto k̂ > {threshold:.2f} for {high} of {n} comparisons ({100 * high / n:.1f} %, max "
+    return high, (f"Pareto k̂ > {threshold:.2f} for {high} of {n} {units} ({100 * high / n:.1f} %, max "
                   f"{pareto_k.max():.2f}): their leave-one-out terms are unreliable. More draws help where "
-                  "k̂ < 1; otherwise use K-fold cross-validation, or check those comparisons (outliers, "
+                  f"k̂ < 1; otherwise use K-fold cross-validation, or check those {units} (outliers, "
                   "rarely compared actions).")
 
 
@@ -219,7 +221,9 @@ def loo(post, *, reff: float | None = None) -> LOOResult:
     """
     elpd = az.loo(with_log_likelihood(post), pointwise=True, var_name=D.OBSERVED, reff=reff)
     pareto_k = np.asarray(elpd.pareto_k.values, dtype=float)
-    high, note = _k_note(pareto_k, float(elpd.good_k))
+    # A counted row is left out whole: its f_t comparisons are one unit of the estimate.
+    units = "comparisons" if post.data.counts is None else "counted rows"
+    high, note = _k_note(pareto_k, float(elpd.good_k), units)
     return LOOResult(elpd, float(elpd.good_k), high, note)
 
 
