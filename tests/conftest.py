@@ -50,6 +50,13 @@ def make_random_problem(d_x: int, d_phi: int, n: int, seed: int, *, rank: int | 
     return RandomProblem(bl.PreferenceData(x, dphi, y), theta)
 
 
+def repeated_rows(data: bl.PreferenceData, times) -> bl.PreferenceData:
+    """``data``'s rows, row t given ``times[t]`` times (an int repeats each): the expanded rows that
+    counts stand for, without counts or weights."""
+    rows = np.repeat(np.arange(data.n), times)
+    return bl.PreferenceData(data.contexts[rows], data.differences[rows], data.labels[rows])
+
+
 def kron_design(contexts: np.ndarray, differences: np.ndarray) -> np.ndarray:
     """The explicit N × d_x·d_φ design, row t = kron(x_t, Δφ_t) = vec(x_t Δφ_tᵀ) (row-major).
 

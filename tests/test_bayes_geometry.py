@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 import pytest
 import xarray as xr
+from conftest import repeated_rows
 from scipy.special import expit
 
 import bayes_loco as bl
@@ -152,8 +153,7 @@ def test_auto_charts_only_where_the_ridge_is_long(n, rank):
 def test_auto_judges_counted_rows_by_the_comparisons_they_stand_for(rank):
     # 1,800 rows each counted 3 times: N = 5,400 comparisons reach config["n_chart"] where 1,800 rows do not.
     data = strong_data(1800, seed=2)
-    rows = np.repeat(np.arange(data.n), 3)
-    expanded = bl.PreferenceData(data.contexts[rows], data.delta[rows], data.labels[rows])
+    expanded = repeated_rows(data, 3)
     counted = expanded.aggregate()
     assert counted.n == data.n < setting("n_chart") <= counted.n_comparisons
     chosen = [geometry.choose_geometry(d, rank, bl.fit_low_rank(d, rank).theta, 1.0, "auto", None)

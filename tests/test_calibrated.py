@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from conftest import repeated_rows
 
 import bayes_loco as bl
 
@@ -37,8 +38,7 @@ def test_many_coordinates_per_comparison_give_the_row_space_certificate(problem)
 
 def test_counted_rows_are_judged_by_the_comparisons_they_stand_for(problem):
     data, population = problem.sample(200, seed=1), problem.population(40, seed=2)
-    rows = np.repeat(np.arange(data.n), 2)
-    expanded = bl.PreferenceData(data.contexts[rows], data.delta[rows], data.labels[rows])
+    expanded = repeated_rows(data, 2)
     counted = expanded.aggregate()  # 200 rows (k / 200 = 0.08) standing for 400 comparisons
     roads = [bl.calibrated_policy(d, 2, population, LEVEL).level_meaning.split(":")[0]
              for d in (counted, expanded)]

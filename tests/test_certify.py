@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 import pytest
+from conftest import repeated_rows
 from scipy import stats
 
 import bayes_loco as bl
@@ -228,8 +229,7 @@ def test_a_certificate_from_many_coordinates_per_comparison_warns():
 
 def test_the_ratio_counts_the_comparisons_that_counted_rows_stand_for():
     data = bl.simulate.paper_problem(d_x=6, d_s=5, rank=2, seed=5).sample(300, seed=5)
-    rows = np.repeat(np.arange(data.n), 2)
-    expanded = bl.PreferenceData(data.contexts[rows], data.delta[rows], data.labels[rows])
+    expanded = repeated_rows(data, 2)
     counted = expanded.aggregate()
     for d in (counted, expanded):  # 300 comparisons to estimate on either way: 36 / 300
         with pytest.warns(bl.DataWarning, match=r"36 coordinates for 300 comparisons \(k / N = 0.12"):

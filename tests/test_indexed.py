@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import repeated_rows
 from scipy import sparse
 from scipy.special import expit
 
@@ -74,11 +75,6 @@ def test_a_dense_item_table_equals_the_sparse_one():
     np.testing.assert_allclose(one.differences, phi[first] - phi[second])
 
 
-def _expanded(data: bl.PreferenceData) -> bl.PreferenceData:
-    rows = np.repeat(np.arange(data.n), data.counts.astype(int))
-    return bl.PreferenceData(data.contexts[rows], data.differences[rows], data.labels[rows])
-
-
 @pytest.mark.parametrize("ties", [0.0, 0.25])
 def test_counts_equal_expanded_rows(ties):
     x, first, second, labels, _ = _battles(3000, 5, ties=ties, contexts=1)
@@ -86,7 +82,7 @@ def test_counts_equal_expanded_rows(ties):
     indexed = bl.PreferenceData.from_items(labels, item_1=first, item_0=second, contexts=x)
     counted = indexed.aggregate()
     assert counted.n < indexed.n and counted.n_comparisons == indexed.n
-    expanded = _expanded(counted)
+    expanded = repeated_rows(counted, counted.counts.astype(int))
     for cov_type in ("model", "sandwich"):
         a = bl.fit_mle(counted, cov_type=cov_type, tol=1e-12)
         b = bl.fit_mle(expanded, cov_type=cov_type, tol=1e-12)
@@ -109,8 +105,7 @@ def test_a_penalty_set_of_counted_rows_is_the_penalty_set_of_the_rows_they_stand
     their counts give the expanded rows' set (W in each fit's own coordinates, which may differ
     by a reflection: its eigenvalues and the radius)."""
     data = bl.simulate.paper_problem(rank=2, imbalance=3, theta_kind="paper").sample(400, seed=3)
-    rows = np.repeat(np.arange(data.n), 1 + np.arange(data.n) % 3)  # each row 1, 2 or 3 times
-    expanded = bl.PreferenceData(data.contexts[rows], data.delta[rows], data.labels[rows])
+    expanded = repeated_rows(data, 1 + np.arange(data.n) % 3)  # each row 1, 2 or 3 times
     counted = expanded.aggregate()
     assert counted.n == data.n and counted.n_comparisons == expanded.n
     a, b = PENALISED[fit](counted).penalty_set(), PENALISED[fit](expanded).penalty_set()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from conftest import repeated_rows
 
 import bayes_loco as bl
 from bayes_loco import simulate
@@ -31,8 +32,7 @@ def test_gic_is_mean_nll_plus_penalty_times_k(selection):
 def test_gic_of_counted_rows_is_the_gic_of_the_rows_they_stand_for(selection):
     problem, *_ = selection
     data = problem.sample(900, seed=5)
-    rows = np.repeat(np.arange(data.n), 1 + np.arange(data.n) % 4)  # each row 1 to 4 times
-    expanded = bl.PreferenceData(data.contexts[rows], data.delta[rows], data.labels[rows])
+    expanded = repeated_rows(data, 1 + np.arange(data.n) % 4)  # each row 1 to 4 times
     counted, whole = (bl.select_rank(d, ranks=[1, 2, 3]) for d in (expanded.aggregate(), expanded))
     assert counted.penalty == pytest.approx(0.1 * np.log(expanded.n) / expanded.n, rel=1e-12)
     np.testing.assert_allclose(counted.mean_nll, whole.mean_nll, rtol=1e-6)

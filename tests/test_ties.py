@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import repeated_rows
 from scipy import stats
 from scipy.optimize import minimize
 from scipy.special import expit, log_expit, logsumexp
@@ -202,9 +203,7 @@ def test_unit_weights_change_nothing_and_integer_weights_count_as_copies():
     counts = np.random.default_rng(4).integers(1, 3, data.n)
     weighted = bl.PreferenceData.from_arrays(data.contexts, data.labels, differences=data.differences,
                                              weights=counts.astype(float))
-    rows = np.repeat(np.arange(data.n), counts)
-    copies = bl.PreferenceData.from_arrays(data.contexts[rows], data.labels[rows],
-                                           differences=data.differences[rows])
+    copies = repeated_rows(data, counts)
     np.testing.assert_allclose(bl.fit_mle(weighted).theta, bl.fit_mle(copies).theta, rtol=0, atol=1e-9)
 
 
@@ -348,9 +347,7 @@ def test_weighted_low_rank_fits_count_weights_as_copies(contextual):
     counts = np.random.default_rng(2).integers(1, 3, data.n)
     weighted = bl.PreferenceData.from_arrays(data.contexts, data.labels, differences=data.differences,
                                              weights=counts.astype(float))
-    rows = np.repeat(np.arange(data.n), counts)
-    copies = bl.PreferenceData.from_arrays(data.contexts[rows], data.labels[rows],
-                                           differences=data.differences[rows])
+    copies = repeated_rows(data, counts)
     # The same score and line: equal up to Brent's tolerance on the step α (relative 1.5e-8).
     np.testing.assert_allclose(bl.spectral_start(weighted, 2), bl.spectral_start(copies, 2), rtol=1e-7,
                                atol=1e-12)
