@@ -43,7 +43,10 @@ def design(coordinates: Coordinates, data: PreferenceData) -> np.ndarray:
 
 def information(coordinates: Coordinates, data: PreferenceData, weights: np.ndarray | None = None
                 ) -> np.ndarray:
-    """Σ_t w_t z_t z_tᵀ (k × k) over the comparisons' coordinates; w_t = 1 gives the Gram matrix W.
+    """Σ_t w_t z_t z_tᵀ (k × k) over the comparisons' coordinates; without ``weights`` the Gram matrix W.
+
+    W is summed over the comparisons the rows stand for: w_t is a row's count f_t (1 without counts),
+    so counted rows give the W of their expanded rows.
 
     The design is formed ``config["design_block_bytes"]`` at a time, so the memory is k² plus
     one block, never N × k (at LLM-width features N × k is 13 GB for N = 100,000). Each
@@ -57,6 +60,7 @@ def information(coordinates: Coordinates, data: PreferenceData, weights: np.ndar
     Refused (``MemoryError``) when the k × k result does not fit in memory.
     """
     check_coordinates(coordinates, data.d_x, data.d_phi, "coordinates")
+    weights = data.counts if weights is None else weights
     if weights is not None:
         weights = as_float_array(weights, "weights", 1)
         if weights.shape != (data.n,) or not np.all(weights >= 0):

@@ -7,6 +7,7 @@ import itertools
 
 import numpy as np
 import pytest
+from conftest import repeated_rows
 from scipy import linalg as sla
 from scipy import stats
 
@@ -279,3 +280,19 @@ def test_a_wald_set_s_eigenvectors_follow_the_sign_rule():
     vecs = ellipsoid._eigen[1]
     top = np.abs(vecs).argmax(axis=0)
     assert (vecs[top, np.arange(vecs.shape[1])] > 0).all()
+
+
+def test_information_without_weights_is_the_gram_matrix_of_the_comparisons_counted_rows_are():
+    data = bl.simulate.paper_problem(rank=2, imbalance=3, theta_kind="paper").sample(300, seed=2)
+    f = 1 + np.arange(data.n) % 3
+    counted = bl.PreferenceData(data.contexts, data.differences, data.labels, counts=f.astype(float))
+    expanded = repeated_rows(data, f)
+    rtv = bl.fit_low_rank(data, 2, ridge=1.0).coordinates
+    for coordinates in (VecCoordinates(data.d_x, data.d_phi), rtv):
+        w = design.information(coordinates, counted)
+        np.testing.assert_allclose(w, design.information(coordinates, expanded), rtol=1e-10,
+                                   atol=1e-10 * np.abs(w).max())
+        # Weights given are taken as given: the rows' own Σ w_t z_t z_tᵀ, counts not applied twice.
+        np.testing.assert_allclose(design.information(coordinates, counted, np.ones(data.n)),
+                                   design.information(coordinates, data), rtol=1e-12,
+                                   atol=1e-12 * np.abs(w).max())

@@ -248,7 +248,7 @@ class Posterior(DrawsPredictive, InRTVCoordinates, SummaryHTML, PosteriorLikelih
         >>> post.penalty_set(c2=5.0)
         EllipsoidSet(kind='gram', k=16, k_eff=8, radius=1.155)
         """
-        gram = information(self.basis, self.data, self.data.counts)  # W of the rows the counts stand for
+        gram = information(self.basis, self.data)  # W of the comparisons the rows stand for
         return EllipsoidSet.penalty(self.estimate, gram, self.data.n_comparisons, self.basis, c2)
 
     def calibrated_set(self, level: float = LEVEL, kind: str | None = "credible", *, identified: bool = True,

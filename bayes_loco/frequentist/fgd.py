@@ -151,7 +151,7 @@ class LowRankResult(WaldFit):
 
     @cached_property
     def _gram(self) -> np.ndarray:
-        return information(self.coordinates, self.data, self.data.counts)  # W of the rows counts stand for
+        return information(self.coordinates, self.data)
 
     def penalty_set(self, c2: float = 5.0) -> EllipsoidSet:
         """The paper's Gram-W ellipsoid around Θ̂'s RTV coordinates, C = C₂·sqrt(k/N).

@@ -104,7 +104,7 @@ class MLEResult(WaldFit):
         return self.theta.ravel()
 
     def _gram(self, weights: np.ndarray | None = None) -> np.ndarray:
-        """Σ_t w_t z_t z_tᵀ in vec(Θ) coordinates (w_t = 1: the Gram matrix), refused above 2 GiB.
+        """Σ_t w_t z_t z_tᵀ in vec(Θ) coordinates (without ``weights``: W), refused above 2 GiB.
 
         :func:`~bayes_loco.design.information`, which sums it on the data's support
         (:attr:`PreferenceData.support`) and leaves the rest zero.
@@ -142,9 +142,9 @@ class MLEResult(WaldFit):
         >>> bl.fit_mle(data, ridge=1.0).penalty_set(c2=5.0)
         EllipsoidSet(kind='gram', k=21, k_eff=9, radius=1.323)
         """
-        counts = self.data.counts  # W and N of the expanded rows
-        return EllipsoidSet.penalty(self.estimate, self._gram(counts), self.data.n_comparisons,
-                                    self.coordinates, c2)
+        # W and N of the comparisons the rows stand for
+        return EllipsoidSet.penalty(self.estimate, self._gram(), self.data.n_comparisons, self.coordinates,
+                                    c2)
 
     def _fitted(self):
         """The data, the margins at Θ̂ and Σ_t c_t z_t z_tᵀ in vec(Θ) (refused above 2 GiB, as W)."""

@@ -166,7 +166,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
 
     @cached_property
     def _gram(self) -> np.ndarray:
-        return information(self.basis, self.estimation_data, self.estimation_data.counts)
+        return information(self.basis, self.estimation_data)
 
     def _fitted(self):
         """The estimation data, the reduced model's margins z_tᵀθ̂_rtv and Σ_t c_t z_t z_tᵀ.
@@ -308,9 +308,9 @@ def fit_prs(data: PreferenceData, rank: int, *, n_initial: int | None = None, ri
     status = own.status if own.status is not FitStatus.CONVERGED or converged else FitStatus.NOT_CONVERGED
     diagnostics = Diagnostics("prs", converged, own.n_iter, status, own.message, fgd.warnings + own.warnings,
                               own.seconds)
-    counts = estimation.counts  # W of the rows the counts stand for
-    gram = None if z is None else (information(basis, estimation, counts) if estimation.indexed
-                                   else gram_rows(z, counts))
+    # W of the comparisons the rows stand for (information counts them itself)
+    gram = None if z is None else (information(basis, estimation) if estimation.indexed
+                                   else gram_rows(z, estimation.counts))
     return PRSResult(reduced.params, basis, gram, low_rank, estimation, n_initial, reduced.nll,
                      reduced.max_abs_margin, reduced.separated, diagnostics, ties, fitted_nu(ties, reduced))
 
