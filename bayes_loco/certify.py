@@ -463,7 +463,7 @@ def split_policy(data: PreferenceData, rank: int, population: Population, level:
     if not isinstance(data, PreferenceData):
         raise TypeError(f"data must be a PreferenceData, got {type(data).__name__}")
     check_option(model, "model", ("reduced", "row-space"))
-    n_initial = data.n // 2 if n_initial is None else check_int(n_initial, "n_initial", 1, data.n - 1)
+    n_initial = data.n_comparisons // 2 if n_initial is None else n_initial
     if model == "row-space":
         first, rest = data.split(n_initial)
         return certify_row_space(fit_low_rank(first, rank, ridge=ridge, max_iter=max_iter), rest, population,
@@ -529,7 +529,8 @@ def certify_row_space(low_rank: LowRankResult, data: PreferenceData, population:
     if data.d_x != low_rank.theta.shape[0] or data.d_phi != low_rank.theta.shape[1]:
         raise ValueError(f"data: d_x × d_φ = {data.d_x} × {data.d_phi}, the fit's Θ̂ is "
                          f"{low_rank.theta.shape[0]} × {low_rank.theta.shape[1]}")
-    n_basis = data.n // 2 if n_basis is None else check_int(n_basis, "n_basis", 1, data.n - 1)
+    n_comparisons = data.n_comparisons
+    n_basis = n_comparisons // 2 if n_basis is None else check_int(n_basis, "n_basis", 1, n_comparisons - 1)
     candidates = gain_candidates(low_rank.theta, population, quantiles, scope=scope)
     basis_data, data = data.split(n_basis)
     rank = low_rank.rank

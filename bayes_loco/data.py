@@ -547,15 +547,18 @@ class PreferenceData:
         return items_on(self, reference)
 
     def split(self, n_initial: int | None) -> tuple[PreferenceData, PreferenceData]:
-        """Split into the first N₀ rows and the rest (the paper's data split).
+        """Split into the first N₀ comparisons and the rest (the paper's data split).
 
         ``n_initial=None`` means no split: both parts are the whole data, as in the
-        paper's main experiments.
+        paper's main experiments. With counts, N₀ counts comparisons, as N does
+        (:attr:`n_comparisons`): a counted row that straddles the boundary is divided,
+        its first comparisons ending the first part and the others opening the rest,
+        so the split is that of the comparisons the rows stand for.
 
         Parameters
         ----------
         n_initial : int or None
-            N₀, in [1, N).
+            N₀, in [1, N), N the number of comparisons.
 
         Returns
         -------
@@ -565,11 +568,24 @@ class PreferenceData:
         --------
         >>> [part.n for part in data.split(100)]
         [100, 200]
+        >>> counted = bl.PreferenceData.from_items([1, 0], item_1=[0, 1], item_0=[1, 2], counts=[3, 2])
+        >>> [part.counts.tolist() for part in counted.split(4)]   # the 5 comparisons' first 4, then 1
+        [[3.0, 1.0], [1.0]]
         """
         if n_initial is None:
             return self, self
-        n0 = check_int(n_initial, "n_initial", 1, self.n - 1)
-        return self.subset(slice(0, n0)), self.subset(slice(n0, None))
+        n0 = check_int(n_initial, "n_initial", 1, self.n_comparisons - 1)
+        if self.counts is None:
+            return self.subset(slice(0, n0)), self.subset(slice(n0, None))
+        ends = np.cumsum(self.counts)
+        cut = int(np.searchsorted(ends, n0))  # the row holding comparison N₀
+        before = ends[cut] - self.counts[cut]
+        first = np.append(self.counts[:cut], n0 - before)
+        rest = np.append(ends[cut] - n0, self.counts[cut + 1:])
+        head = self._rows(np.arange(cut + 1), first)
+        # A row whose comparisons all went first would open the rest with count 0.
+        tail = 1 if rest[0] == 0 else 0
+        return head, self._rows(np.arange(cut + tail, self.n), rest[tail:])
 
     def to_frame(self) -> pd.DataFrame:
         """One row per comparison: ``x0..``, ``dphi0..``, ``y`` and, with weights, ``weight``.

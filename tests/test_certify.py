@@ -233,7 +233,7 @@ def test_the_ratio_counts_the_comparisons_that_counted_rows_stand_for():
     counted = expanded.aggregate()
     for d in (counted, expanded):  # 300 comparisons to estimate on either way: 36 / 300
         with pytest.warns(bl.DataWarning, match=r"36 coordinates for 300 comparisons \(k / N = 0.12"):
-            fit = bl.fit_prs(d, 2, ridge=1.0, n_initial=d.n // 2)
+            fit = bl.fit_prs(d, 2, ridge=1.0, n_initial=d.n_comparisons // 2)
             assert bl.certify.check_dimension(fit) == pytest.approx(0.12)
 
 

@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import repeated_rows
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -279,6 +280,25 @@ def test_split_out_of_range_names_n_initial(n0):
     data = PreferenceData(*_arrays())
     with pytest.raises(ValueError, match=r"n_initial must be in \[1, 19\]"):
         data.split(n0)
+
+
+def test_a_split_of_counted_rows_is_the_split_of_the_comparisons_they_stand_for():
+    x, d, y = _arrays()
+    counts = np.random.default_rng(3).integers(0, 4, size=20)
+    counts[[0, 7]] = [2, 3]  # never all zero; a zero row sits inside, before and after cuts
+    data = PreferenceData(x, d, y, counts=counts)
+    expanded = repeated_rows(data, counts)
+    total = int(counts.sum())
+    with pytest.raises(ValueError, match=rf"n_initial must be in \[1, {total - 1}\]"):
+        data.split(total)
+    for n0 in range(1, total):
+        parts = data.split(n0)
+        assert [part.n_comparisons for part in parts] == [n0, total - n0]
+        for part, rows in zip(parts, (slice(0, n0), slice(n0, None)), strict=True):
+            again = repeated_rows(part, part.counts.astype(int))
+            np.testing.assert_array_equal(again.contexts, expanded.contexts[rows])
+            np.testing.assert_array_equal(again.differences, expanded.differences[rows])
+            np.testing.assert_array_equal(again.labels, expanded.labels[rows])
 
 
 @pytest.mark.parametrize("n0", [2.0, True, "3"])

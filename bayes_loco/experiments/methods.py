@@ -159,7 +159,7 @@ def _fit_prs(fits: Fits) -> Fit:
 
 def _fit_prs_split(fits: Fits) -> Fit:
     # The certified policy's fit: PRS split at the study's N₀, or in half where the study does not split.
-    n_initial = fits.data.n // 2 if fits.n_initial is None else fits.n_initial
+    n_initial = fits.data.n_comparisons // 2 if fits.n_initial is None else fits.n_initial
     return fit_prs(fits.data, fits.rank, n_initial=n_initial, ridge=fits.ridge)
 
 
