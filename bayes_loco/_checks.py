@@ -33,15 +33,16 @@ def check_data(data, name: str = "data") -> PreferenceData:
     varies = data.n <= 1 or data.winner_first or not np.all(data.labels == data.labels[0])
     if not _DATA_CHECKED.get() and not varies:
         if data.labels[0] == 0.5:
-            warnings.warn(f"{name}.labels: all {data.n} comparisons are ties (y = 0.5): they say nothing "
-                          "about which answer is preferred. Check the label column (ties='davidson' refuses "
-                          "such data).", DataWarning, stacklevel=3)
+            warnings.warn(f"{name}.labels: all {data.n_comparisons} comparisons are ties (y = 0.5): they say "
+                          "nothing about which answer is preferred. Check the label column (ties='davidson' "
+                          "refuses such data).", DataWarning, stacklevel=3)
             return data
         y = int(data.labels[0])
         warnings.warn(
-            f"{name}.labels: all {data.n} comparisons have y = {y}. That is a valid encoding when "
-            f"features_{y} always holds the preferred answer (the model has no intercept, so (Δφ, 1) and "
-            "(−Δφ, 0) are the same observation); if the labels were meant to vary, check the label column.",
+            f"{name}.labels: all {data.n_comparisons} comparisons have y = {y}. That is a valid encoding "
+            f"when features_{y} always holds the preferred answer (the model has no intercept, so (Δφ, 1) "
+            "and (−Δφ, 0) are the same observation); if the labels were meant to vary, check the label "
+            "column.",
             DataWarning, stacklevel=3)
     return data
 

@@ -93,6 +93,17 @@ def test_counts_equal_expanded_rows(ties):
     assert bl.fit_mle(counted).summary().header["N"] == indexed.n
 
 
+def test_what_is_printed_counts_the_comparisons_counted_rows_stand_for():
+    data = bl.simulate.paper_problem(rank=2, imbalance=3, theta_kind="paper").sample(60, seed=3)
+    counted = bl.PreferenceData(data.contexts, data.differences, np.ones(60), counts=np.full(60, 3))
+    with pytest.warns(bl.DataWarning, match="all 180 comparisons have y = 1"):
+        mle = bl.fit_mle(counted, ridge=1.0)
+    assert repr(mle).startswith("MLEResult(N=180,")
+    with pytest.warns(bl.DataWarning, match="all 180 comparisons have y = 1"):
+        prs = bl.fit_prs(counted, 2, ridge=1.0, n_initial=120)
+    assert ", n=60, N0=120," in repr(prs)
+
+
 PENALISED = {"mle": lambda d: bl.fit_mle(d, ridge=1.0),
              "low_rank": lambda d: bl.fit_low_rank(d, 2, ridge=1.0),
              "prs": lambda d: bl.fit_prs(d, 2, ridge=1.0),

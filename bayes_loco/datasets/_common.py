@@ -115,7 +115,7 @@ class Dataset:
 
     def __repr__(self) -> str:
         ties = float(self.data.ties.mean())
-        lines = [f"Dataset({self.source}: N={self.data.n}, users={len(self.users)}, "
+        lines = [f"Dataset({self.source}: N={self.data.n_comparisons}, users={len(self.users)}, "
                  f"actions={self.n_actions}, ties={ties:.1%}, d_x={self.data.d_x}, d_phi={self.data.d_phi}, "
                  f"reference={self.actions['name'].iloc[0]!r})"]
         lines += [f"  note: {note}" for note in self.notes]

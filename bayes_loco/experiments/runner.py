@@ -157,7 +157,7 @@ def task_inputs(study: str, cell_index: int, settings: dict, rep: int, seed: int
                                                  contexts_per_state=int(s["contexts_per_state"]),
                                                  context_law=s["global_law"])
     frac = s["n_initial_fraction"]
-    n_initial = None if frac is None or pd.isna(frac) else round(frac * data.n)
+    n_initial = None if frac is None or pd.isna(frac) else round(frac * data.n_comparisons)
     return TaskInputs(s, truth, data, populations, n_initial, int(fit_seed.generate_state(1)[0]))
 
 

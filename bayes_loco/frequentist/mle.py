@@ -90,7 +90,7 @@ class MLEResult(WaldFit):
         return -self.nll
 
     def __repr__(self) -> str:
-        return (f"MLEResult(N={self.data.n}, d_x={self.data.d_x}, d_phi={self.data.d_phi}, "
+        return (f"MLEResult(N={self.data.n_comparisons}, d_x={self.data.d_x}, d_phi={self.data.d_phi}, "
                 f"loglik={self.loglik:.4g}, converged={self.diagnostics.converged}, "
                 f"n_iter={self.diagnostics.n_iter}, separated={self.separated}, ridge={self.ridge:g})")
 

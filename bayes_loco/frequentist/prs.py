@@ -224,7 +224,7 @@ class PRSResult(InRTVCoordinates, WaldFit):
     def __repr__(self) -> str:
         split = "no split" if self.n_initial is None else f"N0={self.n_initial}"
         # No k_eff: it needs W's factorisation (minutes at LLM width); summary() and penalty_set() give it.
-        return (f"PRSResult(rank={self.rank}, k={self.k}, n={self.estimation_data.n}, {split}, "
+        return (f"PRSResult(rank={self.rank}, k={self.k}, n={self.estimation_data.n_comparisons}, {split}, "
                 f"converged={self.diagnostics.converged})")
 
 
