@@ -1,5 +1,5 @@
-"""Item-indexed data regrouped: identical rows to counts, and comparisons moved onto another item table;
-and the hash that tells one set of comparisons from another.
+"""Data regrouped: identical rows to counts, comparisons moved onto another item table, the first N₀
+comparisons split from the rest; and the hash that tells one set of comparisons from another.
 
 Each takes a :class:`~bayes_loco.PreferenceData` and build their result with its own class.
 """
@@ -69,6 +69,20 @@ def aggregate(data):
         np.bincount(inverse, minlength=first.size).astype(float)
     order = np.argsort(first, kind="stable")
     return data._rows(first[order], counts[order])
+
+
+def split_counted(data, n0: int):
+    """:meth:`~bayes_loco.PreferenceData.split`: the first ``n0`` comparisons and the rest, the counted
+    row that holds comparison ``n0`` divided between them."""
+    if data.counts is None:
+        return data.subset(slice(0, n0)), data.subset(slice(n0, None))
+    ends = np.cumsum(data.counts)
+    cut = int(np.searchsorted(ends, n0))  # the row holding comparison N₀
+    first = np.append(data.counts[:cut], n0 - (ends[cut] - data.counts[cut]))
+    rest = np.append(ends[cut] - n0, data.counts[cut + 1:])
+    # A row whose comparisons all went first would open the rest with count 0.
+    tail = 1 if rest[0] == 0 else 0
+    return data._rows(np.arange(cut + 1), first), data._rows(np.arange(cut + tail, data.n), rest[tail:])
 
 
 def comparisons_fingerprint(data) -> str:

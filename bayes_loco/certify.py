@@ -2,8 +2,7 @@
 
 A pessimistic policy guards every value it might use; at a reward model's width that is tens of
 thousands of row × action values (:mod:`bayes_loco.sets.family`), and a simultaneous guarantee over
-all of them keeps almost nothing. A policy is judged on one number, its value relative to the
-reference action,
+all of them keeps almost nothing. A policy is judged on one number, its value against the reference action,
 
     V(π) = m(π)ᵀθ,   m(π) = (1/n) Σ_i Σ_a π(a | i) z_ia,   z_ia = z(x_i, s_i, a) − z(x_i, s_i, a_ref),
 

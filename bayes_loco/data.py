@@ -19,7 +19,7 @@ import pandas as pd
 from scipy import sparse
 
 from ._frames import TIE_VALUES, array_differences, frame_arguments, item_arguments
-from ._regroup import aggregate, comparisons_fingerprint, items_on
+from ._regroup import aggregate, comparisons_fingerprint, items_on, split_counted
 from ._validation import as_counts, as_float_array, as_labels, as_names, as_weights, check_int
 from .indexed import check_items
 from .linalg import span_dimension
@@ -574,18 +574,7 @@ class PreferenceData:
         """
         if n_initial is None:
             return self, self
-        n0 = check_int(n_initial, "n_initial", 1, self.n_comparisons - 1)
-        if self.counts is None:
-            return self.subset(slice(0, n0)), self.subset(slice(n0, None))
-        ends = np.cumsum(self.counts)
-        cut = int(np.searchsorted(ends, n0))  # the row holding comparison N₀
-        before = ends[cut] - self.counts[cut]
-        first = np.append(self.counts[:cut], n0 - before)
-        rest = np.append(ends[cut] - n0, self.counts[cut + 1:])
-        head = self._rows(np.arange(cut + 1), first)
-        # A row whose comparisons all went first would open the rest with count 0.
-        tail = 1 if rest[0] == 0 else 0
-        return head, self._rows(np.arange(cut + tail, self.n), rest[tail:])
+        return split_counted(self, check_int(n_initial, "n_initial", 1, self.n_comparisons - 1))
 
     def to_frame(self) -> pd.DataFrame:
         """One row per comparison: ``x0..``, ``dphi0..``, ``y`` and, with weights, ``weight``.
