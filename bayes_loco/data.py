@@ -442,12 +442,13 @@ class PreferenceData:
         return min(span_dimension(self.contexts, limit), span_dimension(self.distinct_differences(), limit))
 
     def __repr__(self) -> str:
-        extra = f", ties={int(self.ties.sum())}" if self.has_ties else ""
+        f = np.ones(self.n) if self.counts is None else self.counts  # label statistics count comparisons
+        extra = f", ties={f @ self.ties:.0f}" if self.has_ties else ""
         extra += ", weighted" if self.weights is not None else ""
         extra += f", counts={self.n_comparisons:.0f}" if self.counts is not None else ""
         extra += f", items={self.item_features.shape[0]}" if self.indexed else ""
         return (f"PreferenceData(N={self.n}, d_x={self.d_x}, d_phi={self.d_phi}, "
-                f"mean(y)={self.labels.mean():.3f}{extra})")
+                f"mean(y)={f @ self.labels / f.sum():.3f}{extra})")
 
     def subset(self, index) -> PreferenceData:
         """Rows ``index`` (slice, integer or boolean array) as a new ``PreferenceData``.

@@ -102,6 +102,8 @@ def test_what_is_printed_counts_the_comparisons_counted_rows_stand_for():
     with pytest.warns(bl.DataWarning, match="all 180 comparisons have y = 1"):
         prs = bl.fit_prs(counted, 2, ridge=1.0, n_initial=120)
     assert ", n=60, N0=120," in repr(prs)
+    tied = bl.PreferenceData(data.contexts[:4], data.differences[:4], [1, 0.5, 0, 0.5], counts=[5, 2, 1, 3])
+    assert repr(tied).endswith("mean(y)=0.682, ties=5, counts=11)")  # (5 + ½·2 + ½·3) / 11; ties 2 + 3
 
 
 PENALISED = {"mle": lambda d: bl.fit_mle(d, ridge=1.0),
