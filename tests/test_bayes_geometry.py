@@ -78,7 +78,13 @@ def test_a_separated_start_is_replaced_by_the_ridge_fit_and_said_so():
     # The plain fit ran off (its MLE's margins grow without bound); the ridge holds the start finite.
     held = np.abs(margins(start.theta, data.contexts, data.differences)).max()
     assert held < 0.1 * plain.initial.max_abs_margin
-    assert "ridge fit (λ = 0.25)" in note and "separated" in note
+    assert "ridge fit (λ = 0.25)" in note and geometry.separated_start(note)
+
+
+def test_a_start_replaced_for_another_reason_is_not_read_as_separated():
+    note = ("started from the ridge fit (λ = 1): the unpenalised start was unusable (FGD did not converge, "
+            "largest singular value 3)")
+    assert not geometry.separated_start(note)
 
 
 @pytest.mark.parametrize("separable", [True, False])
@@ -93,7 +99,7 @@ def test_chains_that_disagree_on_separable_data_are_told_why_more_draws_may_not_
     told = [str(w.message) for w in caught if "look separable" in str(w.message)]
     assert any("chains disagree" in str(w.message) for w in caught)
     start_note = post.settings["geometry"].get("start", "")
-    assert len(told) == int(separable) and (geometry.SEPARATED in start_note) == separable
+    assert len(told) == int(separable) and geometry.separated_start(start_note) == separable
     assert all("prior={'scale': ...}" in t for t in told)
     assert len([m for m in post.diagnostics.warnings if "look separable" in m]) == int(separable)
 
@@ -118,7 +124,7 @@ def test_a_separated_start_the_user_gives_is_kept_and_warned_about():
 def test_a_usable_start_is_the_plain_fit():
     data = strong_data(400, seed=1)
     start, ridge, note = geometry.default_start(data, 1, 0.0, scale=1.0)
-    assert (ridge, note) == (0.0, "")
+    assert (ridge, note) == (0.0, "") and not geometry.separated_start(note)
     np.testing.assert_allclose(start.theta, bl.fit_low_rank(data, 1).theta)
     # A ridge the user asked for is used as given.
     start, ridge, note = geometry.default_start(data, 1, 3.0, scale=1.0)

@@ -55,7 +55,6 @@ from .diagnostics import (
     vi_diagnostics,
 )
 from .geometry import (
-    SEPARATED,
     Geometry,
     advised_target,
     check_user_start,
@@ -64,6 +63,7 @@ from .geometry import (
     divergence_has_fallback,
     fallbacks,
     ridge_chart,
+    separated_start,
     watch_for,
 )
 from .laplace import find_map, laplace_theta
@@ -388,8 +388,8 @@ def _keep(nuts: NUTS, geometry: Geometry, planned: list, runs: list[_Attempt], s
         diagnostics, advice = nuts_diagnostics(kept.tree, kept.group, kept.diagnostics.seconds, tried=tried,
                                                table=kept.table, draws_scale=kept.draws_scale)
         kept = dataclasses.replace(kept, diagnostics=diagnostics, advice=advice)
-    separated = f"({SEPARATED}:" in start_note
-    kept = dataclasses.replace(kept, diagnostics=note_separated(kept.diagnostics, separated, nuts.rhat_max))
+    kept = dataclasses.replace(kept, diagnostics=note_separated(kept.diagnostics, separated_start(start_note),
+                                                                nuts.rhat_max))
     record = {"geometry": geometry_record(geometry, kept.group, facts if len(runs) > 1 else [], start_note),
               "plan": plan_record(planned, [done.diagnostics for done in runs], best,
                                   stopped.pop("attempt", None))}

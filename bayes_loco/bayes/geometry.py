@@ -157,7 +157,13 @@ class Geometry:
         return max(self.target_accept or 0.0, nuts.target_accept)
 
 
-SEPARATED = "separated"  # the word default_start's note names a separated start by (read by fit_posterior)
+SEPARATED = "separated"  # the word default_start's note names a separated start by
+
+
+def separated_start(note: str) -> bool:
+    """Whether :func:`default_start`'s ``note`` says the unpenalised start was separated (its margins grew
+    without bound), which :func:`~.diagnostics.note_separated` turns into advice."""
+    return f"({SEPARATED}:" in note
 
 
 def largest_margin(theta: np.ndarray, data: PreferenceData) -> float:
